@@ -1,0 +1,52 @@
+#pragma once
+// The YAML input of `dfmp2 INPUT.yaml`. Keys (README "Input keys" documents each with type and default):
+//
+//   key          type                    default      meaning
+//   integrals    string (path)           (required)   HDF5 integral file, relative to the YAML file's folder
+//   frozen_core  bool or integer >= 0    false        true: Psi4's rule (previous noble-gas shell); n: n orbitals
+//   backends     list of strings         [openblas]   backends to run, in order; the first one's energies are
+//                                                     the reported result
+//   precision    string                  fp64         arithmetic precision (fp64 only in this version)
+//   memory       size string or bytes    "2 GiB"      bound on the working set; chooses the block sizes
+//   threads      integer >= 1            all cores    threads for the backends and the pair-energy reduction
+//   output       string (path)           (none)       results file (QCSchema JSON), relative to the YAML file's
+//                                                     folder; --json on the command line overrides it
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dfmp2::app {
+
+struct FrozenCore {
+  enum class Kind { none, psi4_rule, count } kind = Kind::none;
+  int count = 0;  // for Kind::count
+};
+
+struct Input {
+  std::string path;       // the YAML file as given
+  std::string integrals;  // resolved path of the HDF5 file
+  FrozenCore frozen_core;
+  std::vector<std::string> backends = {"openblas"};
+  std::string precision = "fp64";
+  double memory_bytes = 2.0 * double(1 << 30);
+  std::string memory_text = "2 GiB";
+  int threads = 0;  // filled with the machine's core count when absent
+  std::optional<std::string> output;  // resolved path
+  nlohmann::json as_read;             // the input as read, for the results file
+};
+
+// Reads and checks the whole input; throws InputError (or UnsupportedError for a backend or precision that this
+// build cannot run) with a one-line message naming the file, line:column and key.
+Input read_input(const std::string& path);
+
+// Parses a size such as "2 GiB", "500 MB", "1.5GB" or "1048576" (bytes); nullopt when it is not one.
+std::optional<double> parse_memory_size(const std::string& text);
+
+// Levenshtein distance, for "did you mean" suggestions.
+std::size_t edit_distance(const std::string& a, const std::string& b);
+// The candidate nearest to `word`, if it is near enough to be a likely typo.
+std::optional<std::string> nearest(const std::string& word, const std::vector<std::string>& candidates);
+
+}  // namespace dfmp2::app

@@ -1,0 +1,147 @@
+#include "app/results.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "linalg/errors.hpp"
+
+namespace dfmp2::app {
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json properties(const Calculation& calc, const BackendRun& run) {
+  const auto& f = *calc.integrals;
+  nlohmann::json p;
+  if (auto scf = f.scf_energy()) p["scf_total_energy"] = *scf;
+  if (auto nuc = f.nuclear_repulsion_energy()) p["nuclear_repulsion_energy"] = *nuc;
+  p["mp2_same_spin_correlation_energy"] = run.result.same_spin;
+  p["mp2_opposite_spin_correlation_energy"] = run.result.opposite_spin;
+  p["mp2_singles_energy"] = 0.0;
+  p["mp2_correlation_energy"] = run.result.correlation();
+  if (auto scf = f.scf_energy()) {
+    p["mp2_total_energy"] = *scf + run.result.correlation();
+    p["return_energy"] = *scf + run.result.correlation();
+  } else {
+    p["return_energy"] = run.result.correlation();
+  }
+  if (f.form() == chem::ThreeIndexForm::ao) p["calcinfo_nbasis"] = f.nbf();
+  p["calcinfo_nmo"] = f.nmo();
+  p["calcinfo_nalpha"] = f.nocc();
+  p["calcinfo_nbeta"] = f.nocc();
+  return p;
+}
+
+nlohmann::json kernels(const BackendRun& run) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& k : run.log.records()) {
+    rows.push_back({{"step", k.step},
+                    {"kernel", k.kernel},
+                    {"backend", k.backend},
+                    {"calls", k.calls},
+                    {"seconds", k.seconds},
+                    {"flops", k.flops},
+                    {"bytes", k.bytes},
+                    {"gflops_per_second", k.seconds > 0 ? k.flops / k.seconds * 1e-9 : 0.0}});
+  }
+  return rows;
+}
+
+}  // namespace
+
+nlohmann::json results_json(const Calculation& calc) {
+  const auto& f = *calc.integrals;
+  const auto& first = calc.runs.front();
+  nlohmann::json j;
+  j["schema_name"] = "qcschema_output";
+  j["schema_version"] = 1;
+  if (const auto& mol = f.metadata().molecule) {
+    nlohmann::json m;
+    m["schema_name"] = "qcschema_molecule";
+    m["schema_version"] = 2;
+    m["symbols"] = nlohmann::json::array();
+    m["geometry"] = nlohmann::json::array();
+    for (const auto& a : mol->atoms) {
+      m["symbols"].push_back(chem::element_symbol(a.atomic_number));
+      for (double x : {a.x, a.y, a.z}) m["geometry"].push_back(x * chem::kBohrPerAngstrom);
+    }
+    m["molecular_charge"] = mol->charge;
+    m["molecular_multiplicity"] = 1;
+    j["molecule"] = m;
+  }
+  j["driver"] = "energy";
+  j["model"] = {{"method", "mp2"}, {"basis", f.metadata().basis}};
+  j["keywords"] = {{"mp2_type", "df"},
+                   {"df_basis_mp2", f.metadata().aux_basis},
+                   {"num_frozen_docc", calc.nfrozen}};
+  j["properties"] = properties(calc, first);
+  j["return_result"] = j["properties"]["return_energy"];
+  j["success"] = true;
+  j["provenance"] = {{"creator", "dfmp2"}, {"version", DFMP2_VERSION}, {"routine", "dfmp2"}};
+
+  nlohmann::json backends = nlohmann::json::array();
+  for (const auto& run : calc.runs) {
+    const auto& r = run.result;
+    backends.push_back({{"backend", run.backend},
+                        {"properties", properties(calc, run)},
+                        {"scs_mp2_correlation_energy", r.scs_correlation()},
+                        {"wall_time_seconds", run.wall_seconds},
+                        {"blocking",
+                         {{"aux_block", r.plan.aux_block},
+                          {"occupied_block", r.plan.occupied_block},
+                          {"block_pairs", r.block_pairs},
+                          {"working_set_bytes", r.plan.peak_bytes}}},
+                        {"kernels", kernels(run)}});
+  }
+  j["extras"]["dfmp2"] = {{"input", calc.input.as_read},
+                          {"integrals",
+                           {{"path", f.path()},
+                            {"form", f.form() == chem::ThreeIndexForm::ao ? "ao" : "mo"},
+                            {"naux", f.naux()},
+                            {"nfrozen", calc.nfrozen},
+                            {"generator", f.metadata().generator}}},
+                          {"precision", calc.input.precision},
+                          {"threads", calc.input.threads},
+                          {"backends", backends}};
+  return j;
+}
+
+void check_output_path(const std::string& path) {
+  const fs::path p(path);
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw OutputError(fmt::format("output: cannot write '{}': folder '{}' does not exist", path, dir.string()));
+  }
+  if (fs::is_directory(p, ec)) throw OutputError(fmt::format("output: cannot write '{}': it is a folder", path));
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw OutputError(fmt::format("output: cannot write '{}': folder '{}' is not writable", path, dir.string()));
+  }
+}
+
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw OutputError(fmt::format("output: cannot write '{}': {}", path, std::strerror(errno)));
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw OutputError(fmt::format("output: cannot write '{}': {}", path, ec.message()));
+  }
+}
+
+}  // namespace dfmp2::app

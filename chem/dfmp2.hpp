@@ -1,0 +1,89 @@
+#pragma once
+// Density-fitted MP2 for a closed-shell reference.
+//
+//   1. metric      J = L L^T                                       (cholesky)
+//   2. transform   A[ia,P] = sum_mn C_mi C_na (P|mn)               (gemm, gemm_batched), streamed over blocks of P
+//   3. fitting     B = A L^-T, so that B B^T = A J^-1 A^T           (trsm)
+//   4. pairs       for occupied blocks I >= J: G = B_I B_J^T         (syrk when I == J, gemm otherwise)
+//                  then E_os += (ia|jb)^2 / D, E_ss += (ia|jb)[(ia|jb) - (ib|ja)] / D, D = e_i + e_j - e_a - e_b
+//
+// A row of A and B is one (i, a) pair with the virtual index fastest (row a + nvir*i), so the rows of one
+// occupied block are contiguous. An occupied block pair is a self-contained unit of work: given B and the
+// orbital energies, block_pair_energy() needs nothing else, so the pair list can be handed out to workers.
+#include <vector>
+
+#include "chem/three_index_source.hpp"
+#include "linalg/kernels.hpp"
+
+namespace dfmp2::chem {
+
+struct DfMp2Options {
+  int nfrozen = 0;                       // lowest occupied orbitals left out of the correlation treatment
+  double memory_bytes = 2.0 * (1 << 30);  // bound on the working set; chooses the block sizes
+};
+
+// What the method needs: orbitals, the metric and a source of three-index integrals.
+struct DfMp2Input {
+  const linalg::Vector* orbital_energies = nullptr;  // nmo, ascending
+  linalg::Index nocc = 0;                            // doubly occupied
+  const linalg::Matrix* mo_coefficients = nullptr;   // nbf x nmo; needed for AO-form sources only
+  const linalg::Matrix* metric = nullptr;            // naux x naux
+  const ThreeIndexSource* three_index = nullptr;
+};
+
+struct PairEnergy {
+  double opposite_spin = 0;
+  double same_spin = 0;
+  PairEnergy& operator+=(const PairEnergy& o) {
+    opposite_spin += o.opposite_spin;
+    same_spin += o.same_spin;
+    return *this;
+  }
+};
+
+// Active occupied orbitals [i0, i1) x [j0, j1), indices counted from the first active orbital; i0 >= j0.
+struct OccupiedBlockPair {
+  linalg::Index i0, i1, j0, j1;
+  bool diagonal() const { return i0 == j0; }
+};
+
+// How the work is cut to stay within memory.
+struct BlockPlan {
+  linalg::Index aux_block = 0;       // auxiliary functions transformed at once
+  linalg::Index occupied_block = 0;  // active occupied orbitals per pair block
+  double fixed_bytes = 0;            // held throughout: fitted tensor, metric factor, orbitals
+  double peak_bytes = 0;             // fixed + the larger of the transformation and pair workspaces
+};
+
+// Picks block sizes so the working set stays under `memory_bytes`; throws ResourceError when even the smallest
+// blocks do not fit, naming what is needed.
+BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, linalg::Index nact, linalg::Index nvir,
+                      linalg::Index naux, double memory_bytes);
+
+// Block pairs I >= J over `nact` active occupied orbitals in blocks of `block`.
+std::vector<OccupiedBlockPair> occupied_block_pairs(linalg::Index nact, linalg::Index block);
+
+struct DfMp2Result {
+  double opposite_spin = 0;
+  double same_spin = 0;
+  double correlation() const { return opposite_spin + same_spin; }
+  // SCS-MP2 (Grimme 2003): 6/5 opposite-spin + 1/3 same-spin.
+  double scs_correlation() const { return 1.2 * opposite_spin + same_spin / 3.0; }
+
+  linalg::Index nfrozen = 0, nact = 0, nvir = 0, naux = 0;
+  BlockPlan plan;
+  linalg::Index block_pairs = 0;
+};
+
+// The fitted tensor B (nact*nvir x naux, row a + nvir*i), from steps 1-3.
+linalg::Matrix fitted_3index(const DfMp2Input& input, const DfMp2Options& options, const BlockPlan& plan,
+                             linalg::Kernels& kernels);
+
+// Step 4 for one block pair; `workspace` is resized as needed and may be reused across calls.
+PairEnergy block_pair_energy(const OccupiedBlockPair& pair, const linalg::Matrix& fitted,
+                             const linalg::Vector& eps_active_occ, const linalg::Vector& eps_vir,
+                             linalg::Kernels& kernels, linalg::Matrix& workspace);
+
+DfMp2Result run_dfmp2(const DfMp2Input& input, const DfMp2Options& options, linalg::Kernels& kernels);
+
+}  // namespace dfmp2::chem

@@ -1,0 +1,73 @@
+#pragma once
+// Reader of dfmp2 integral files (HDF5), format version 1, as docs/integral-file-format.md defines it.
+// Opening a file checks every required dataset's presence, rank, shape, type and (except for the large
+// three-index tensor, which is checked block by block as it is streamed) finiteness, and throws
+// IntegralFileError naming the file and the dataset at fault.
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "chem/molecule.hpp"
+#include "chem/three_index_source.hpp"
+#include "linalg/matrix_view.hpp"
+
+namespace dfmp2::chem {
+
+inline constexpr int kIntegralFormatVersion = 1;
+
+// Energies another program computed on the same orbitals, stored for cross-checks.
+struct ReferenceEnergies {
+  double opposite_spin = 0;
+  double same_spin = 0;
+  double correlation = 0;
+  std::optional<double> total;
+  std::string program;
+};
+
+struct IntegralFileMetadata {
+  std::optional<Molecule> molecule;
+  std::string basis, aux_basis, scf_type, generator;
+};
+
+class IntegralFile final : public ThreeIndexSource {
+ public:
+  static std::unique_ptr<IntegralFile> open(const std::string& path);
+  ~IntegralFile() override;
+  IntegralFile(const IntegralFile&) = delete;
+  IntegralFile& operator=(const IntegralFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  ThreeIndexForm form() const override { return form_; }
+  linalg::Index naux() const override { return naux_; }
+  linalg::Index block_stride() const override;
+  void read_block(linalg::Index p0, linalg::Index count, double* out) const override;
+
+  linalg::Index nbf() const { return nbf_; }  // 0 in MO form
+  linalg::Index nmo() const { return orbital_energies_.size(); }
+  linalg::Index nocc() const { return nocc_; }
+  linalg::Index nvir() const { return nmo() - nocc_; }
+
+  const linalg::Matrix& metric() const { return metric_; }
+  const linalg::Vector& orbital_energies() const { return orbital_energies_; }
+  const linalg::Matrix& mo_coefficients() const { return mo_coefficients_; }  // nbf x nmo; empty in MO form
+  std::optional<double> scf_energy() const { return scf_energy_; }
+  std::optional<double> nuclear_repulsion_energy() const { return nuclear_repulsion_; }
+  const IntegralFileMetadata& metadata() const { return metadata_; }
+  // Keyed by the number of frozen core orbitals.
+  const std::map<int, ReferenceEnergies>& references() const { return references_; }
+
+ private:
+  IntegralFile() = default;
+  std::string path_;
+  long long file_ = -1;  // hid_t, kept opaque so this header does not include hdf5.h
+  ThreeIndexForm form_ = ThreeIndexForm::ao;
+  linalg::Index nbf_ = 0, nocc_ = 0, naux_ = 0, nvir_file_ = 0;
+  linalg::Matrix metric_, mo_coefficients_;
+  linalg::Vector orbital_energies_;
+  std::optional<double> scf_energy_, nuclear_repulsion_;
+  IntegralFileMetadata metadata_;
+  std::map<int, ReferenceEnergies> references_;
+};
+
+}  // namespace dfmp2::chem

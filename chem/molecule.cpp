@@ -1,0 +1,87 @@
+#include "chem/molecule.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <sstream>
+
+#include "linalg/errors.hpp"
+
+namespace dfmp2::chem {
+namespace {
+
+constexpr std::array<const char*, 119> kSymbols = {
+    "X",  "H",  "He", "Li", "Be", "B",  "C",  "N",  "O",  "F",  "Ne", "Na", "Mg", "Al", "Si", "P",  "S",
+    "Cl", "Ar", "K",  "Ca", "Sc", "Ti", "V",  "Cr", "Mn", "Fe", "Co", "Ni", "Cu", "Zn", "Ga", "Ge", "As",
+    "Se", "Br", "Kr", "Rb", "Sr", "Y",  "Zr", "Nb", "Mo", "Tc", "Ru", "Rh", "Pd", "Ag", "Cd", "In", "Sn",
+    "Sb", "Te", "I",  "Xe", "Cs", "Ba", "La", "Ce", "Pr", "Nd", "Pm", "Sm", "Eu", "Gd", "Tb", "Dy", "Ho",
+    "Er", "Tm", "Yb", "Lu", "Hf", "Ta", "W",  "Re", "Os", "Ir", "Pt", "Au", "Hg", "Tl", "Pb", "Bi", "Po",
+    "At", "Rn", "Fr", "Ra", "Ac", "Th", "Pa", "U",  "Np", "Pu", "Am", "Cm", "Bk", "Cf", "Es", "Fm", "Md",
+    "No", "Lr", "Rf", "Db", "Sg", "Bh", "Hs", "Mt", "Ds", "Rg", "Cn", "Nh", "Fl", "Mc", "Lv", "Ts", "Og"};
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+int atomic_number(const std::string& symbol) {
+  const std::string want = lower(symbol);
+  for (std::size_t z = 1; z < kSymbols.size(); ++z) {
+    if (lower(kSymbols[z]) == want) return static_cast<int>(z);
+  }
+  return 0;
+}
+
+std::string element_symbol(int z) {
+  if (z < 1 || z >= static_cast<int>(kSymbols.size())) return "?";
+  return kSymbols[static_cast<std::size_t>(z)];
+}
+
+Molecule parse_xyz_lines(const std::string& text, const std::string& where) {
+  Molecule mol;
+  std::istringstream lines(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    std::istringstream fields(line);
+    std::string symbol;
+    if (!(fields >> symbol)) continue;  // blank line
+    Atom atom;
+    atom.symbol = symbol;
+    atom.atomic_number = atomic_number(symbol);
+    if (atom.atomic_number == 0) {
+      throw InputError(fmt::format("{}: line {}: '{}' is not an element symbol", where, number, symbol));
+    }
+    std::string extra;
+    if (!(fields >> atom.x >> atom.y >> atom.z) || (fields >> extra) || !std::isfinite(atom.x) ||
+        !std::isfinite(atom.y) || !std::isfinite(atom.z)) {
+      throw InputError(fmt::format("{}: line {}: expected 'Symbol x y z', got '{}'", where, number, line));
+    }
+    mol.atoms.push_back(atom);
+  }
+  if (mol.atoms.empty()) throw InputError(fmt::format("{}: no atoms", where));
+  return mol;
+}
+
+int frozen_core_orbitals(int z) {
+  if (z <= 2) return 0;
+  if (z <= 10) return 1;   // [He]
+  if (z <= 18) return 5;   // [Ne]
+  if (z <= 36) return 9;   // [Ar]
+  if (z <= 54) return 18;  // [Kr]
+  if (z <= 86) return 27;  // [Xe]
+  return 43;               // [Rn]
+}
+
+int frozen_core_orbitals(const Molecule& molecule) {
+  int n = 0;
+  for (const auto& atom : molecule.atoms) n += frozen_core_orbitals(atom.atomic_number);
+  return n;
+}
+
+}  // namespace dfmp2::chem

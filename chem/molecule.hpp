@@ -1,0 +1,35 @@
+#pragma once
+// Atoms of a molecule and what the method needs to know about them: nuclear charges (for frozen-core counts)
+// and positions.
+#include <string>
+#include <vector>
+
+namespace dfmp2::chem {
+
+inline constexpr double kBohrPerAngstrom = 1.0 / 0.52917721067;  // CODATA 2014, as Psi4 1.3 uses
+
+struct Atom {
+  std::string symbol;  // as written, e.g. "O"
+  int atomic_number = 0;
+  double x = 0, y = 0, z = 0;  // angstrom
+};
+
+struct Molecule {
+  std::vector<Atom> atoms;
+  int charge = 0;
+};
+
+// Atomic number of an element symbol (case-insensitive), 0 when the symbol is not an element.
+int atomic_number(const std::string& symbol);
+// Standard capitalisation ("O", "Cl") of atomic number z.
+std::string element_symbol(int z);
+
+// Parses xyz lines "Symbol x y z" (angstrom); `where` names the source for error messages. Blank lines are
+// skipped. Throws InputError naming `where` and the line.
+Molecule parse_xyz_lines(const std::string& text, const std::string& where);
+
+// Psi4's `freeze_core true`: each atom freezes the orbitals of the previous noble-gas shell.
+int frozen_core_orbitals(int atomic_number);
+int frozen_core_orbitals(const Molecule& molecule);
+
+}  // namespace dfmp2::chem

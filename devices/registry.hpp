@@ -1,0 +1,18 @@
+#pragma once
+// Backends by name. The registry is the only place that knows which backends exist; asking for one that is
+// unknown, or known but not built into this binary, is an UnsupportedError, never a quiet substitute.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "linalg/backend.hpp"
+
+namespace dfmp2::devices {
+
+// Names of the backends built into this binary, in the order the README lists them.
+std::vector<std::string> built_backends();
+// Names the project defines, built or not (for messages and suggestions).
+std::vector<std::string> known_backends();
+std::unique_ptr<linalg::Backend> make_backend(const std::string& name);
+
+}  // namespace dfmp2::devices

@@ -1,0 +1,48 @@
+#pragma once
+// The linear-algebra backend interface. Every backend (devices/<name>/) implements it; chemistry code never
+// sees a backend's own headers, only this interface through linalg::Kernels, which checks shapes, counts
+// flops and times each call before handing it to the backend.
+//
+// All matrices are column-major views. Semantics follow BLAS/LAPACK exactly:
+//   gemm          C = alpha op(A) op(B) + beta C
+//   gemm_batched  the same for `count` problems whose operands start `stride_*` doubles apart
+//   syrk          C = alpha A A^T + beta C (Trans::no) or alpha A^T A + beta C (Trans::yes); only the `uplo`
+//                 triangle of C is referenced and written
+//   trsm          solves op(A) X = alpha B (Side::left) or X op(A) = alpha B (Side::right); X overwrites B
+//   cholesky      A = L L^T (Uplo::lower, L overwrites the lower triangle) or U^T U (upper); throws
+//                 NumericalError naming the failing leading minor when A is not positive definite
+#include <memory>
+#include <string>
+
+#include "linalg/matrix_view.hpp"
+#include "linalg/ops.hpp"
+
+namespace dfmp2::linalg {
+
+struct BatchStrides {
+  Index a = 0;  // 0 means every problem shares the same operand
+  Index b = 0;
+  Index c = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;
+  // What the backend can do, asked before a call rather than discovered by a failure deep inside it.
+  virtual bool supports(Op op) const = 0;
+  // Threads the backend may use for one call; 0 leaves the library's own default.
+  virtual void set_threads(int threads) = 0;
+
+  virtual void gemm(Trans ta, Trans tb, double alpha, ConstMatrixView a, ConstMatrixView b, double beta,
+                    MatrixView c) = 0;
+  virtual void gemm_batched(Trans ta, Trans tb, Index count, const BatchStrides& strides, double alpha,
+                            ConstMatrixView a, ConstMatrixView b, double beta, MatrixView c) = 0;
+  virtual void syrk(Uplo uplo, Trans trans, double alpha, ConstMatrixView a, double beta, MatrixView c) = 0;
+  virtual void trsm(Side side, Uplo uplo, Trans trans, Diag diag, double alpha, ConstMatrixView a,
+                    MatrixView b) = 0;
+  virtual void cholesky(Uplo uplo, MatrixView a) = 0;
+};
+
+}  // namespace dfmp2::linalg

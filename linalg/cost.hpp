@@ -1,0 +1,34 @@
+#pragma once
+// What a kernel costs, as a pure function of its shape: floating-point operations and the bytes a kernel must
+// at least read and write. Timers, benchmarks and (later) the device model all share these numbers, so a
+// GFLOP/s figure means the same thing everywhere.
+#include <cstdint>
+
+#include "linalg/ops.hpp"
+
+namespace dfmp2::linalg {
+
+struct Cost {
+  double flops = 0;
+  double bytes = 0;
+};
+
+// C(m x n) = op(A)(m x k) op(B)(k x n)
+constexpr Cost gemm_cost(double m, double n, double k, bool beta_nonzero = false) {
+  return {2.0 * m * n * k, 8.0 * (m * k + k * n + (beta_nonzero ? 2.0 : 1.0) * m * n)};
+}
+constexpr Cost gemm_batched_cost(double count, double m, double n, double k, bool beta_nonzero = false) {
+  const Cost one = gemm_cost(m, n, k, beta_nonzero);
+  return {count * one.flops, count * one.bytes};
+}
+// C(n x n) triangle = A(n x k) A^T; only one triangle is computed.
+constexpr Cost syrk_cost(double n, double k) { return {n * (n + 1.0) * k, 8.0 * (n * k + n * (n + 1.0) / 2.0)}; }
+// Solve op(A) X = B (left, A m x m) or X op(A) = B (right, A n x n) for B(m x n).
+constexpr Cost trsm_cost(Side side, double m, double n) {
+  const double order = side == Side::left ? m : n;
+  return {order * order * (side == Side::left ? n : m), 8.0 * (order * (order + 1.0) / 2.0 + 2.0 * m * n)};
+}
+// A = L L^T of an n x n matrix.
+constexpr Cost cholesky_cost(double n) { return {n * n * n / 3.0, 8.0 * n * n}; }
+
+}  // namespace dfmp2::linalg

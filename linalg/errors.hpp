@@ -1,0 +1,57 @@
+#pragma once
+// One exception family for the whole program. Each type maps to one exit code in app/main.cpp, and each
+// message is a single line naming the input at fault (file, key or dataset) and what was expected.
+#include <stdexcept>
+#include <string>
+
+namespace dfmp2 {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+  virtual int exit_code() const { return 1; }
+};
+
+// The YAML input or the command line: unknown key, wrong type, bad value, missing file.
+class InputError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const override { return 2; }
+};
+
+// An integral (HDF5) file: missing dataset, wrong shape or type, non-finite values.
+class IntegralFileError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const override { return 3; }
+};
+
+// A backend, precision or algorithm that was asked for but is unknown, not built, or lacks an op.
+class UnsupportedError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const override { return 4; }
+};
+
+// The numbers do not allow the method: a metric that is not positive definite, a zero denominator.
+class NumericalError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const override { return 5; }
+};
+
+// The calculation does not fit the memory the input allows.
+class ResourceError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const override { return 6; }
+};
+
+// Writing results failed (disk full, directory missing, permission).
+class OutputError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const override { return 7; }
+};
+
+}  // namespace dfmp2

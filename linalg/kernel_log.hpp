@@ -1,0 +1,46 @@
+#pragma once
+// Per-kernel accounting: calls, seconds and flops for each (step, kernel, backend), in first-seen order so the
+// report reads in the order the method runs.
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "linalg/cost.hpp"
+
+namespace dfmp2::linalg {
+
+struct KernelRecord {
+  std::string step;     // what the method was doing, e.g. "fitting"
+  std::string kernel;   // the op, e.g. "trsm", or a host phase, e.g. "read_3index"
+  std::string backend;  // who ran it: a backend name, or "host" for work outside the backend
+  long calls = 0;
+  double seconds = 0;
+  double flops = 0;
+  double bytes = 0;
+};
+
+class KernelLog {
+ public:
+  void add(const std::string& step, const std::string& kernel, const std::string& backend, double seconds,
+           const Cost& cost);
+  const std::vector<KernelRecord>& records() const { return records_; }
+  double total_seconds() const;
+  void clear() { records_.clear(); }
+
+ private:
+  std::vector<KernelRecord> records_;
+};
+
+// Wall-clock stopwatch on the steady clock.
+class Stopwatch {
+ public:
+  Stopwatch() : start_(std::chrono::steady_clock::now()) {}
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace dfmp2::linalg
