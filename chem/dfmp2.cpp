@@ -25,13 +25,15 @@ std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(
 
 }  // namespace
 
-BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nact, Index nvir, Index naux, double memory_bytes) {
+BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, Index nvir, Index naux,
+                      double memory_bytes) {
   BlockPlan plan;
   const double fitted = kDouble * double(nact) * double(nvir) * double(naux);
   plan.fixed_bytes = fitted + kDouble * double(naux) * double(naux) + kDouble * double(nbf) * double(nact + nvir);
-  // Per auxiliary function in the transformation: the AO block and its half-transformed copy, or the MO block.
+  // Per auxiliary function in the transformation: the AO block and its half-transformed copy, or the MO block
+  // as stored (all occupied orbitals, before the frozen core is dropped).
   const double per_aux = form == ThreeIndexForm::ao ? kDouble * double(nbf) * double(nbf + nact)
-                                                    : kDouble * double(nact + 1) * double(nvir);
+                                                    : kDouble * double(nocc) * double(nvir);
   const double pair_min = kDouble * double(nvir) * double(nvir);
   const double available = memory_bytes - plan.fixed_bytes;
   const double needed_min = plan.fixed_bytes + std::max(per_aux, pair_min);
@@ -206,8 +208,10 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg:
   result.nact = nact;
   result.nvir = nvir;
   result.naux = in.three_index->naux();
-  const Index nbf = in.mo_coefficients ? in.mo_coefficients->rows() : 0;
-  result.plan = plan_blocks(in.three_index->form(), nbf, nact, nvir, result.naux, options.memory_bytes);
+  const bool ao = in.three_index->form() == ThreeIndexForm::ao;
+  if (ao && in.mo_coefficients == nullptr) throw std::logic_error("run_dfmp2: AO-form integrals need MO coefficients");
+  const Index nbf = ao ? in.mo_coefficients->rows() : 0;
+  result.plan = plan_blocks(in.three_index->form(), nbf, nocc, nact, nvir, result.naux, options.memory_bytes);
 
   const Matrix fitted = fitted_3index(in, options, result.plan, kernels);
 

@@ -57,8 +57,8 @@ struct BlockPlan {
 
 // Picks block sizes so the working set stays under `memory_bytes`; throws ResourceError when even the smallest
 // blocks do not fit, naming what is needed.
-BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, linalg::Index nact, linalg::Index nvir,
-                      linalg::Index naux, double memory_bytes);
+BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, linalg::Index nocc, linalg::Index nact,
+                      linalg::Index nvir, linalg::Index naux, double memory_bytes);
 
 // Block pairs I >= J over `nact` active occupied orbitals in blocks of `block`.
 std::vector<OccupiedBlockPair> occupied_block_pairs(linalg::Index nact, linalg::Index block);

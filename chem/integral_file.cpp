@@ -83,9 +83,12 @@ class Reader {
     }
   }
 
-  void check_finite(const char* name, const double* data, std::size_t count) const {
+  // `offset`: index in the whole dataset (row-major) of data[0], so the message points at the element.
+  void check_finite(const char* name, const double* data, std::size_t count, std::size_t offset = 0) const {
     for (std::size_t i = 0; i < count; ++i) {
-      if (!std::isfinite(data[i])) fail(fmt::format("dataset '{}' holds a non-finite value (element {})", name, i));
+      if (!std::isfinite(data[i])) {
+        fail(fmt::format("dataset '{}' holds a non-finite value (element {})", name, offset + i));
+      }
     }
   }
 
@@ -312,7 +315,8 @@ void IntegralFile::read_block(Index p0, Index count, double* out) const {
   if (H5Dread(ds.get(), H5T_NATIVE_DOUBLE, mem.get(), space.get(), H5P_DEFAULT, out) < 0) {
     r.fail(fmt::format("dataset '{}' could not be read (functions {}..{})", name, p0, p0 + count - 1));
   }
-  r.check_finite(name, out, static_cast<std::size_t>(count * block_stride()));
+  r.check_finite(name, out, static_cast<std::size_t>(count * block_stride()),
+                 static_cast<std::size_t>(p0 * block_stride()));
 }
 
 }  // namespace dfmp2::chem

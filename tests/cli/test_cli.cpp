@@ -1,0 +1,165 @@
+// The dfmp2 command as a user runs it: every bad input gives one line on stderr naming the file, key or
+// dataset, a specific non-zero exit code, nothing on stdout, and no results file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../support/test_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using dfmp2::testing::run_command;
+using dfmp2::testing::TempDir;
+
+const std::string kWater = std::string(DFMP2_SOURCE_DIR) + "/inputs/water-cc-pvdz.h5";
+
+struct BadInput {
+  std::string name;
+  std::string yaml;     // "@none" = do not write the input file
+  int exit_code;
+  std::string message;  // must appear in the single stderr line
+};
+
+std::ostream& operator<<(std::ostream& os, const BadInput& b) { return os << b.name; }
+
+class BadInputs : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(BadInputs, OneLineNamedErrorAndNoOutput) {
+  const BadInput c = GetParam();
+  TempDir dir;
+  std::string yaml = c.yaml;
+  for (std::size_t pos; (pos = yaml.find("@water")) != std::string::npos;) yaml.replace(pos, 6, kWater);
+  const std::string input = (dir.path() / "in.yaml").string();
+  if (yaml != "@none") dir.file("in.yaml", yaml);
+  const std::string json = (dir.path() / "out.json").string();
+  const auto r = run_command(std::string(DFMP2_BINARY) + " " + input + " --json " + json, dir);
+  EXPECT_EQ(r.exit_code, c.exit_code) << r.err;
+  EXPECT_NE(r.err.find(c.message), std::string::npos) << "stderr: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr: " << r.err;
+  EXPECT_EQ(r.err.rfind("dfmp2: error: ", 0), 0u) << r.err;
+  EXPECT_TRUE(r.out.empty()) << "stdout: " << r.out;
+  EXPECT_FALSE(fs::exists(json));
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cli, BadInputs,
+    ::testing::Values(
+        BadInput{"missing_input", "@none", 2, "in.yaml: no such file"},
+        BadInput{"empty_input", "", 2, "in.yaml: the input is empty"},
+        BadInput{"not_a_mapping", "- integrals\n", 2, "in.yaml:1:1: expected a mapping of keys"},
+        BadInput{"yaml_syntax", "integrals: @water\nbackends: [openblas\n", 2, "YAML syntax error"},
+        BadInput{"unknown_key_suggested", "integrals: @water\nfroze_core: true\n", 2,
+                 "in.yaml:2:1: unknown key 'froze_core' (did you mean 'frozen_core'?)"},
+        BadInput{"unknown_key_listed", "integrals: @water\ncolour: blue\n", 2,
+                 "unknown key 'colour' (valid keys: integrals, frozen_core, backends, precision, memory, threads, output)"},
+        BadInput{"duplicate_key", "integrals: @water\nthreads: 1\nthreads: 2\n", 2, "in.yaml:3:1: key 'threads' is given twice"},
+        BadInput{"missing_integrals", "threads: 1\n", 2, "missing required key 'integrals'"},
+        BadInput{"integrals_not_found", "integrals: none.h5\n", 2, "in.yaml:1:12: key 'integrals': file '"},
+        BadInput{"integrals_wrong_type", "integrals: [a, b]\n", 2, "key 'integrals': expected a file path, got a list"},
+        BadInput{"frozen_core_bad", "integrals: @water\nfrozen_core: maybe\n", 2,
+                 "in.yaml:2:14: key 'frozen_core': expected true, false or a number of orbitals >= 0, got 'maybe'"},
+        BadInput{"frozen_core_negative", "integrals: @water\nfrozen_core: -1\n", 2, "key 'frozen_core': expected true"},
+        BadInput{"frozen_core_too_many", "integrals: @water\nfrozen_core: 5\n", 2,
+                 "key 'frozen_core': freezing 5 orbitals leaves none of the 5 occupied orbitals"},
+        BadInput{"backends_not_list", "integrals: @water\nbackends: openblas\n", 2, "key 'backends': expected a list"},
+        BadInput{"backends_empty", "integrals: @water\nbackends: []\n", 2, "key 'backends': the list is empty"},
+        BadInput{"backend_unknown", "integrals: @water\nbackends: [openbals]\n", 2,
+                 "in.yaml:2:12: key 'backends': unknown backend 'openbals' (did you mean 'openblas'?) (built: eigen, openblas)"},
+        BadInput{"backend_twice", "integrals: @water\nbackends: [eigen, eigen]\n", 2, "backend 'eigen' is named twice"},
+        BadInput{"backend_not_built", "integrals: @water\nbackends: [openblas, trn1]\n", 4,
+                 "key 'backends': backend 'trn1' is not built into this dfmp2 (built: eigen, openblas)"},
+        BadInput{"precision_unknown", "integrals: @water\nprecision: fp16\n", 2, "key 'precision': unknown precision 'fp16'"},
+        BadInput{"precision_unsupported", "integrals: @water\nprecision: fp32\n", 4,
+                 "key 'precision': 'fp32' is not supported by this dfmp2 (supported: fp64)"},
+        BadInput{"memory_bad", "integrals: @water\nmemory: lots\n", 2,
+                 "key 'memory': expected a size such as '2 GiB' or '500 MB', got 'lots'"},
+        BadInput{"memory_too_small", "integrals: @water\nmemory: 10 KB\n", 6, "memory: 0.00 GiB is too small"},
+        BadInput{"threads_zero", "integrals: @water\nthreads: 0\n", 2, "key 'threads': expected a number of threads >= 1, got '0'"},
+        BadInput{"threads_list", "integrals: @water\nthreads: [1, 2]\n", 2, "key 'threads': expected a number of threads >= 1, got a list"}));
+
+TEST(Cli, NoArgumentsIsOneLine) {
+  TempDir dir;
+  const auto r = run_command(DFMP2_BINARY, dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("input is required"), std::string::npos) << r.err;
+}
+
+TEST(Cli, UnknownFlagIsOneLine) {
+  TempDir dir;
+  const auto r = run_command(std::string(DFMP2_BINARY) + " x.yaml --jsn out.json", dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST(Cli, OutputKeyFolderMissingIsCheckedBeforeTheRun) {
+  TempDir dir;
+  dir.file("in.yaml", "integrals: " + kWater + "\noutput: missing/out.json\n");
+  const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string(), dir);
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_NE(r.err.find("folder '" + (dir.path() / "missing").string() + "' does not exist"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(Cli, WaterOnTwoBackendsWritesQcSchemaResults) {
+  TempDir dir;
+  dir.file("in.yaml", "integrals: " + kWater + "\nbackends: [openblas, eigen]\nthreads: 2\noutput: res.json\n");
+  const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string(), dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  EXPECT_NE(r.out.find("Correlation Energy        =      -0.20403345708"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Backend comparison"), std::string::npos);
+  EXPECT_NE(r.out.find("pair_energy  syrk          openblas"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pair_energy  syrk          eigen"), std::string::npos) << r.out;
+
+  std::ifstream in(dir.path() / "res.json");
+  ASSERT_TRUE(in.good());
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["schema_name"], "qcschema_output");
+  EXPECT_EQ(j["driver"], "energy");
+  EXPECT_EQ(j["model"]["method"], "mp2");
+  EXPECT_EQ(j["model"]["basis"], "cc-pvdz");
+  EXPECT_EQ(j["provenance"]["creator"], "dfmp2");
+  EXPECT_TRUE(j["success"].get<bool>());
+  const auto& p = j["properties"];
+  EXPECT_NEAR(p["mp2_correlation_energy"].get<double>(), -0.2040334570873595, 1e-9);
+  EXPECT_NEAR(p["mp2_opposite_spin_correlation_energy"].get<double>(), -0.15244021342846026, 1e-9);
+  EXPECT_NEAR(p["mp2_same_spin_correlation_energy"].get<double>(), -0.05159324365889925, 1e-9);
+  EXPECT_NEAR(p["mp2_total_energy"].get<double>(), -76.23080145444223, 1e-9);
+  EXPECT_NEAR(p["scf_total_energy"].get<double>(), -76.02676799735487, 1e-9);
+  EXPECT_NEAR(p["nuclear_repulsion_energy"].get<double>(), 9.18919322496848, 1e-9);
+  EXPECT_EQ(p["return_energy"], p["mp2_total_energy"]);
+  EXPECT_EQ(j["return_result"], p["mp2_total_energy"]);
+  EXPECT_EQ(p["calcinfo_nbasis"], 24);
+  EXPECT_EQ(p["calcinfo_nmo"], 24);
+  EXPECT_EQ(p["calcinfo_nalpha"], 5);
+  EXPECT_EQ(j["molecule"]["symbols"], (nlohmann::json{"O", "H", "H"}));
+  const auto& backends = j["extras"]["dfmp2"]["backends"];
+  ASSERT_EQ(backends.size(), 2u);
+  EXPECT_EQ(backends[0]["backend"], "openblas");
+  EXPECT_EQ(backends[1]["backend"], "eigen");
+  EXPECT_NEAR(backends[1]["properties"]["mp2_correlation_energy"].get<double>(), p["mp2_correlation_energy"].get<double>(), 1e-12);
+  EXPECT_FALSE(backends[0]["kernels"].empty());
+  EXPECT_EQ(j["extras"]["dfmp2"]["input"]["backends"], (nlohmann::json{"openblas", "eigen"}));
+}
+
+TEST(Cli, JsonFlagOverridesOutputKeyAndFrozenCoreTrueUsesPsi4Rule) {
+  TempDir dir;
+  dir.file("in.yaml", "integrals: " + kWater + "\nfrozen_core: true\noutput: ignored.json\n");
+  const auto json = (dir.path() / "flag.json").string();
+  const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string() + " --json " + json, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(dir.path() / "ignored.json"));
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["keywords"]["num_frozen_docc"], 1);
+  EXPECT_NEAR(j["properties"]["mp2_correlation_energy"].get<double>(), -0.20169626059323578, 1e-9);
+}
+
+}  // namespace

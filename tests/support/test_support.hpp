@@ -1,0 +1,79 @@
+#pragma once
+// Helpers shared by the test programs: temporary folders, running the dfmp2 binary, random problems.
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <sys/wait.h>
+
+#include "chem/three_index_source.hpp"
+#include "linalg/matrix_view.hpp"
+
+namespace dfmp2::testing {
+
+// A fresh folder under the system temp folder, removed with its contents at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "dfmp2-test-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name, const std::string& text) const {
+    const auto p = path_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs a shell command line, capturing stdout and stderr separately.
+inline CommandResult run_command(const std::string& command, const TempDir& scratch) {
+  const auto out = scratch.path() / "stdout.txt";
+  const auto err = scratch.path() / "stderr.txt";
+  const std::string line = command + " >" + out.string() + " 2>" + err.string() + " </dev/null";
+  const int status = std::system(line.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto slurp = [](const std::filesystem::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+// An in-memory three-index source in the file's order, for tests that need no HDF5 file.
+class MemorySource final : public chem::ThreeIndexSource {
+ public:
+  MemorySource(chem::ThreeIndexForm form, linalg::Index naux, linalg::Index stride)
+      : form_(form), naux_(naux), stride_(stride), data_(static_cast<std::size_t>(naux * stride)) {}
+  chem::ThreeIndexForm form() const override { return form_; }
+  linalg::Index naux() const override { return naux_; }
+  linalg::Index block_stride() const override { return stride_; }
+  void read_block(linalg::Index p0, linalg::Index count, double* out) const override {
+    std::copy_n(data_.data() + p0 * stride_, count * stride_, out);
+  }
+  std::vector<double>& data() { return data_; }
+
+ private:
+  chem::ThreeIndexForm form_;
+  linalg::Index naux_, stride_;
+  std::vector<double> data_;
+};
+
+}  // namespace dfmp2::testing

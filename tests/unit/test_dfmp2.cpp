@@ -1,0 +1,203 @@
+// DF-MP2 against a naive implementation on random problems: explicit J^-1, every (ia|jb), every pair.
+#include <gtest/gtest.h>
+
+#include <Eigen/Cholesky>
+#include <random>
+
+#include "../support/test_support.hpp"
+#include "chem/dfmp2.hpp"
+#include "devices/registry.hpp"
+#include "linalg/errors.hpp"
+
+namespace {
+
+using dfmp2::linalg::Index;
+using dfmp2::linalg::Matrix;
+using dfmp2::linalg::Vector;
+
+struct Problem {
+  Index nbf = 14, nocc = 5, naux = 31;
+  Matrix c, metric;
+  Vector eps;
+  std::vector<double> ao;  // (P|mn), row-major naux x nbf x nbf
+};
+
+Problem random_problem(unsigned seed) {
+  Problem p;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  p.c = Matrix::NullaryExpr(p.nbf, p.nbf, [&] { return u(rng); });
+  Matrix r = Matrix::NullaryExpr(p.naux, p.naux, [&] { return u(rng); });
+  p.metric = r * r.transpose() + double(p.naux) * Matrix::Identity(p.naux, p.naux);
+  p.eps.resize(p.nbf);
+  for (Index i = 0; i < p.nbf; ++i) p.eps[i] = i < p.nocc ? -2.0 + 0.3 * double(i) : 0.4 + 0.2 * double(i);
+  p.ao.resize(static_cast<std::size_t>(p.naux * p.nbf * p.nbf));
+  for (Index q = 0; q < p.naux; ++q) {
+    for (Index m = 0; m < p.nbf; ++m) {
+      for (Index n = 0; n <= m; ++n) {
+        const double v = u(rng);
+        p.ao[static_cast<std::size_t>(n + p.nbf * (m + p.nbf * q))] = v;
+        p.ao[static_cast<std::size_t>(m + p.nbf * (n + p.nbf * q))] = v;
+      }
+    }
+  }
+  return p;
+}
+
+// (ia|P) over all occupied i: rows a + nvir*i.
+Matrix mo_3index(const Problem& p) {
+  const Index nvir = p.nbf - p.nocc;
+  Matrix a(p.nocc * nvir, p.naux);
+  for (Index q = 0; q < p.naux; ++q) {
+    const Matrix m = Eigen::Map<const Matrix>(p.ao.data() + q * p.nbf * p.nbf, p.nbf, p.nbf);
+    const Matrix t = p.c.leftCols(p.nocc).transpose() * m * p.c.rightCols(nvir);  // nocc x nvir
+    for (Index i = 0; i < p.nocc; ++i)
+      for (Index x = 0; x < nvir; ++x) a(x + nvir * i, q) = t(i, x);
+  }
+  return a;
+}
+
+std::pair<double, double> naive_energy(const Problem& p, int nfrozen) {
+  const Index nvir = p.nbf - p.nocc;
+  const Matrix a = mo_3index(p);
+  const Matrix v = a * p.metric.ldlt().solve(a.transpose());  // (ia|jb)
+  double os = 0, ss = 0;
+  for (Index i = nfrozen; i < p.nocc; ++i)
+    for (Index j = nfrozen; j < p.nocc; ++j)
+      for (Index x = 0; x < nvir; ++x)
+        for (Index y = 0; y < nvir; ++y) {
+          const double iajb = v(x + nvir * i, y + nvir * j), ibja = v(y + nvir * i, x + nvir * j);
+          const double d = p.eps[i] + p.eps[j] - p.eps[p.nocc + x] - p.eps[p.nocc + y];
+          os += iajb * iajb / d;
+          ss += iajb * (iajb - ibja) / d;
+        }
+  return {os, ss};
+}
+
+struct Case {
+  std::string backend;
+  dfmp2::chem::ThreeIndexForm form;
+  int nfrozen;
+  double memory_bytes;  // small values force several auxiliary and occupied blocks
+};
+
+class DfMp2Random : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DfMp2Random, MatchesNaiveImplementation) {
+  const Case c = GetParam();
+  const Problem p = random_problem(7);
+  const Index nvir = p.nbf - p.nocc;
+  dfmp2::testing::MemorySource ao_source(dfmp2::chem::ThreeIndexForm::ao, p.naux, p.nbf * p.nbf);
+  ao_source.data() = p.ao;
+  dfmp2::testing::MemorySource mo_source(dfmp2::chem::ThreeIndexForm::mo, p.naux, p.nocc * nvir);
+  const Matrix a = mo_3index(p);
+  std::copy_n(a.data(), a.size(), mo_source.data().data());
+
+  dfmp2::chem::DfMp2Input in;
+  in.orbital_energies = &p.eps;
+  in.nocc = p.nocc;
+  in.mo_coefficients = &p.c;
+  in.metric = &p.metric;
+  in.three_index = c.form == dfmp2::chem::ThreeIndexForm::ao ? static_cast<const dfmp2::chem::ThreeIndexSource*>(&ao_source)
+                                                             : &mo_source;
+  dfmp2::chem::DfMp2Options options;
+  options.nfrozen = c.nfrozen;
+  options.memory_bytes = c.memory_bytes;
+  auto backend = dfmp2::devices::make_backend(c.backend);
+  dfmp2::linalg::KernelLog log;
+  dfmp2::linalg::Kernels kernels(*backend, log);
+  const auto result = dfmp2::chem::run_dfmp2(in, options, kernels);
+  const auto [os, ss] = naive_energy(p, c.nfrozen);
+  EXPECT_NEAR(result.opposite_spin, os, 1e-12 * std::abs(os));
+  EXPECT_NEAR(result.same_spin, ss, 1e-12 * std::abs(ss) + 1e-14);
+  EXPECT_EQ(result.nact, p.nocc - c.nfrozen);
+  // Every kernel ran on the backend asked for.
+  for (const auto& r : log.records()) EXPECT_TRUE(r.backend == c.backend || r.backend == "host") << r.backend;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Forms, DfMp2Random,
+    ::testing::Values(Case{"eigen", dfmp2::chem::ThreeIndexForm::ao, 0, 1e9}, Case{"openblas", dfmp2::chem::ThreeIndexForm::ao, 0, 1e9},
+                      Case{"openblas", dfmp2::chem::ThreeIndexForm::ao, 2, 1e9},
+                      Case{"openblas", dfmp2::chem::ThreeIndexForm::mo, 0, 1e9},
+                      Case{"eigen", dfmp2::chem::ThreeIndexForm::mo, 1, 1e9},
+                      // ~1 aux function per block and 1-2 occupied orbitals per pair block
+                      Case{"openblas", dfmp2::chem::ThreeIndexForm::ao, 0, 8.0 * (5 * 9 * 31 + 31 * 31 + 14 * 14 + 14 * 19 + 2 * 81 + 10)},
+                      Case{"eigen", dfmp2::chem::ThreeIndexForm::mo, 1, 8.0 * (4 * 9 * 31 + 31 * 31 + 5 * 9 + 2 * 81 + 10)}),
+    [](const auto& info) {
+      return info.param.backend + (info.param.form == dfmp2::chem::ThreeIndexForm::ao ? "_ao" : "_mo") + "_fc" +
+             std::to_string(info.param.nfrozen) + (info.param.memory_bytes < 1e6 ? "_tiny_memory" : "");
+    });
+
+TEST(PlanBlocks, TinyMemoryIsAResourceErrorNamingTheNeed) {
+  try {
+    dfmp2::chem::plan_blocks(dfmp2::chem::ThreeIndexForm::ao, 384, 80, 80, 304, 1344, 100e6);
+    FAIL() << "expected ResourceError";
+  } catch (const dfmp2::ResourceError& e) {
+    EXPECT_NE(std::string(e.what()).find("raise 'memory'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fitted tensor 0.24 GiB"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PlanBlocks, WorkingSetStaysUnderMemory) {
+  for (double memory : {0.4e9, 1e9, 2e9, 8e9}) {
+    const auto plan = dfmp2::chem::plan_blocks(dfmp2::chem::ThreeIndexForm::ao, 384, 80, 80, 304, 1344, memory);
+    EXPECT_LE(plan.peak_bytes, memory);
+    EXPECT_GE(plan.aux_block, 1);
+    EXPECT_GE(plan.occupied_block, 1);
+    EXPECT_LE(plan.occupied_block, 80);
+  }
+  // Enough memory for everything: one block each.
+  const auto big = dfmp2::chem::plan_blocks(dfmp2::chem::ThreeIndexForm::ao, 24, 5, 5, 19, 84, 1e9);
+  EXPECT_EQ(big.aux_block, 84);
+  EXPECT_EQ(big.occupied_block, 5);
+}
+
+TEST(OccupiedBlockPairs, CoverEveryPairOnce) {
+  for (Index nact : {1, 5, 7, 80}) {
+    for (Index block : {1, 2, 3, 7, 100}) {
+      std::vector<int> seen(static_cast<std::size_t>(nact * nact), 0);
+      for (const auto& p : dfmp2::chem::occupied_block_pairs(nact, block)) {
+        EXPECT_GE(p.i0, p.j0);
+        for (Index i = p.i0; i < p.i1; ++i)
+          for (Index j = p.j0; j < p.j1; ++j)
+            if (!p.diagonal() || j <= i) seen[static_cast<std::size_t>(i * nact + j)] += 1;
+      }
+      for (Index i = 0; i < nact; ++i)
+        for (Index j = 0; j < nact; ++j) EXPECT_EQ(seen[static_cast<std::size_t>(i * nact + j)], j <= i ? 1 : 0);
+    }
+  }
+}
+
+TEST(DfMp2, HomoAboveLumoIsANumericalError) {
+  Problem p = random_problem(3);
+  p.eps[p.nocc - 1] = 2.0;  // above the lowest virtual (1.4)
+  dfmp2::testing::MemorySource src(dfmp2::chem::ThreeIndexForm::ao, p.naux, p.nbf * p.nbf);
+  src.data() = p.ao;
+  dfmp2::chem::DfMp2Input in{&p.eps, p.nocc, &p.c, &p.metric, &src};
+  auto backend = dfmp2::devices::make_backend("eigen");
+  dfmp2::linalg::KernelLog log;
+  dfmp2::linalg::Kernels kernels(*backend, log);
+  EXPECT_THROW(dfmp2::chem::run_dfmp2(in, {}, kernels), dfmp2::NumericalError);
+}
+
+TEST(DfMp2, IndefiniteMetricIsANumericalErrorNamingTheMetric) {
+  Problem p = random_problem(5);
+  p.metric(3, 3) = -1.0;
+  dfmp2::testing::MemorySource src(dfmp2::chem::ThreeIndexForm::ao, p.naux, p.nbf * p.nbf);
+  src.data() = p.ao;
+  dfmp2::chem::DfMp2Input in{&p.eps, p.nocc, &p.c, &p.metric, &src};
+  for (const std::string name : {"eigen", "openblas"}) {
+    auto backend = dfmp2::devices::make_backend(name);
+    dfmp2::linalg::KernelLog log;
+    dfmp2::linalg::Kernels kernels(*backend, log);
+    try {
+      dfmp2::chem::run_dfmp2(in, {}, kernels);
+      FAIL() << "expected NumericalError on " << name;
+    } catch (const dfmp2::NumericalError& e) {
+      EXPECT_NE(std::string(e.what()).find("metric (P|Q)"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace

@@ -1,0 +1,71 @@
+#include <gtest/gtest.h>
+
+#include "../support/test_support.hpp"
+#include "app/input.hpp"
+#include "linalg/errors.hpp"
+
+namespace {
+
+using dfmp2::app::parse_memory_size;
+
+TEST(MemorySize, UnitsAndPlainBytes) {
+  EXPECT_DOUBLE_EQ(*parse_memory_size("2 GiB"), 2.0 * 1073741824.0);
+  EXPECT_DOUBLE_EQ(*parse_memory_size("500 MB"), 500e6);
+  EXPECT_DOUBLE_EQ(*parse_memory_size("1.5gb"), 1.5e9);
+  EXPECT_DOUBLE_EQ(*parse_memory_size("1048576"), 1048576.0);
+  EXPECT_DOUBLE_EQ(*parse_memory_size("64 KiB"), 65536.0);
+  EXPECT_FALSE(parse_memory_size("lots"));
+  EXPECT_FALSE(parse_memory_size("2 parsecs"));
+  EXPECT_FALSE(parse_memory_size("0 GB"));
+  EXPECT_FALSE(parse_memory_size("-1 GB"));
+  EXPECT_FALSE(parse_memory_size(""));
+}
+
+TEST(Suggestions, NearestKey) {
+  EXPECT_EQ(dfmp2::app::edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(dfmp2::app::edit_distance("", "abc"), 3u);
+  const std::vector<std::string> keys = {"integrals", "frozen_core", "backends"};
+  EXPECT_EQ(dfmp2::app::nearest("froze_core", keys), "frozen_core");
+  EXPECT_EQ(dfmp2::app::nearest("backend", keys), "backends");
+  EXPECT_FALSE(dfmp2::app::nearest("zzzzzz", keys));
+}
+
+TEST(ReadInput, DefaultsAndResolvedPaths) {
+  dfmp2::testing::TempDir dir;
+  dir.file("ints.h5", "");
+  const auto path = dir.file("in.yaml", "integrals: ints.h5\n");
+  const auto in = dfmp2::app::read_input(path);
+  EXPECT_EQ(in.integrals, (dir.path() / "ints.h5").string());
+  EXPECT_EQ(in.backends, std::vector<std::string>{"openblas"});
+  EXPECT_EQ(in.precision, "fp64");
+  EXPECT_EQ(in.frozen_core.kind, dfmp2::app::FrozenCore::Kind::none);
+  EXPECT_DOUBLE_EQ(in.memory_bytes, 2.0 * 1073741824.0);
+  EXPECT_GE(in.threads, 1);
+  EXPECT_FALSE(in.output);
+}
+
+TEST(ReadInput, EveryKey) {
+  dfmp2::testing::TempDir dir;
+  dir.file("ints.h5", "");
+  const auto path = dir.file("in.yaml",
+                             "integrals: ints.h5\nfrozen_core: 3\nbackends: [eigen, openblas]\nprecision: fp64\n"
+                             "memory: 500 MB\nthreads: 1\noutput: out.json\n");
+  const auto in = dfmp2::app::read_input(path);
+  EXPECT_EQ(in.frozen_core.kind, dfmp2::app::FrozenCore::Kind::count);
+  EXPECT_EQ(in.frozen_core.count, 3);
+  EXPECT_EQ(in.backends, (std::vector<std::string>{"eigen", "openblas"}));
+  EXPECT_DOUBLE_EQ(in.memory_bytes, 500e6);
+  EXPECT_EQ(in.threads, 1);
+  EXPECT_EQ(*in.output, (dir.path() / "out.json").string());
+  EXPECT_EQ(in.as_read["frozen_core"], 3);
+  EXPECT_EQ(in.as_read["memory"], "500 MB");
+}
+
+TEST(ReadInput, FrozenCoreTrueIsPsi4Rule) {
+  dfmp2::testing::TempDir dir;
+  dir.file("ints.h5", "");
+  const auto in = dfmp2::app::read_input(dir.file("in.yaml", "integrals: ints.h5\nfrozen_core: true\n"));
+  EXPECT_EQ(in.frozen_core.kind, dfmp2::app::FrozenCore::Kind::psi4_rule);
+}
+
+}  // namespace
