@@ -19,10 +19,16 @@ using linalg::Side;
 using linalg::Trans;
 using linalg::Uplo;
 
-// C = alpha * P + beta * C with BLAS semantics: when beta is 0, C is not read (it may hold NaN).
+// C = alpha * P + beta * C with BLAS semantics: when beta is 0, C is not read (it may hold NaN); when alpha is
+// 0, the operands of P are not read.
 template <class Product>
 void update(MatrixView c, double alpha, const Product& product, double beta) {
   auto cm = eigen_map(c);
+  if (alpha == 0.0) {
+    if (beta == 0.0) cm.setZero();
+    else if (beta != 1.0) cm *= beta;
+    return;
+  }
   if (beta == 0.0) {
     cm.noalias() = alpha * product;
   } else {
@@ -77,6 +83,11 @@ class EigenBackend final : public linalg::Backend {
   void syrk(Uplo uplo, Trans trans, double alpha, ConstMatrixView a, double beta, MatrixView c) override {
     const auto am = eigen_map(a);
     auto cm = eigen_map(c);
+    if (alpha == 0.0) {  // BLAS: A is not read
+      if (uplo == Uplo::lower) scale_triangle<Eigen::Lower>(c, beta);
+      else scale_triangle<Eigen::Upper>(c, beta);
+      return;
+    }
     if (uplo == Uplo::lower) {
       scale_triangle<Eigen::Lower>(c, beta);
       if (trans == Trans::no) cm.selfadjointView<Eigen::Lower>().rankUpdate(am, alpha);
@@ -91,6 +102,10 @@ class EigenBackend final : public linalg::Backend {
   void trsm(Side side, Uplo uplo, Trans trans, Diag diag, double alpha, ConstMatrixView a,
             MatrixView b) override {
     auto bm = eigen_map(b);
+    if (alpha == 0.0) {  // BLAS: X = 0, and neither A nor B is read
+      bm.setZero();
+      return;
+    }
     if (alpha != 1.0) bm *= alpha;
     const auto am = eigen_map(a);
     // op(A) is lower when A is lower and not transposed, or upper and transposed.

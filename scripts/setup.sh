@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages dfmp2 needs (only those missing) and builds it in Release into build/.
+#   scripts/setup.sh            packages to build and run dfmp2
+#   scripts/setup.sh --tests    also the packages the test suite needs (GoogleTest, Psi4 for the live tier)
+# Runs as root on Debian 12; uses sudo when not root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake g++ make pkg-config libeigen3-dev libhdf5-dev libyaml-cpp-dev libopenblas-dev liblapacke-dev
+          libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev)
+if [[ "${1:-}" == "--tests" ]]; then
+  packages+=(psi4 python3-h5py python3-numpy)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+build_dir="${DFMP2_BUILD_DIR:-build}"
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"
