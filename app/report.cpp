@@ -33,6 +33,9 @@ std::string format_header(const Calculation& calc) {
   out += fmt::format("  run          backends {}  precision {}  threads {}  memory {}\n",
                      fmt::join(calc.input.backends, ", "), calc.input.precision, calc.input.threads,
                      calc.input.memory_text);
+  for (const auto& run : calc.runs) {
+    if (!run.details.empty()) out += fmt::format("  backend      {}: {}\n", run.backend, run.details);
+  }
   if (!calc.runs.empty()) {
     const auto& r = calc.runs.front().result;
     out += fmt::format("  blocking     aux block {}  occupied block {}  block pairs {}  working set {:.3f} GiB\n",

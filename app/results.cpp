@@ -88,6 +88,7 @@ nlohmann::json results_json(const Calculation& calc) {
   for (const auto& run : calc.runs) {
     const auto& r = run.result;
     backends.push_back({{"backend", run.backend},
+                        {"details", run.details},
                         {"properties", properties(calc, run)},
                         {"scs_mp2_correlation_energy", r.scs_correlation()},
                         {"wall_time_seconds", run.wall_seconds},

@@ -58,6 +58,7 @@ Calculation run_calculation(const Input& input) {
     backend->set_threads(input.threads);
     BackendRun run;
     run.backend = backend->name();
+    run.details = backend->details();
     linalg::Kernels kernels(*backend, run.log);
     linalg::Stopwatch wall;
     run.result = chem::run_dfmp2(dfmp2_input, options, kernels);

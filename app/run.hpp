@@ -14,6 +14,7 @@ namespace dfmp2::app {
 
 struct BackendRun {
   std::string backend;
+  std::string details;  // Backend::details(), read after the threads were set
   chem::DfMp2Result result;
   linalg::KernelLog log;
   double wall_seconds = 0;

@@ -30,6 +30,8 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual std::string name() const = 0;
+  // (optional) What the backend runs on, for the report: library version, kernel set, threads.
+  virtual std::string details() const { return {}; }
   // What the backend can do, asked before a call rather than discovered by a failure deep inside it.
   virtual bool supports(Op op) const = 0;
   // Threads the backend may use for one call; 0 leaves the library's own default.

@@ -60,6 +60,10 @@ void scale_triangle(MatrixView c, double beta) {
 class EigenBackend final : public linalg::Backend {
  public:
   std::string name() const override { return "eigen"; }
+  std::string details() const override {
+    return fmt::format("Eigen {}.{}.{}; {}; {} threads", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
+                       Eigen::SimdInstructionSetsInUse(), Eigen::nbThreads());
+  }
   bool supports(linalg::Op) const override { return true; }
   void set_threads(int threads) override {
     if (threads > 0) Eigen::setNbThreads(threads);

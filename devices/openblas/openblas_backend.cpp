@@ -9,6 +9,9 @@
 // Declared by OpenBLAS's cblas.h in most builds; repeated so the file does not depend on which cblas.h the
 // include path finds first.
 extern "C" void openblas_set_num_threads(int num_threads);
+extern "C" int openblas_get_num_threads(void);
+extern "C" char* openblas_get_config(void);
+extern "C" char* openblas_get_corename(void);
 
 namespace dfmp2::devices {
 namespace {
@@ -27,6 +30,12 @@ Index inner(const ConstMatrixView& a, linalg::Trans t) { return t == linalg::Tra
 class OpenBlasBackend final : public linalg::Backend {
  public:
   std::string name() const override { return "openblas"; }
+  // The kernel set matters: OpenBLAS picks it at run time from the CPU (or OPENBLAS_CORETYPE), and a CPU it does
+  // not recognise gets generic kernels several times slower. Saying which one ran makes timings interpretable.
+  std::string details() const override {
+    return fmt::format("{}; kernels {}; {} threads", openblas_get_config(), openblas_get_corename(),
+                       openblas_get_num_threads());
+  }
   bool supports(linalg::Op) const override { return true; }
   void set_threads(int threads) override {
     if (threads > 0) openblas_set_num_threads(threads);
