@@ -19,10 +19,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kKeys = {"integrals", "frozen_core", "backends", "precision",
-                                        "memory",    "threads",     "output"};
+const std::vector<std::string> kKeys = {"integrals", "synthetic", "frozen_core", "backends", "precision",
+                                        "metric",    "memory",    "threads",     "output"};
+const std::vector<std::string> kSyntheticKeys = {"shape", "nbasis", "nocc", "naux", "seed"};
 const std::vector<std::string> kPrecisions = {"fp64", "fp32", "mixed"};
-const std::vector<std::string> kSupportedPrecisions = {"fp64"};
+const std::vector<std::string> kMetrics = {"cholesky", "eigh", "newton-schulz"};
+const std::vector<std::string> kMetricKeys = {"method", "threshold", "tolerance", "max_iterations"};
 
 class Context {
  public:
@@ -183,10 +185,14 @@ Input read_input(const std::string& path) {
   }
   in.as_read = to_json(root);
 
-  // integrals
-  if (!root["integrals"]) ctx.fail("missing required key 'integrals' (path of the HDF5 integral file)");
-  {
-    const YAML::Node node = root["integrals"];
+  // integrals or synthetic: exactly one
+  if (root["integrals"] && root["synthetic"]) {
+    ctx.fail(root["synthetic"], "keys 'integrals' and 'synthetic' exclude each other; give one");
+  }
+  if (!root["integrals"] && !root["synthetic"]) {
+    ctx.fail("missing required key 'integrals' (path of the HDF5 integral file) or 'synthetic' (a synthetic problem)");
+  }
+  if (const YAML::Node node = root["integrals"]) {
     const std::string value = ctx.scalar(node, "integrals", "a file path");
     if (value.empty()) ctx.fail(node, "key 'integrals': expected a file path, got an empty string");
     const fs::path resolved = ctx.resolve(value);
@@ -194,6 +200,62 @@ Input read_input(const std::string& path) {
       ctx.fail(node, fmt::format("key 'integrals': file '{}' does not exist", resolved.string()));
     }
     in.integrals = resolved.string();
+  }
+  if (const YAML::Node node = root["synthetic"]) {
+    const auto names = chem::synthetic_shape_names();
+    auto named = [&](const YAML::Node& n, const std::string& key) {
+      const std::string value = ctx.scalar(n, key, "a shape name");
+      const auto shape = chem::named_synthetic_shape(value);
+      if (!shape) {
+        const auto guess = nearest(value, names);
+        ctx.fail(n, fmt::format("key '{}': unknown shape '{}'{} (expected one of {})", key, value,
+                                guess ? fmt::format(" (did you mean '{}'?)", *guess) : "", fmt::join(names, ", ")));
+      }
+      in.synthetic_name = value;
+      return *shape;
+    };
+    auto count = [&](const YAML::Node& n, const std::string& key, long long min) {
+      const auto v = as_integer(ctx.scalar(n, key, "an integer"));
+      if (!v || *v < min || *v > 1000000) {
+        ctx.fail(n, fmt::format("key '{}': expected an integer >= {}, got '{}'", key, min, n.Scalar()));
+      }
+      return *v;
+    };
+    chem::SyntheticShape shape;
+    if (node.IsMap()) {
+      for (const auto& kv : node) {
+        const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+        if (std::find(kSyntheticKeys.begin(), kSyntheticKeys.end(), key) == kSyntheticKeys.end()) {
+          const auto guess = nearest(key, kSyntheticKeys);
+          ctx.fail(kv.first, guess ? fmt::format("unknown key 'synthetic.{}' (did you mean 'synthetic.{}'?)", key, *guess)
+                                   : fmt::format("unknown key 'synthetic.{}' (valid keys: {})", key,
+                                                 fmt::join(kSyntheticKeys, ", ")));
+        }
+      }
+      const bool explicit_shape = node["nbasis"] || node["nocc"] || node["naux"];
+      if (node["shape"] && explicit_shape) {
+        ctx.fail(node, "key 'synthetic': give either 'shape' or 'nbasis', 'nocc' and 'naux', not both");
+      }
+      if (node["shape"]) {
+        shape = named(node["shape"], "synthetic.shape");
+      } else {
+        for (const char* key : {"nbasis", "nocc", "naux"}) {
+          if (!node[key]) ctx.fail(node, fmt::format("key 'synthetic': missing '{}' (or give a 'shape')", key));
+        }
+        shape.nbasis = count(node["nbasis"], "synthetic.nbasis", 2);
+        shape.nocc = count(node["nocc"], "synthetic.nocc", 1);
+        shape.naux = count(node["naux"], "synthetic.naux", 1);
+        shape.seed = chem::kDefaultSyntheticSeed;
+        if (shape.nocc >= shape.nbasis) {
+          ctx.fail(node["nocc"], fmt::format("key 'synthetic.nocc': {} leaves no virtual orbitals (nbasis {})",
+                                             shape.nocc, shape.nbasis));
+        }
+      }
+      if (node["seed"]) shape.seed = static_cast<std::uint64_t>(count(node["seed"], "synthetic.seed", 0));
+    } else {
+      shape = named(node, "synthetic");
+    }
+    in.synthetic = shape;
   }
 
   if (const YAML::Node node = root["frozen_core"]) {
@@ -232,17 +294,86 @@ Input read_input(const std::string& path) {
   }
 
   if (const YAML::Node node = root["precision"]) {
-    const std::string value = ctx.scalar(node, "precision", "fp64");
-    if (std::find(kPrecisions.begin(), kPrecisions.end(), value) == kPrecisions.end()) {
-      const auto guess = nearest(value, kPrecisions);
-      ctx.fail(node, fmt::format("key 'precision': unknown precision '{}'{} (expected one of {})", value,
-                                 guess ? fmt::format(" (did you mean '{}'?)", *guess) : "", fmt::join(kPrecisions, ", ")));
+    // A single precision or a list of them; each backend runs in each, in order.
+    std::vector<YAML::Node> items;
+    if (node.IsSequence()) {
+      if (node.size() == 0) ctx.fail(node, "key 'precision': the list is empty; name at least one of fp64, fp32, mixed");
+      for (const auto& item : node) items.push_back(item);
+    } else {
+      items.push_back(node);
     }
-    if (std::find(kSupportedPrecisions.begin(), kSupportedPrecisions.end(), value) == kSupportedPrecisions.end()) {
-      throw UnsupportedError(fmt::format("{}: key 'precision': '{}' is not supported by this dfmp2 (supported: {})",
-                                         ctx.where(node), value, fmt::join(kSupportedPrecisions, ", ")));
+    in.precisions.clear();
+    for (const auto& item : items) {
+      const std::string value = ctx.scalar(item, "precision", "fp64, fp32 or mixed");
+      const auto it = std::find(kPrecisions.begin(), kPrecisions.end(), value);
+      if (it == kPrecisions.end()) {
+        const auto guess = nearest(value, kPrecisions);
+        ctx.fail(item, fmt::format("key 'precision': unknown precision '{}'{} (expected one of {})", value,
+                                   guess ? fmt::format(" (did you mean '{}'?)", *guess) : "",
+                                   fmt::join(kPrecisions, ", ")));
+      }
+      const auto p = static_cast<chem::Precision>(it - kPrecisions.begin());
+      if (std::find(in.precisions.begin(), in.precisions.end(), p) != in.precisions.end()) {
+        ctx.fail(item, fmt::format("key 'precision': '{}' is named twice", value));
+      }
+      in.precisions.push_back(p);
     }
-    in.precision = value;
+  }
+
+  if (const YAML::Node node = root["metric"]) {
+    auto method = [&](const YAML::Node& n) {
+      const std::string value = ctx.scalar(n, "metric", "cholesky, eigh or newton-schulz");
+      const auto it = std::find(kMetrics.begin(), kMetrics.end(), value);
+      if (it == kMetrics.end()) {
+        const auto guess = nearest(value, kMetrics);
+        ctx.fail(n, fmt::format("key 'metric': unknown method '{}'{} (expected one of {})", value,
+                                guess ? fmt::format(" (did you mean '{}'?)", *guess) : "", fmt::join(kMetrics, ", ")));
+      }
+      return static_cast<chem::MetricMethod>(it - kMetrics.begin());
+    };
+    auto positive = [&](const YAML::Node& n, const std::string& key) {
+      const std::string value = ctx.scalar(n, key, "a positive number");
+      try {
+        std::size_t used = 0;
+        const double v = std::stod(value, &used);
+        if (used == value.size() && std::isfinite(v) && v > 0) return v;
+      } catch (const std::exception&) {
+      }
+      ctx.fail(n, fmt::format("key '{}': expected a positive number, got '{}'", key, value));
+    };
+    if (node.IsMap()) {
+      for (const auto& kv : node) {
+        const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+        if (std::find(kMetricKeys.begin(), kMetricKeys.end(), key) == kMetricKeys.end()) {
+          const auto guess = nearest(key, kMetricKeys);
+          ctx.fail(kv.first, guess ? fmt::format("unknown key 'metric.{}' (did you mean 'metric.{}'?)", key, *guess)
+                                   : fmt::format("unknown key 'metric.{}' (valid keys: {})", key,
+                                                 fmt::join(kMetricKeys, ", ")));
+        }
+      }
+      if (!node["method"]) ctx.fail(node, "key 'metric': missing 'method' (cholesky, eigh or newton-schulz)");
+      in.metric = method(node["method"]);
+      const auto only_for = [&](const char* key, chem::MetricMethod m) {
+        if (node[key] && in.metric != m) {
+          ctx.fail(node[key], fmt::format("key 'metric.{}' applies to method {} only, not {}", key,
+                                          chem::metric_name(m), chem::metric_name(in.metric)));
+        }
+      };
+      only_for("threshold", chem::MetricMethod::eigh);
+      only_for("tolerance", chem::MetricMethod::newton_schulz);
+      only_for("max_iterations", chem::MetricMethod::newton_schulz);
+      if (node["threshold"]) in.eigh_threshold = positive(node["threshold"], "metric.threshold");
+      if (node["tolerance"]) in.newton_schulz.tolerance = positive(node["tolerance"], "metric.tolerance");
+      if (const YAML::Node n = node["max_iterations"]) {
+        const auto count = as_integer(ctx.scalar(n, "metric.max_iterations", "a count >= 1"));
+        if (!count || *count < 1 || *count > 100000) {
+          ctx.fail(n, fmt::format("key 'metric.max_iterations': expected a count >= 1, got '{}'", n.Scalar()));
+        }
+        in.newton_schulz.max_iterations = static_cast<int>(*count);
+      }
+    } else {
+      in.metric = method(node);
+    }
   }
 
   if (const YAML::Node node = root["memory"]) {

@@ -2,11 +2,15 @@
 // The YAML input of `dfmp2 INPUT.yaml`. Keys (README "Input keys" documents each with type and default):
 //
 //   key          type                    default      meaning
-//   integrals    string (path)           (required)   HDF5 integral file, relative to the YAML file's folder
+//   integrals    string (path)           (one of      HDF5 integral file, relative to the YAML file's folder
+//   synthetic    string or mapping        the two)    a synthetic problem: small | medium | large, or
+//                                                     {nbasis, nocc, naux, seed} or {shape, seed}
 //   frozen_core  bool or integer >= 0    false        true: Psi4's rule (previous noble-gas shell); n: n orbitals
 //   backends     list of strings         [openblas]   backends to run, in order; the first one's energies are
 //                                                     the reported result
-//   precision    string                  fp64         arithmetic precision (fp64 only in this version)
+//   precision    string or list          fp64         fp64, fp32 or mixed; a list runs each backend in each precision
+//   metric       string or mapping       cholesky     cholesky | eigh | newton-schulz, or {method, threshold (eigh),
+//                                                     tolerance and max_iterations (newton-schulz)}
 //   memory       size string or bytes    "2 GiB"      bound on the working set; chooses the block sizes
 //   threads      integer >= 1            all cores    threads for the backends and the pair-energy reduction
 //   output       string (path)           (none)       results file (QCSchema JSON), relative to the YAML file's
@@ -17,6 +21,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chem/dfmp2.hpp"
+#include "chem/synthetic.hpp"
+
 namespace dfmp2::app {
 
 struct FrozenCore {
@@ -26,10 +33,15 @@ struct FrozenCore {
 
 struct Input {
   std::string path;       // the YAML file as given
-  std::string integrals;  // resolved path of the HDF5 file
+  std::string integrals;  // resolved path of the HDF5 file (empty with `synthetic`)
+  std::optional<chem::SyntheticShape> synthetic;
+  std::string synthetic_name;  // the named shape, if one was used
   FrozenCore frozen_core;
   std::vector<std::string> backends = {"openblas"};
-  std::string precision = "fp64";
+  std::vector<chem::Precision> precisions = {chem::Precision::fp64};
+  chem::MetricMethod metric = chem::MetricMethod::cholesky;
+  double eigh_threshold = linalg::kDefaultEighThreshold;
+  linalg::NewtonSchulzOptions newton_schulz;
   double memory_bytes = 2.0 * double(1 << 30);
   std::string memory_text = "2 GiB";
   int threads = 0;  // filled with the machine's core count when absent

@@ -20,21 +20,22 @@ std::string missing(const char* label) { return fmt::format("\t {:<26}= {:>24} [
 }  // namespace
 
 std::string format_header(const Calculation& calc) {
-  const auto& f = *calc.integrals;
-  const auto& md = f.metadata();
+  const Problem& p = calc.problem;
   std::string out = fmt::format("dfmp2 {}: DF-MP2 for {}\n", DFMP2_VERSION, calc.input.path);
-  out += fmt::format("  integrals    {} ({} form", f.path(), f.form() == chem::ThreeIndexForm::ao ? "AO" : "MO");
-  if (!md.basis.empty()) out += fmt::format("; {} / {}", md.basis, md.aux_basis);
-  if (!md.generator.empty()) out += fmt::format("; from {}", md.generator);
-  out += ")\n";
+  out += fmt::format("  {:<12} {}\n", p.kind, p.description);
   out += fmt::format("  orbitals     nbf {}  nmo {}  nocc {}  frozen {}  active {}  nvir {}  naux {}\n",
-                     f.form() == chem::ThreeIndexForm::ao ? fmt::format("{}", f.nbf()) : std::string("-"), f.nmo(),
-                     f.nocc(), calc.nfrozen, f.nocc() - calc.nfrozen, f.nvir(), f.naux());
-  out += fmt::format("  run          backends {}  precision {}  threads {}  memory {}\n",
-                     fmt::join(calc.input.backends, ", "), calc.input.precision, calc.input.threads,
-                     calc.input.memory_text);
+                     p.nbf > 0 ? fmt::format("{}", p.nbf) : std::string("-"), p.nmo, p.nocc, calc.nfrozen,
+                     p.nocc - calc.nfrozen, p.nmo - p.nocc, p.naux);
+  std::vector<std::string> precisions;
+  for (const auto p : calc.input.precisions) precisions.push_back(chem::precision_name(p));
+  out += fmt::format("  run          backends {}  precision {}  metric {}  threads {}  memory {}\n",
+                     fmt::join(calc.input.backends, ", "), fmt::join(precisions, ", "),
+                     chem::metric_name(calc.input.metric), calc.input.threads, calc.input.memory_text);
+  std::vector<std::string> described;
   for (const auto& run : calc.runs) {
-    if (!run.details.empty()) out += fmt::format("  backend      {}: {}\n", run.backend, run.details);
+    if (run.details.empty() || std::find(described.begin(), described.end(), run.backend) != described.end()) continue;
+    described.push_back(run.backend);
+    out += fmt::format("  backend      {}: {}\n", run.backend, run.details);
   }
   if (!calc.runs.empty()) {
     const auto& r = calc.runs.front().result;
@@ -46,9 +47,19 @@ std::string format_header(const Calculation& calc) {
 
 std::string format_energies(const Calculation& calc, const BackendRun& run) {
   const auto& r = run.result;
-  const auto scf = calc.integrals->scf_energy();
+  const auto scf = calc.problem.scf_energy;
   const std::string rule = "\t-----------------------------------------------------------\n";
-  std::string out = fmt::format("\n  ==> DF-MP2 on backend {} <==\n\n", run.backend);
+  std::string out = fmt::format("\n  ==> DF-MP2 on backend {}, precision {} <==\n\n", run.backend,
+                                chem::precision_name(run.precision));
+  const auto& m = r.metric_report;
+  if (r.metric == chem::MetricMethod::eigh) {
+    out += fmt::format("  metric eigh: {} of {} eigenvalues below {:.1e} x the largest ({:.3e}) dropped; smallest kept "
+                       "{:.3e}\n\n",
+                       m.dropped, r.naux, calc.input.eigh_threshold, m.largest, m.smallest_kept);
+  } else if (r.metric == chem::MetricMethod::newton_schulz) {
+    out += fmt::format("  metric newton-schulz: converged in {} iterations, residual {:.3e}\n\n", m.iterations,
+                       m.residual);
+  }
   out += rule;
   out += "\t ==================> DF-MP2 Energies <==================== \n";
   out += rule;
@@ -73,28 +84,42 @@ std::string format_energies(const Calculation& calc, const BackendRun& run) {
 
 std::string format_kernel_table(const BackendRun& run) {
   std::string out = fmt::format("\n  Kernel timings on backend {} (wall {:.3f} s)\n", run.backend, run.wall_seconds);
-  out += fmt::format("  {:<12} {:<13} {:<9} {:>7} {:>11} {:>10} {:>7}\n", "step", "kernel", "backend", "calls",
-                     "seconds", "GFLOP/s", "share");
+  out += fmt::format("  {:<12} {:<13} {:<9} {:<5} {:>7} {:>11} {:>10} {:>7}\n", "step", "kernel", "backend", "dtype",
+                     "calls", "seconds", "GFLOP/s", "share");
   double accounted = 0;
   for (const auto& k : run.log.records()) {
     accounted += k.seconds;
     const std::string rate = k.flops > 0 && k.seconds > 0 ? fmt::format("{:.2f}", k.flops / k.seconds * 1e-9) : "-";
-    out += fmt::format("  {:<12} {:<13} {:<9} {:>7} {:>11.6f} {:>10} {:>6.1f}%\n", k.step, k.kernel, k.backend,
-                       k.calls, k.seconds, rate, run.wall_seconds > 0 ? 100.0 * k.seconds / run.wall_seconds : 0.0);
+    out += fmt::format("  {:<12} {:<13} {:<9} {:<5} {:>7} {:>11.6f} {:>10} {:>6.1f}%\n", k.step, k.kernel, k.backend,
+                       k.dtype.empty() ? "-" : k.dtype, k.calls, k.seconds, rate,
+                       run.wall_seconds > 0 ? 100.0 * k.seconds / run.wall_seconds : 0.0);
   }
   const double other = std::max(0.0, run.wall_seconds - accounted);
-  out += fmt::format("  {:<12} {:<13} {:<9} {:>7} {:>11.6f} {:>10} {:>6.1f}%\n", "other", "(untimed)", "host", "-",
-                     other, "-", run.wall_seconds > 0 ? 100.0 * other / run.wall_seconds : 0.0);
+  out += fmt::format("  {:<12} {:<13} {:<9} {:<5} {:>7} {:>11.6f} {:>10} {:>6.1f}%\n", "other", "(untimed)", "host", "-",
+                     "-", other, "-", run.wall_seconds > 0 ? 100.0 * other / run.wall_seconds : 0.0);
   return out;
+}
+
+const BackendRun* fp64_run(const Calculation& calc, const std::string& backend) {
+  for (const auto& r : calc.runs) {
+    if (r.backend == backend && r.precision == chem::Precision::fp64) return &r;
+  }
+  return nullptr;
 }
 
 std::string format_comparison(const Calculation& calc) {
   std::string out = "\n  ==> Backend comparison <==\n\n";
-  out += fmt::format("  {:<10} {:>24} {:>16} {:>12}\n", "backend", "correlation [Eh]", "diff [Eh]", "wall [s]");
+  out += fmt::format("  {:<10} {:<9} {:>24} {:>16} {:>16} {:>12}\n", "backend", "precision", "correlation [Eh]",
+                     "diff first [Eh]", "diff fp64 [Eh]", "wall [s]");
   const double first = calc.runs.front().result.correlation();
   for (const auto& run : calc.runs) {
-    out += fmt::format("  {:<10} {:>24.16f} {:>16.3e} {:>12.4f}\n", run.backend, run.result.correlation(),
-                       run.result.correlation() - first, run.wall_seconds);
+    const BackendRun* reference = fp64_run(calc, run.backend);
+    out += fmt::format("  {:<10} {:<9} {:>24.16f} {:>16.3e} {:>16} {:>12.4f}\n", run.backend,
+                       chem::precision_name(run.precision), run.result.correlation(),
+                       run.result.correlation() - first,
+                       reference ? fmt::format("{:.3e}", run.result.correlation() - reference->result.correlation())
+                                 : std::string("-"),
+                       run.wall_seconds);
   }
   return out;
 }

@@ -11,5 +11,7 @@ std::string format_header(const Calculation& calc);
 std::string format_energies(const Calculation& calc, const BackendRun& run);
 std::string format_kernel_table(const BackendRun& run);
 std::string format_comparison(const Calculation& calc);
+// The fp64 run of `backend` in this calculation, if there is one (for differences from fp64).
+const BackendRun* fp64_run(const Calculation& calc, const std::string& backend);
 
 }  // namespace dfmp2::app

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "app/report.hpp"
 #include "linalg/errors.hpp"
 
 namespace dfmp2::app {
@@ -16,24 +17,24 @@ namespace fs = std::filesystem;
 namespace {
 
 nlohmann::json properties(const Calculation& calc, const BackendRun& run) {
-  const auto& f = *calc.integrals;
+  const Problem& f = calc.problem;
   nlohmann::json p;
-  if (auto scf = f.scf_energy()) p["scf_total_energy"] = *scf;
-  if (auto nuc = f.nuclear_repulsion_energy()) p["nuclear_repulsion_energy"] = *nuc;
+  if (auto scf = f.scf_energy) p["scf_total_energy"] = *scf;
+  if (auto nuc = f.nuclear_repulsion_energy) p["nuclear_repulsion_energy"] = *nuc;
   p["mp2_same_spin_correlation_energy"] = run.result.same_spin;
   p["mp2_opposite_spin_correlation_energy"] = run.result.opposite_spin;
   p["mp2_singles_energy"] = 0.0;
   p["mp2_correlation_energy"] = run.result.correlation();
-  if (auto scf = f.scf_energy()) {
+  if (auto scf = f.scf_energy) {
     p["mp2_total_energy"] = *scf + run.result.correlation();
     p["return_energy"] = *scf + run.result.correlation();
   } else {
     p["return_energy"] = run.result.correlation();
   }
-  if (f.form() == chem::ThreeIndexForm::ao) p["calcinfo_nbasis"] = f.nbf();
-  p["calcinfo_nmo"] = f.nmo();
-  p["calcinfo_nalpha"] = f.nocc();
-  p["calcinfo_nbeta"] = f.nocc();
+  if (f.nbf > 0) p["calcinfo_nbasis"] = f.nbf;
+  p["calcinfo_nmo"] = f.nmo;
+  p["calcinfo_nalpha"] = f.nocc;
+  p["calcinfo_nbeta"] = f.nocc;
   return p;
 }
 
@@ -43,6 +44,7 @@ nlohmann::json kernels(const BackendRun& run) {
     rows.push_back({{"step", k.step},
                     {"kernel", k.kernel},
                     {"backend", k.backend},
+                    {"dtype", k.dtype},
                     {"calls", k.calls},
                     {"seconds", k.seconds},
                     {"flops", k.flops},
@@ -55,12 +57,12 @@ nlohmann::json kernels(const BackendRun& run) {
 }  // namespace
 
 nlohmann::json results_json(const Calculation& calc) {
-  const auto& f = *calc.integrals;
+  const Problem& f = calc.problem;
   const auto& first = calc.runs.front();
   nlohmann::json j;
   j["schema_name"] = "qcschema_output";
   j["schema_version"] = 1;
-  if (const auto& mol = f.metadata().molecule) {
+  if (const auto& mol = f.metadata.molecule) {
     nlohmann::json m;
     m["schema_name"] = "qcschema_molecule";
     m["schema_version"] = 2;
@@ -75,9 +77,9 @@ nlohmann::json results_json(const Calculation& calc) {
     j["molecule"] = m;
   }
   j["driver"] = "energy";
-  j["model"] = {{"method", "mp2"}, {"basis", f.metadata().basis}};
+  j["model"] = {{"method", "mp2"}, {"basis", f.kind == "synthetic" ? std::string("synthetic") : f.metadata.basis}};
   j["keywords"] = {{"mp2_type", "df"},
-                   {"df_basis_mp2", f.metadata().aux_basis},
+                   {"df_basis_mp2", f.metadata.aux_basis},
                    {"num_frozen_docc", calc.nfrozen}};
   j["properties"] = properties(calc, first);
   j["return_result"] = j["properties"]["return_energy"];
@@ -87,8 +89,22 @@ nlohmann::json results_json(const Calculation& calc) {
   nlohmann::json backends = nlohmann::json::array();
   for (const auto& run : calc.runs) {
     const auto& r = run.result;
+    nlohmann::json metric = {{"method", chem::metric_name(r.metric)}};
+    if (r.metric == chem::MetricMethod::eigh) {
+      metric["dropped_eigenvalues"] = r.metric_report.dropped;
+      metric["threshold"] = calc.input.eigh_threshold;
+    } else if (r.metric == chem::MetricMethod::newton_schulz) {
+      metric["iterations"] = r.metric_report.iterations;
+      metric["residual"] = r.metric_report.residual;
+    }
+    const BackendRun* reference = fp64_run(calc, run.backend);
     backends.push_back({{"backend", run.backend},
                         {"details", run.details},
+                        {"precision", chem::precision_name(run.precision)},
+                        {"metric", metric},
+                        {"difference_from_fp64",
+                         reference ? nlohmann::json(r.correlation() - reference->result.correlation())
+                                   : nlohmann::json(nullptr)},
                         {"properties", properties(calc, run)},
                         {"scs_mp2_correlation_energy", r.scs_correlation()},
                         {"wall_time_seconds", run.wall_seconds},
@@ -99,14 +115,21 @@ nlohmann::json results_json(const Calculation& calc) {
                           {"working_set_bytes", r.plan.peak_bytes}}},
                         {"kernels", kernels(run)}});
   }
+  nlohmann::json problem = {{"kind", f.kind},
+                            {"description", f.description},
+                            {"form", f.form == chem::ThreeIndexForm::ao ? "ao" : "mo"},
+                            {"naux", f.naux},
+                            {"nfrozen", calc.nfrozen}};
+  if (calc.integrals) {
+    problem["path"] = calc.integrals->path();
+    problem["generator"] = f.metadata.generator;
+  }
+  if (calc.synthetic) {
+    const auto& shape = calc.synthetic->shape();
+    problem["synthetic"] = {{"nbasis", shape.nbasis}, {"nocc", shape.nocc}, {"naux", shape.naux}, {"seed", shape.seed}};
+  }
   j["extras"]["dfmp2"] = {{"input", calc.input.as_read},
-                          {"integrals",
-                           {{"path", f.path()},
-                            {"form", f.form() == chem::ThreeIndexForm::ao ? "ao" : "mo"},
-                            {"naux", f.naux()},
-                            {"nfrozen", calc.nfrozen},
-                            {"generator", f.metadata().generator}}},
-                          {"precision", calc.input.precision},
+                          {"problem", problem},
                           {"threads", calc.input.threads},
                           {"backends", backends}};
   return j;

@@ -1,13 +1,15 @@
 #pragma once
 // One `dfmp2 INPUT.yaml` calculation: opens the integral file once, then runs DF-MP2 on every backend named in
-// the input, in order, each with its own kernel log.
+// the input, in each precision named, in order (backend-major), each run with its own kernel log.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "app/input.hpp"
 #include "chem/dfmp2.hpp"
 #include "chem/integral_file.hpp"
+#include "chem/synthetic.hpp"
 #include "linalg/kernel_log.hpp"
 
 namespace dfmp2::app {
@@ -15,20 +17,34 @@ namespace dfmp2::app {
 struct BackendRun {
   std::string backend;
   std::string details;  // Backend::details(), read after the threads were set
+  chem::Precision precision = chem::Precision::fp64;
   chem::DfMp2Result result;
   linalg::KernelLog log;
   double wall_seconds = 0;
 };
 
+// What the calculation is about, whichever input kind it came from: what the report and the results file say.
+struct Problem {
+  std::string kind;         // "integrals" or "synthetic"
+  std::string description;  // one line: the file with its form and bases, or the synthetic shape and seed
+  chem::ThreeIndexForm form = chem::ThreeIndexForm::ao;
+  linalg::Index nbf = 0, nmo = 0, nocc = 0, naux = 0;  // nbf 0 in MO form
+  std::optional<double> scf_energy, nuclear_repulsion_energy;
+  chem::IntegralFileMetadata metadata;  // empty for synthetic problems
+  chem::DfMp2Input dfmp2_input;         // points into the Calculation's integrals or synthetic problem
+};
+
 struct Calculation {
   Input input;
-  std::unique_ptr<chem::IntegralFile> integrals;
+  std::unique_ptr<chem::IntegralFile> integrals;      // with `integrals:`
+  std::unique_ptr<chem::SyntheticProblem> synthetic;  // with `synthetic:`
+  Problem problem;
   int nfrozen = 0;
   std::vector<BackendRun> runs;
 };
 
 // Number of frozen core orbitals the input asks for; throws InputError when it cannot be honoured.
-int resolve_frozen_core(const Input& input, const chem::IntegralFile& file);
+int resolve_frozen_core(const Input& input, const Problem& problem);
 
 Calculation run_calculation(const Input& input);
 

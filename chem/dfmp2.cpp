@@ -4,52 +4,111 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "linalg/errors.hpp"
 
 namespace dfmp2::chem {
 
-using linalg::ConstMatrixView;
+using linalg::ConstMatrixViewT;
 using linalg::Index;
 using linalg::Matrix;
-using linalg::MatrixView;
+using linalg::MatrixT;
+using linalg::MatrixViewT;
 using linalg::Stopwatch;
 using linalg::Trans;
 using linalg::Vector;
+using linalg::VectorT;
 
 namespace {
 
-constexpr double kDouble = sizeof(double);
-
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(1 << 30)); }
+
+// Element sizes of the three precisions' parts: W for the GEMMs and the fitted tensor, F for the metric and the
+// fitting.
+double work_bytes(Precision p) { return p == Precision::fp64 ? 8.0 : 4.0; }
+double fit_bytes(Precision p) { return p == Precision::fp32 ? 4.0 : 8.0; }
+
+template <class T>
+std::string dtype() {
+  return std::string(linalg::dtype_name(linalg::dtype_of<T>()));
+}
+
+// Copies (and converts) `count` elements, recording the time as host work when the types differ.
+template <class To, class From>
+void convert(const From* from, Index count, To* to, linalg::Kernels& kernels, const std::string& step) {
+  if constexpr (std::is_same_v<To, From>) {
+    std::copy_n(from, count, to);
+  } else {
+    Stopwatch clock;
+    std::transform(from, from + count, to, [](From x) { return static_cast<To>(x); });
+    kernels.record_host(step, "convert", clock.seconds(), {0, double(count) * (sizeof(To) + sizeof(From))},
+                        dtype<To>());
+  }
+}
 
 }  // namespace
 
+std::string precision_name(Precision p) {
+  switch (p) {
+    case Precision::fp64: return "fp64";
+    case Precision::fp32: return "fp32";
+    case Precision::mixed: return "mixed";
+  }
+  return "?";
+}
+
+std::string metric_name(MetricMethod m) {
+  switch (m) {
+    case MetricMethod::cholesky: return "cholesky";
+    case MetricMethod::eigh: return "eigh";
+    case MetricMethod::newton_schulz: return "newton-schulz";
+  }
+  return "?";
+}
+
 BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, Index nvir, Index naux,
-                      double memory_bytes) {
+                      double memory_bytes, Precision precision, MetricMethod metric) {
   BlockPlan plan;
-  const double fitted = kDouble * double(nact) * double(nvir) * double(naux);
-  plan.fixed_bytes = fitted + kDouble * double(naux) * double(naux) + kDouble * double(nbf) * double(nact + nvir);
-  // Per auxiliary function in the transformation: the AO block and its half-transformed copy, or the MO block
-  // as stored (all occupied orbitals, before the frozen core is dropped).
-  const double per_aux = form == ThreeIndexForm::ao ? kDouble * double(nbf) * double(nbf + nact)
-                                                    : kDouble * double(nocc) * double(nvir);
-  const double pair_min = kDouble * double(nvir) * double(nvir);
+  const double w = work_bytes(precision), f = fit_bytes(precision);
+  const double fitted = w * double(nact) * double(nvir) * double(naux);
+  // The metric factor, plus the temporaries of an inverse square root (eigh: eigenvectors scaled; Newton-Schulz:
+  // four iterates), which are gone before the transformation starts but count towards the peak.
+  const double metric_bytes = f * double(naux) * double(naux);
+  const double inverse_sqrt_bytes = metric_bytes * (metric == MetricMethod::eigh            ? 1.0
+                                                    : metric == MetricMethod::newton_schulz ? 4.0
+                                                                                            : 0.0);
+  plan.fixed_bytes = fitted + metric_bytes + w * double(nbf) * double(nact + nvir);
+  // Per auxiliary function in the transformation: the AO block as read (double), its converted copy and the
+  // half-transformed block; or the MO block as stored (all occupied orbitals, before the frozen core is dropped).
+  const double per_aux = form == ThreeIndexForm::ao
+                             ? double(nbf) * (8.0 * double(nbf) + (w == 8.0 ? 0.0 : w * double(nbf)) + w * double(nact))
+                             : 8.0 * double(nocc) * double(nvir);
+  // Fitting in row chunks needs an input and an output row buffer in F (at most).
+  const bool chunked_fit = metric != MetricMethod::cholesky || w != f;
+  const double per_fit_row = chunked_fit ? 2.0 * f * double(naux) : 0.0;
+  const double pair_min = w * double(nvir) * double(nvir);
   const double available = memory_bytes - plan.fixed_bytes;
-  const double needed_min = plan.fixed_bytes + std::max(per_aux, pair_min);
-  if (available < std::max(per_aux, pair_min)) {
+  const double phase_min = std::max({per_aux, pair_min, per_fit_row, inverse_sqrt_bytes});
+  if (available < phase_min) {
     throw ResourceError(fmt::format(
         "memory: {} is too small for this calculation; it needs at least {} (fitted tensor {}, metric {}), "
         "raise 'memory'",
-        gib(memory_bytes), gib(needed_min), gib(fitted), gib(kDouble * double(naux) * double(naux))));
+        gib(memory_bytes), gib(plan.fixed_bytes + phase_min), gib(fitted), gib(metric_bytes)));
   }
+  const Index rows = nact * nvir;
   plan.aux_block = std::clamp<Index>(static_cast<Index>(available / per_aux), 1, std::max<Index>(naux, 1));
-  const double max_rows = std::sqrt(available / kDouble);
+  // Fitting chunks beyond a few thousand rows gain nothing in GEMM speed.
+  plan.fit_rows = chunked_fit ? std::clamp<Index>(static_cast<Index>(available / per_fit_row), 1,
+                                                  std::clamp<Index>(rows, 1, 8192))
+                              : rows;
+  const double max_rows = std::sqrt(available / w);
   plan.occupied_block = std::clamp<Index>(static_cast<Index>(max_rows / double(std::max<Index>(nvir, 1))), 1,
                                           std::max<Index>(nact, 1));
   const double transform = per_aux * double(plan.aux_block);
-  const double pair = kDouble * std::pow(double(plan.occupied_block) * double(nvir), 2);
-  plan.peak_bytes = plan.fixed_bytes + std::max(transform, pair);
+  const double fit = per_fit_row * double(plan.fit_rows);
+  const double pair = w * std::pow(double(plan.occupied_block) * double(nvir), 2);
+  plan.peak_bytes = plan.fixed_bytes + std::max({transform, fit, pair, inverse_sqrt_bytes});
   return plan;
 }
 
@@ -63,127 +122,213 @@ std::vector<OccupiedBlockPair> occupied_block_pairs(Index nact, Index block) {
   return pairs;
 }
 
-Matrix fitted_3index(const DfMp2Input& in, const DfMp2Options& options, const BlockPlan& plan,
+namespace {
+
+// Step 1: the metric factor L (cholesky) or J^-1/2 (eigh, newton-schulz), in F.
+template <class F>
+MatrixT<F> metric_factor(const Matrix& metric, const DfMp2Options& options, linalg::Kernels& kernels,
+                         linalg::InverseSqrtReport& report) {
+  MatrixT<F> factor = metric.cast<F>();
+  try {
+    switch (options.metric) {
+      case MetricMethod::cholesky: kernels.cholesky("metric", linalg::Uplo::lower, linalg::view(factor)); break;
+      case MetricMethod::eigh:
+        report = linalg::inverse_sqrt_eigh(kernels, "metric", linalg::view(factor), options.eigh_threshold);
+        break;
+      case MetricMethod::newton_schulz:
+        report = linalg::inverse_sqrt_newton_schulz(kernels, "metric", linalg::view(factor), options.newton_schulz);
+        break;
+    }
+  } catch (const NumericalError& e) {
+    throw NumericalError(fmt::format("metric (P|Q), {}: {}", metric_name(options.metric), e.what()));
+  }
+  return factor;
+}
+
+// Step 2: A (nact*nvir x naux) in W.
+template <class W>
+MatrixT<W> transform(const DfMp2Input& in, const DfMp2Options& options, const BlockPlan& plan,
                      linalg::Kernels& kernels) {
   const ThreeIndexSource& source = *in.three_index;
-  const Index nocc = in.nocc;
-  const Index nmo = in.orbital_energies->size();
-  const Index nvir = nmo - nocc;
-  const Index nfrozen = options.nfrozen;
-  const Index nact = nocc - nfrozen;
-  const Index naux = source.naux();
-
-  // 1. metric: J = L L^T
-  Matrix factor = *in.metric;
-  try {
-    kernels.cholesky("metric", linalg::Uplo::lower, linalg::view(factor));
-  } catch (const NumericalError& e) {
-    throw NumericalError(fmt::format("metric (P|Q): {}; the auxiliary basis is linearly dependent", e.what()));
-  }
-
-  // 2. AO -> MO transformation, one block of auxiliary functions at a time.
-  Matrix fitted(nact * nvir, naux);
-  std::vector<double> buffer;
-  std::vector<double> half;  // (i | P m) for one block, nact x (nbf * block)
+  const Index nocc = in.nocc, nvir = in.orbital_energies->size() - nocc;
+  const Index nfrozen = options.nfrozen, nact = nocc - nfrozen, naux = source.naux();
+  MatrixT<W> a(nact * nvir, naux);
+  std::vector<double> buffer;     // as read
+  std::vector<W> converted;       // in W, when W is not double
+  std::vector<W> half;            // (i | P m) for one block, nact x (nbf * block)
+  MatrixT<W> c;
+  if (source.form() == ThreeIndexForm::ao) c = in.mo_coefficients->cast<W>();
   for (Index p0 = 0; p0 < naux; p0 += plan.aux_block) {
     const Index np = std::min(plan.aux_block, naux - p0);
-    double* out = fitted.data() + p0 * nact * nvir;
-    const bool direct = source.form() == ThreeIndexForm::mo && nfrozen == 0;  // file order is already B's order
+    W* out = a.data() + p0 * nact * nvir;
+    const Index stride = source.block_stride();
+    // The file's order is already A's order when nothing is converted and no core is dropped.
+    const bool direct = std::is_same_v<W, double> && source.form() == ThreeIndexForm::mo && nfrozen == 0;
     Stopwatch read_clock;
-    if (direct) {
-      source.read_block(p0, np, out);
-    } else {
-      buffer.resize(static_cast<std::size_t>(np * source.block_stride()));
+    if constexpr (std::is_same_v<W, double>) {
+      if (direct) source.read_block(p0, np, out);
+    }
+    if (!direct) {
+      buffer.resize(static_cast<std::size_t>(np * stride));
       source.read_block(p0, np, buffer.data());
     }
-    const double stored = kDouble * double(np) * double(source.block_stride());
-    kernels.record_host("transform", "read_3index", read_clock.seconds(), {0, stored});
+    kernels.record_host("transform", "read_3index", read_clock.seconds(), {0, 8.0 * double(np) * double(stride)});
+    if (direct) continue;
 
     if (source.form() == ThreeIndexForm::mo) {
-      if (!direct) {
-        for (Index p = 0; p < np; ++p) {
-          std::copy_n(buffer.data() + p * source.block_stride() + nfrozen * nvir, nact * nvir, out + p * nact * nvir);
-        }
+      for (Index p = 0; p < np; ++p) {
+        convert(buffer.data() + p * stride + nfrozen * nvir, nact * nvir, out + p * nact * nvir, kernels, "transform");
       }
       continue;
     }
-    const Matrix& c = *in.mo_coefficients;
+    const W* ao_data = nullptr;
+    if constexpr (std::is_same_v<W, double>) {
+      ao_data = buffer.data();
+    } else {
+      converted.resize(buffer.size());
+      convert(buffer.data(), np * stride, converted.data(), kernels, "transform");
+      ao_data = converted.data();
+    }
     const Index nbf = c.rows();
-    const ConstMatrixView c_act{c.data() + nbf * nfrozen, nbf, nact, nbf};
-    const ConstMatrixView c_vir{c.data() + nbf * nocc, nbf, nvir, nbf};
+    const ConstMatrixViewT<W> c_act{c.data() + nbf * nfrozen, nbf, nact, nbf};
+    const ConstMatrixViewT<W> c_vir{c.data() + nbf * nocc, nbf, nvir, nbf};
     // (P|mn) as an nbf x (nbf*np) matrix: rows n, columns m + nbf*P.
-    const ConstMatrixView ao{buffer.data(), nbf, nbf * np, nbf};
+    const ConstMatrixViewT<W> ao{ao_data, nbf, nbf * np, nbf};
     half.resize(static_cast<std::size_t>(nact * nbf * np));
-    const MatrixView half_view{half.data(), nact, nbf * np, nact};
-    kernels.gemm("transform", Trans::yes, Trans::no, 1.0, c_act, ao, 0.0, half_view);
-    // For each P: A_P (nvir x nact, column P of `fitted`) = C_vir^T (i|P m)^T.
-    kernels.gemm_batched("transform", Trans::yes, Trans::yes, np, {0, nact * nbf, nact * nvir}, 1.0, c_vir,
-                         ConstMatrixView{half.data(), nact, nbf, nact}, 0.0, MatrixView{out, nvir, nact, nvir});
+    kernels.gemm("transform", Trans::yes, Trans::no, W(1), c_act, ao, W(0), MatrixViewT<W>{half.data(), nact, nbf * np, nact});
+    // For each P: A_P (nvir x nact, column P of A) = C_vir^T (i|P m)^T.
+    kernels.gemm_batched("transform", Trans::yes, Trans::yes, np, {0, nact * nbf, nact * nvir}, W(1), c_vir,
+                         ConstMatrixViewT<W>{half.data(), nact, nbf, nact}, W(0), MatrixViewT<W>{out, nvir, nact, nvir});
   }
-
-  // 3. fitting: B = A L^-T
-  kernels.trsm("fitting", linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
-               linalg::view(factor), linalg::view(fitted));
-  return fitted;
+  return a;
 }
 
-PairEnergy block_pair_energy(const OccupiedBlockPair& pair, const Matrix& fitted, const Vector& eps_occ,
-                             const Vector& eps_vir, linalg::Kernels& kernels, Matrix& workspace) {
-  const Index nvir = eps_vir.size();
+// Step 3: B = A L^-T or A J^-1/2, in place in `a`. The solve runs in F; rows are independent, so A is fitted in
+// row chunks whenever a buffer is needed (a GEMM cannot work in place; a conversion needs a copy).
+template <class W, class F>
+void fit(MatrixT<W>& a, const MatrixT<F>& factor, MetricMethod metric, const BlockPlan& plan,
+         linalg::Kernels& kernels) {
+  const Index rows = a.rows(), naux = a.cols();
+  if constexpr (std::is_same_v<W, F>) {
+    if (metric == MetricMethod::cholesky) {
+      kernels.trsm("fitting", linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, F(1),
+                   linalg::view(factor), linalg::view(a));
+      return;
+    }
+  }
+  const Index chunk = std::max<Index>(1, std::min(plan.fit_rows, rows));
+  MatrixT<F> in(chunk, naux), out(chunk, naux);
+  for (Index r0 = 0; r0 < rows; r0 += chunk) {
+    const Index nr = std::min(chunk, rows - r0);
+    const auto a_block = linalg::view(a).block(r0, 0, nr, naux);
+    MatrixViewT<F> in_view{in.data(), nr, naux, chunk};
+    for (Index j = 0; j < naux; ++j) convert(&a_block(0, j), nr, &in_view(0, j), kernels, "fitting");
+    MatrixViewT<F> result = in_view;
+    if (metric == MetricMethod::cholesky) {
+      kernels.trsm("fitting", linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, F(1),
+                   linalg::view(factor), in_view);
+    } else {
+      result = MatrixViewT<F>{out.data(), nr, naux, chunk};
+      kernels.gemm("fitting", Trans::no, Trans::no, F(1), in_view, linalg::view(factor), F(0), result);
+    }
+    for (Index j = 0; j < naux; ++j) convert(&result(0, j), nr, &a_block(0, j), kernels, "fitting");
+  }
+}
+
+template <class W, class F, class Acc>
+void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernels& kernels, DfMp2Result& result) {
+  const Vector& eps = *in.orbital_energies;
+  const Index nocc = in.nocc, nvir = eps.size() - nocc, nact = nocc - options.nfrozen;
+  const MatrixT<F> factor = metric_factor<F>(*in.metric, options, kernels, result.metric_report);
+  MatrixT<W> fitted = transform<W>(in, options, result.plan, kernels);
+  fit<W, F>(fitted, factor, options.metric, result.plan, kernels);
+
+  const Vector eps_occ = eps.segment(options.nfrozen, nact);
+  const Vector eps_vir = eps.tail(nvir);
+  const auto pairs = occupied_block_pairs(nact, result.plan.occupied_block);
+  result.block_pairs = static_cast<Index>(pairs.size());
+  MatrixT<W> workspace;
+  // The sum over block pairs is in Acc too: an fp32 run accumulates as fp32 arithmetic would.
+  Acc os = 0, ss = 0;
+  for (const auto& pair : pairs) {
+    const PairEnergy e = block_pair_energy<W, Acc>(pair, fitted, eps_occ, eps_vir, kernels, workspace);
+    os += Acc(e.opposite_spin);
+    ss += Acc(e.same_spin);
+  }
+  result.opposite_spin = double(os);
+  result.same_spin = double(ss);
+}
+
+}  // namespace
+
+template <class W, class Acc>
+PairEnergy block_pair_energy(const OccupiedBlockPair& pair, const MatrixT<W>& fitted, const Vector& eps_occ_in,
+                             const Vector& eps_vir_in, linalg::Kernels& kernels, MatrixT<W>& workspace) {
+  const Index nvir = eps_vir_in.size();
   const Index naux = fitted.cols();
   const Index ni = pair.i1 - pair.i0, nj = pair.j1 - pair.j0;
-  const ConstMatrixView b = linalg::view(fitted);
-  const ConstMatrixView b_i = b.block(pair.i0 * nvir, 0, ni * nvir, naux);
+  const ConstMatrixViewT<W> b = linalg::view(fitted);
+  const ConstMatrixViewT<W> b_i = b.block(pair.i0 * nvir, 0, ni * nvir, naux);
   if (workspace.rows() < ni * nvir || workspace.cols() < nj * nvir) workspace.resize(ni * nvir, nj * nvir);
-  const MatrixView g{workspace.data(), ni * nvir, nj * nvir, workspace.rows()};
+  const MatrixViewT<W> g{workspace.data(), ni * nvir, nj * nvir, std::max<Index>(1, workspace.rows())};
   if (pair.diagonal()) {
     // (ia|jb) for i >= j is the lower triangle of B_I B_I^T: half the work of a GEMM.
-    kernels.syrk("pair_energy", linalg::Uplo::lower, Trans::no, 1.0, b_i, 0.0, g);
+    kernels.syrk("pair_energy", linalg::Uplo::lower, Trans::no, W(1), b_i, W(0), g);
   } else {
-    kernels.gemm("pair_energy", Trans::no, Trans::yes, 1.0, b_i, b.block(pair.j0 * nvir, 0, nj * nvir, naux), 0.0, g);
+    kernels.gemm("pair_energy", Trans::no, Trans::yes, W(1), b_i, b.block(pair.j0 * nvir, 0, nj * nvir, naux), W(0), g);
   }
 
   Stopwatch reduce_clock;
-  double os = 0, ss = 0;
+  const VectorT<Acc> eps_occ = eps_occ_in.cast<Acc>();
+  const VectorT<Acc> eps_vir = eps_vir_in.cast<Acc>();
+  Acc os = 0, ss = 0;
   const Index npairs = ni * nj;
 #pragma omp parallel for schedule(dynamic) reduction(+ : os, ss)
   for (Index ij = 0; ij < npairs; ++ij) {
     const Index li = ij / nj, lj = ij % nj;
     if (pair.diagonal() && lj > li) continue;
-    const double eij = eps_occ[pair.i0 + li] + eps_occ[pair.j0 + lj];
-    const double* gij = &g(nvir * li, nvir * lj);
+    const Acc eij = eps_occ[pair.i0 + li] + eps_occ[pair.j0 + lj];
+    const W* gij = &g(nvir * li, nvir * lj);
     const Index ld = g.ld;
-    double pair_os = 0, pair_ss = 0;
+    Acc pair_os = 0, pair_ss = 0;
     if (pair.diagonal() && li == lj) {
       // i == j: (ia|ib) is symmetric, so the same-spin term vanishes; only the lower triangle a >= b is stored.
       for (Index b_ = 0; b_ < nvir; ++b_) {
-        const double t = gij[b_ + b_ * ld];
-        pair_os += t * t / (eij - 2.0 * eps_vir[b_]);
+        const Acc t = gij[b_ + b_ * ld];
+        pair_os += t * t / (eij - Acc(2) * eps_vir[b_]);
         for (Index a = b_ + 1; a < nvir; ++a) {
-          const double v = gij[a + b_ * ld];
-          pair_os += 2.0 * v * v / (eij - eps_vir[a] - eps_vir[b_]);
+          const Acc v = gij[a + b_ * ld];
+          pair_os += Acc(2) * v * v / (eij - eps_vir[a] - eps_vir[b_]);
         }
       }
       os += pair_os;
     } else {
       for (Index b_ = 0; b_ < nvir; ++b_) {
         for (Index a = 0; a < nvir; ++a) {
-          const double v = gij[a + b_ * ld];       // (ia|jb)
-          const double exch = gij[b_ + a * ld];    // (ib|ja)
-          const double inv_d = 1.0 / (eij - eps_vir[a] - eps_vir[b_]);
+          const Acc v = gij[a + b_ * ld];     // (ia|jb)
+          const Acc exch = gij[b_ + a * ld];  // (ib|ja)
+          const Acc inv_d = Acc(1) / (eij - eps_vir[a] - eps_vir[b_]);
           pair_os += v * v * inv_d;
           pair_ss += v * (v - exch) * inv_d;
         }
       }
       // i != j also stands for the (j, i) pair.
-      os += 2.0 * pair_os;
-      ss += 2.0 * pair_ss;
+      os += Acc(2) * pair_os;
+      ss += Acc(2) * pair_ss;
     }
   }
   const double elements = double(ni) * double(nj) * double(nvir) * double(nvir) * (pair.diagonal() ? 0.5 : 1.0);
-  kernels.record_host("pair_energy", "pair_reduce", reduce_clock.seconds(), {7.0 * elements, 16.0 * elements});
-  return {os, ss};
+  kernels.record_host("pair_energy", "pair_reduce", reduce_clock.seconds(),
+                      {7.0 * elements, 2.0 * sizeof(W) * elements}, dtype<Acc>());
+  return {double(os), double(ss)};
 }
+
+template PairEnergy block_pair_energy<double, double>(const OccupiedBlockPair&, const Matrix&, const Vector&,
+                                                      const Vector&, linalg::Kernels&, Matrix&);
+template PairEnergy block_pair_energy<float, double>(const OccupiedBlockPair&, const linalg::MatrixF&, const Vector&,
+                                                     const Vector&, linalg::Kernels&, linalg::MatrixF&);
+template PairEnergy block_pair_energy<float, float>(const OccupiedBlockPair&, const linalg::MatrixF&, const Vector&,
+                                                    const Vector&, linalg::Kernels&, linalg::MatrixF&);
 
 DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernels& kernels) {
   const Vector& eps = *in.orbital_energies;
@@ -192,15 +337,14 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg:
     throw std::logic_error(fmt::format("run_dfmp2: nfrozen {} outside 0..{}", options.nfrozen, nocc - 1));
   }
   const Index nact = nocc - options.nfrozen;
-  const Vector eps_occ = eps.segment(options.nfrozen, nact);
-  const Vector eps_vir = eps.tail(nvir);
   // MP2 denominators must stay negative; a HOMO at or above the LUMO means the orbitals are not a valid
   // closed-shell reference (or not sorted), and the energy would be meaningless.
-  if (eps_occ.maxCoeff() >= eps_vir.minCoeff()) {
+  const double homo = eps.segment(options.nfrozen, nact).maxCoeff(), lumo = eps.tail(nvir).minCoeff();
+  if (homo >= lumo) {
     throw NumericalError(fmt::format(
         "orbital energies: highest occupied ({:.6f}) is not below lowest virtual ({:.6f}); MP2 denominators "
         "would vanish",
-        eps_occ.maxCoeff(), eps_vir.minCoeff()));
+        homo, lumo));
   }
 
   DfMp2Result result;
@@ -208,20 +352,18 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg:
   result.nact = nact;
   result.nvir = nvir;
   result.naux = in.three_index->naux();
+  result.precision = options.precision;
+  result.metric = options.metric;
   const bool ao = in.three_index->form() == ThreeIndexForm::ao;
   if (ao && in.mo_coefficients == nullptr) throw std::logic_error("run_dfmp2: AO-form integrals need MO coefficients");
   const Index nbf = ao ? in.mo_coefficients->rows() : 0;
-  result.plan = plan_blocks(in.three_index->form(), nbf, nocc, nact, nvir, result.naux, options.memory_bytes);
-
-  const Matrix fitted = fitted_3index(in, options, result.plan, kernels);
-
-  const auto pairs = occupied_block_pairs(nact, result.plan.occupied_block);
-  result.block_pairs = static_cast<Index>(pairs.size());
-  Matrix workspace;
-  PairEnergy total;
-  for (const auto& pair : pairs) total += block_pair_energy(pair, fitted, eps_occ, eps_vir, kernels, workspace);
-  result.opposite_spin = total.opposite_spin;
-  result.same_spin = total.same_spin;
+  result.plan = plan_blocks(in.three_index->form(), nbf, nocc, nact, nvir, result.naux, options.memory_bytes,
+                            options.precision, options.metric);
+  switch (options.precision) {
+    case Precision::fp64: run_typed<double, double, double>(in, options, kernels, result); break;
+    case Precision::fp32: run_typed<float, float, float>(in, options, kernels, result); break;
+    case Precision::mixed: run_typed<float, double, double>(in, options, kernels, result); break;
+  }
   return result;
 }
 

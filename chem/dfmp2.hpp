@@ -1,25 +1,39 @@
 #pragma once
 // Density-fitted MP2 for a closed-shell reference.
 //
-//   1. metric      J = L L^T                                       (cholesky)
-//   2. transform   A[ia,P] = sum_mn C_mi C_na (P|mn)               (gemm, gemm_batched), streamed over blocks of P
-//   3. fitting     B = A L^-T, so that B B^T = A J^-1 A^T           (trsm)
-//   4. pairs       for occupied blocks I >= J: G = B_I B_J^T         (syrk when I == J, gemm otherwise)
+//   1. metric      J = L L^T (cholesky), or J^-1/2 by eigendecomposition (eigh) or Newton-Schulz iteration
+//   2. transform   A[ia,P] = sum_mn C_mi C_na (P|mn)                (gemm, gemm_batched), streamed over blocks of P
+//   3. fitting     B = A L^-T (trsm) or B = A J^-1/2 (gemm), so that B B^T = A J^-1 A^T
+//   4. pairs       for occupied blocks I >= J: G = B_I B_J^T          (syrk when I == J, gemm otherwise)
 //                  then E_os += (ia|jb)^2 / D, E_ss += (ia|jb)[(ia|jb) - (ib|ja)] / D, D = e_i + e_j - e_a - e_b
+//
+// Precision: fp64 does everything in double; fp32 everything in float (energy sums included); mixed runs the
+// GEMMs of steps 2 and 4 in float and the metric, the fitting and the energy sums in double.
 //
 // A row of A and B is one (i, a) pair with the virtual index fastest (row a + nvir*i), so the rows of one
 // occupied block are contiguous. An occupied block pair is a self-contained unit of work: given B and the
 // orbital energies, block_pair_energy() needs nothing else, so the pair list can be handed out to workers.
+#include <string>
 #include <vector>
 
 #include "chem/three_index_source.hpp"
+#include "linalg/inverse_sqrt.hpp"
 #include "linalg/kernels.hpp"
 
 namespace dfmp2::chem {
 
+enum class Precision { fp64, fp32, mixed };
+enum class MetricMethod { cholesky, eigh, newton_schulz };
+std::string precision_name(Precision p);
+std::string metric_name(MetricMethod m);
+
 struct DfMp2Options {
-  int nfrozen = 0;                       // lowest occupied orbitals left out of the correlation treatment
+  int nfrozen = 0;                        // lowest occupied orbitals left out of the correlation treatment
   double memory_bytes = 2.0 * (1 << 30);  // bound on the working set; chooses the block sizes
+  Precision precision = Precision::fp64;
+  MetricMethod metric = MetricMethod::cholesky;
+  double eigh_threshold = linalg::kDefaultEighThreshold;  // relative to the largest metric eigenvalue
+  linalg::NewtonSchulzOptions newton_schulz;
 };
 
 // What the method needs: orbitals, the metric and a source of three-index integrals.
@@ -50,15 +64,17 @@ struct OccupiedBlockPair {
 // How the work is cut to stay within memory.
 struct BlockPlan {
   linalg::Index aux_block = 0;       // auxiliary functions transformed at once
+  linalg::Index fit_rows = 0;        // rows of A fitted at once (GEMM fitting, or fitting in another precision)
   linalg::Index occupied_block = 0;  // active occupied orbitals per pair block
   double fixed_bytes = 0;            // held throughout: fitted tensor, metric factor, orbitals
-  double peak_bytes = 0;             // fixed + the larger of the transformation and pair workspaces
+  double peak_bytes = 0;             // fixed + the largest phase workspace
 };
 
 // Picks block sizes so the working set stays under `memory_bytes`; throws ResourceError when even the smallest
 // blocks do not fit, naming what is needed.
 BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, linalg::Index nocc, linalg::Index nact,
-                      linalg::Index nvir, linalg::Index naux, double memory_bytes);
+                      linalg::Index nvir, linalg::Index naux, double memory_bytes,
+                      Precision precision = Precision::fp64, MetricMethod metric = MetricMethod::cholesky);
 
 // Block pairs I >= J over `nact` active occupied orbitals in blocks of `block`.
 std::vector<OccupiedBlockPair> occupied_block_pairs(linalg::Index nact, linalg::Index block);
@@ -71,18 +87,19 @@ struct DfMp2Result {
   double scs_correlation() const { return 1.2 * opposite_spin + same_spin / 3.0; }
 
   linalg::Index nfrozen = 0, nact = 0, nvir = 0, naux = 0;
+  Precision precision = Precision::fp64;
+  MetricMethod metric = MetricMethod::cholesky;
+  linalg::InverseSqrtReport metric_report;  // eigh / newton-schulz only
   BlockPlan plan;
   linalg::Index block_pairs = 0;
 };
 
-// The fitted tensor B (nact*nvir x naux, row a + nvir*i), from steps 1-3.
-linalg::Matrix fitted_3index(const DfMp2Input& input, const DfMp2Options& options, const BlockPlan& plan,
-                             linalg::Kernels& kernels);
-
-// Step 4 for one block pair; `workspace` is resized as needed and may be reused across calls.
-PairEnergy block_pair_energy(const OccupiedBlockPair& pair, const linalg::Matrix& fitted,
+// Step 4 for one block pair of the fitted tensor B (nact*nvir x naux, element type W); sums in Acc.
+// `workspace` is resized as needed and may be reused across calls.
+template <class W, class Acc = double>
+PairEnergy block_pair_energy(const OccupiedBlockPair& pair, const linalg::MatrixT<W>& fitted,
                              const linalg::Vector& eps_active_occ, const linalg::Vector& eps_vir,
-                             linalg::Kernels& kernels, linalg::Matrix& workspace);
+                             linalg::Kernels& kernels, linalg::MatrixT<W>& workspace);
 
 DfMp2Result run_dfmp2(const DfMp2Input& input, const DfMp2Options& options, linalg::Kernels& kernels);
 

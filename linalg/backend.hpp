@@ -3,19 +3,25 @@
 // sees a backend's own headers, only this interface through linalg::Kernels, which checks shapes, counts
 // flops and times each call before handing it to the backend.
 //
-// All matrices are column-major views. Semantics follow BLAS/LAPACK exactly:
+// All matrices are column-major views, of double (fp64) or float (fp32). Semantics follow BLAS/LAPACK exactly:
 //   gemm          C = alpha op(A) op(B) + beta C
-//   gemm_batched  the same for `count` problems whose operands start `stride_*` doubles apart
+//   gemm_batched  the same for `count` problems whose operands start `stride_*` elements apart
 //   syrk          C = alpha A A^T + beta C (Trans::no) or alpha A^T A + beta C (Trans::yes); only the `uplo`
 //                 triangle of C is referenced and written
 //   trsm          solves op(A) X = alpha B (Side::left) or X op(A) = alpha B (Side::right); X overwrites B
 //   cholesky      A = L L^T (Uplo::lower, L overwrites the lower triangle) or U^T U (upper); throws
 //                 NumericalError naming the failing leading minor when A is not positive definite
+//   eigh          symmetric eigendecomposition from the lower triangle of A: eigenvalues ascending in `w`,
+//                 orthonormal eigenvectors overwrite A (column k belongs to w[k])
+//   spmm          C = alpha op(S) B + beta C with S sparse (CsrMatrix or BsrMatrix of linalg/sparse.hpp, already
+//                 validated), B and C dense; op(S) = S (Trans::no) or S^T (Trans::yes)
+// With alpha == 0 the operands are not read; with beta == 0, C is not read.
 #include <memory>
 #include <string>
 
 #include "linalg/matrix_view.hpp"
 #include "linalg/ops.hpp"
+#include "linalg/sparse.hpp"
 
 namespace dfmp2::linalg {
 
@@ -33,18 +39,39 @@ class Backend {
   // (optional) What the backend runs on, for the report: library version, kernel set, threads.
   virtual std::string details() const { return {}; }
   // What the backend can do, asked before a call rather than discovered by a failure deep inside it.
-  virtual bool supports(Op op) const = 0;
+  virtual bool supports(Op op, DType dtype) const = 0;
   // Threads the backend may use for one call; 0 leaves the library's own default.
   virtual void set_threads(int threads) = 0;
+  // (optional) Lets go of idle resources such as spinning worker threads, so that whatever runs next (another
+  // backend) has the cores to itself. The backend takes them up again on its next call.
+  virtual void release() {}
 
   virtual void gemm(Trans ta, Trans tb, double alpha, ConstMatrixView a, ConstMatrixView b, double beta,
                     MatrixView c) = 0;
+  virtual void gemm(Trans ta, Trans tb, float alpha, ConstMatrixViewF a, ConstMatrixViewF b, float beta,
+                    MatrixViewF c) = 0;
   virtual void gemm_batched(Trans ta, Trans tb, Index count, const BatchStrides& strides, double alpha,
                             ConstMatrixView a, ConstMatrixView b, double beta, MatrixView c) = 0;
+  virtual void gemm_batched(Trans ta, Trans tb, Index count, const BatchStrides& strides, float alpha,
+                            ConstMatrixViewF a, ConstMatrixViewF b, float beta, MatrixViewF c) = 0;
   virtual void syrk(Uplo uplo, Trans trans, double alpha, ConstMatrixView a, double beta, MatrixView c) = 0;
+  virtual void syrk(Uplo uplo, Trans trans, float alpha, ConstMatrixViewF a, float beta, MatrixViewF c) = 0;
   virtual void trsm(Side side, Uplo uplo, Trans trans, Diag diag, double alpha, ConstMatrixView a,
                     MatrixView b) = 0;
+  virtual void trsm(Side side, Uplo uplo, Trans trans, Diag diag, float alpha, ConstMatrixViewF a,
+                    MatrixViewF b) = 0;
   virtual void cholesky(Uplo uplo, MatrixView a) = 0;
+  virtual void cholesky(Uplo uplo, MatrixViewF a) = 0;
+  virtual void eigh(MatrixView a, double* w) = 0;
+  virtual void eigh(MatrixViewF a, float* w) = 0;
+  virtual void spmm(Trans ts, double alpha, const CsrMatrix<double>& s, ConstMatrixView b, double beta,
+                    MatrixView c) = 0;
+  virtual void spmm(Trans ts, float alpha, const CsrMatrix<float>& s, ConstMatrixViewF b, float beta,
+                    MatrixViewF c) = 0;
+  virtual void spmm(Trans ts, double alpha, const BsrMatrix<double>& s, ConstMatrixView b, double beta,
+                    MatrixView c) = 0;
+  virtual void spmm(Trans ts, float alpha, const BsrMatrix<float>& s, ConstMatrixViewF b, float beta,
+                    MatrixViewF c) = 0;
 };
 
 }  // namespace dfmp2::linalg

@@ -5,12 +5,12 @@
 namespace dfmp2::linalg {
 
 void KernelLog::add(const std::string& step, const std::string& kernel, const std::string& backend,
-                    double seconds, const Cost& cost) {
+                    double seconds, const Cost& cost, const std::string& dtype) {
   auto it = std::find_if(records_.begin(), records_.end(), [&](const KernelRecord& r) {
-    return r.step == step && r.kernel == kernel && r.backend == backend;
+    return r.step == step && r.kernel == kernel && r.backend == backend && r.dtype == dtype;
   });
   if (it == records_.end()) {
-    records_.push_back({step, kernel, backend});
+    records_.push_back({step, kernel, backend, dtype});
     it = records_.end() - 1;
   }
   it->calls += 1;

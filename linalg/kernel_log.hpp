@@ -1,6 +1,6 @@
 #pragma once
-// Per-kernel accounting: calls, seconds and flops for each (step, kernel, backend), in first-seen order so the
-// report reads in the order the method runs.
+// Per-kernel accounting: calls, seconds and flops for each (step, kernel, dtype, backend), in first-seen order so
+// the report reads in the order the method runs.
 #include <chrono>
 #include <string>
 #include <vector>
@@ -13,6 +13,7 @@ struct KernelRecord {
   std::string step;     // what the method was doing, e.g. "fitting"
   std::string kernel;   // the op, e.g. "trsm", or a host phase, e.g. "read_3index"
   std::string backend;  // who ran it: a backend name, or "host" for work outside the backend
+  std::string dtype;    // element type of the operands: "fp64", "fp32", or "" where it does not apply
   long calls = 0;
   double seconds = 0;
   double flops = 0;
@@ -22,7 +23,7 @@ struct KernelRecord {
 class KernelLog {
  public:
   void add(const std::string& step, const std::string& kernel, const std::string& backend, double seconds,
-           const Cost& cost);
+           const Cost& cost, const std::string& dtype = "");
   const std::vector<KernelRecord>& records() const { return records_; }
   double total_seconds() const;
   void clear() { records_.clear(); }

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <lapacke.h>
 
+#include <algorithm>
+
 #include "linalg/errors.hpp"
 
 // Declared by OpenBLAS's cblas.h in most builds; repeated so the file does not depend on which cblas.h the
@@ -12,20 +14,203 @@ extern "C" void openblas_set_num_threads(int num_threads);
 extern "C" int openblas_get_num_threads(void);
 extern "C" char* openblas_get_config(void);
 extern "C" char* openblas_get_corename(void);
+// Stops OpenBLAS's worker threads; OpenBLAS starts them again on the next threaded call. Not in cblas.h.
+extern "C" int blas_thread_shutdown_(void);
 
 namespace dfmp2::devices {
 namespace {
 
-using linalg::ConstMatrixView;
+using linalg::BatchStrides;
+using linalg::ConstMatrixViewT;
 using linalg::Index;
-using linalg::MatrixView;
+using linalg::MatrixViewT;
 
 CBLAS_TRANSPOSE cblas(linalg::Trans t) { return t == linalg::Trans::no ? CblasNoTrans : CblasTrans; }
 CBLAS_UPLO cblas(linalg::Uplo u) { return u == linalg::Uplo::lower ? CblasLower : CblasUpper; }
 CBLAS_SIDE cblas(linalg::Side s) { return s == linalg::Side::left ? CblasLeft : CblasRight; }
 CBLAS_DIAG cblas(linalg::Diag d) { return d == linalg::Diag::unit ? CblasUnit : CblasNonUnit; }
 
-Index inner(const ConstMatrixView& a, linalg::Trans t) { return t == linalg::Trans::no ? a.cols : a.rows; }
+// One name per BLAS/LAPACK routine for both precisions, so the ops below are written once.
+void xgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, Index m, Index n, Index k, double alpha, const double* a, Index lda,
+           const double* b, Index ldb, double beta, double* c, Index ldc) {
+  cblas_dgemm(CblasColMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void xgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, Index m, Index n, Index k, float alpha, const float* a, Index lda,
+           const float* b, Index ldb, float beta, float* c, Index ldc) {
+  cblas_sgemm(CblasColMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void xsyrk(CBLAS_UPLO u, CBLAS_TRANSPOSE t, Index n, Index k, double alpha, const double* a, Index lda, double beta,
+           double* c, Index ldc) {
+  cblas_dsyrk(CblasColMajor, u, t, n, k, alpha, a, lda, beta, c, ldc);
+}
+void xsyrk(CBLAS_UPLO u, CBLAS_TRANSPOSE t, Index n, Index k, float alpha, const float* a, Index lda, float beta,
+           float* c, Index ldc) {
+  cblas_ssyrk(CblasColMajor, u, t, n, k, alpha, a, lda, beta, c, ldc);
+}
+void xtrsm(CBLAS_SIDE s, CBLAS_UPLO u, CBLAS_TRANSPOSE t, CBLAS_DIAG d, Index m, Index n, double alpha,
+           const double* a, Index lda, double* b, Index ldb) {
+  cblas_dtrsm(CblasColMajor, s, u, t, d, m, n, alpha, a, lda, b, ldb);
+}
+void xtrsm(CBLAS_SIDE s, CBLAS_UPLO u, CBLAS_TRANSPOSE t, CBLAS_DIAG d, Index m, Index n, float alpha, const float* a,
+           Index lda, float* b, Index ldb) {
+  cblas_strsm(CblasColMajor, s, u, t, d, m, n, alpha, a, lda, b, ldb);
+}
+lapack_int xpotrf(char uplo, lapack_int n, double* a, lapack_int lda) {
+  return LAPACKE_dpotrf(LAPACK_COL_MAJOR, uplo, n, a, lda);
+}
+lapack_int xpotrf(char uplo, lapack_int n, float* a, lapack_int lda) {
+  return LAPACKE_spotrf(LAPACK_COL_MAJOR, uplo, n, a, lda);
+}
+lapack_int xsyevd(lapack_int n, double* a, lapack_int lda, double* w) {
+  return LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'L', n, a, lda, w);
+}
+lapack_int xsyevd(lapack_int n, float* a, lapack_int lda, float* w) {
+  return LAPACKE_ssyevd(LAPACK_COL_MAJOR, 'V', 'L', n, a, lda, w);
+}
+
+template <class T>
+Index inner(const ConstMatrixViewT<T>& a, linalg::Trans t) { return t == linalg::Trans::no ? a.cols : a.rows; }
+
+template <class T>
+void gemm_impl(linalg::Trans ta, linalg::Trans tb, T alpha, ConstMatrixViewT<T> a, ConstMatrixViewT<T> b, T beta,
+               MatrixViewT<T> c) {
+  if (c.rows == 0 || c.cols == 0) return;
+  xgemm(cblas(ta), cblas(tb), c.rows, c.cols, inner(a, ta), alpha, a.data, a.ld, b.data, b.ld, beta, c.data, c.ld);
+}
+
+// OpenBLAS 0.3.21 has no batched GEMM; the problems here are large enough that threading each one works.
+template <class T>
+void gemm_batched_impl(linalg::Trans ta, linalg::Trans tb, Index count, const BatchStrides& s, T alpha,
+                       ConstMatrixViewT<T> a, ConstMatrixViewT<T> b, T beta, MatrixViewT<T> c) {
+  if (c.rows == 0 || c.cols == 0) return;
+  for (Index i = 0; i < count; ++i) {
+    xgemm(cblas(ta), cblas(tb), c.rows, c.cols, inner(a, ta), alpha, a.data + i * s.a, a.ld, b.data + i * s.b, b.ld,
+          beta, c.data + i * s.c, c.ld);
+  }
+}
+
+template <class T>
+void syrk_impl(linalg::Uplo uplo, linalg::Trans trans, T alpha, ConstMatrixViewT<T> a, T beta, MatrixViewT<T> c) {
+  if (c.rows == 0) return;
+  const Index k = trans == linalg::Trans::no ? a.cols : a.rows;
+  xsyrk(cblas(uplo), cblas(trans), c.rows, k, alpha, a.data, a.ld, beta, c.data, c.ld);
+}
+
+template <class T>
+void trsm_impl(linalg::Side side, linalg::Uplo uplo, linalg::Trans trans, linalg::Diag diag, T alpha,
+               ConstMatrixViewT<T> a, MatrixViewT<T> b) {
+  if (b.rows == 0 || b.cols == 0) return;
+  xtrsm(cblas(side), cblas(uplo), cblas(trans), cblas(diag), b.rows, b.cols, alpha, a.data, a.ld, b.data, b.ld);
+}
+
+template <class T>
+void cholesky_impl(linalg::Uplo uplo, MatrixViewT<T> a) {
+  if (a.rows == 0) return;
+  const lapack_int info = xpotrf(uplo == linalg::Uplo::lower ? 'L' : 'U', static_cast<lapack_int>(a.rows), a.data,
+                                 static_cast<lapack_int>(a.ld));
+  if (info > 0) {
+    throw NumericalError(fmt::format("matrix is not positive definite (leading minor {} of {})", info, a.rows));
+  }
+  if (info < 0) throw std::logic_error(fmt::format("LAPACKE potrf: argument {} is invalid", -info));
+}
+
+template <class T>
+void eigh_impl(MatrixViewT<T> a, T* w) {
+  if (a.rows == 0) return;
+  const lapack_int info = xsyevd(static_cast<lapack_int>(a.rows), a.data, static_cast<lapack_int>(a.ld), w);
+  if (info > 0) throw NumericalError(fmt::format("symmetric eigensolver (syevd) did not converge (info {})", info));
+  if (info < 0) throw std::logic_error(fmt::format("LAPACKE syevd: argument {} is invalid", -info));
+}
+
+// ---- SpMM. OpenBLAS has no sparse routines: CSR is plain loops threaded with OpenMP (as many threads as OpenBLAS
+// is set to use), BSR is one GEMM per stored block.
+
+// Below this much work (stored entries and rows, times columns of B) a CSR product runs on one thread.
+constexpr Index kSpmmParallelWork = 1 << 15;
+
+// C = beta C with BLAS semantics: when beta is 0, C is not read.
+template <class T>
+void scale_c(MatrixViewT<T> c, T beta) {
+  if (beta == T(1)) return;
+  for (Index j = 0; j < c.cols; ++j) {
+    T* cj = c.data + j * c.ld;
+    if (beta == T(0)) std::fill(cj, cj + c.rows, T(0));
+    else
+      for (Index i = 0; i < c.rows; ++i) cj[i] *= beta;
+  }
+}
+
+template <class T>
+void spmm_csr_impl(linalg::Trans ts, T alpha, const linalg::CsrMatrix<T>& s, ConstMatrixViewT<T> b, T beta,
+                   MatrixViewT<T> c) {
+  const Index m = c.rows, n = c.cols;
+  if (m == 0 || n == 0) return;
+  if (alpha == T(0)) {  // BLAS: S and B are not read
+    scale_c(c, beta);
+    return;
+  }
+  const int threads = std::max(1, openblas_get_num_threads());
+  const bool parallel = threads > 1 && (s.nnz() + s.rows) * n >= kSpmmParallelWork;
+  const Index* rp = s.row_ptr.data();
+  const Index* ci = s.col_idx.data();
+  const T* v = s.values.data();
+  if (ts == linalg::Trans::no) {
+    // Row i of C from row i of S: threads own disjoint rows of C.
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads) if (parallel)
+    for (Index i = 0; i < m; ++i) {
+      const Index begin = rp[i], end = rp[i + 1];
+      for (Index j = 0; j < n; ++j) {
+        const T* bj = b.data + j * b.ld;
+        T sum = 0;
+        for (Index p = begin; p < end; ++p) sum += v[p] * bj[ci[p]];
+        T& cij = c.data[i + j * c.ld];
+        cij = beta == T(0) ? alpha * sum : alpha * sum + beta * cij;
+      }
+    }
+  } else {
+    // C = alpha S^T B + beta C scatters row i of S into C: threads own disjoint columns of C, so no two threads
+    // write the same element (one column, as in SpMV, runs on one thread).
+#pragma omp parallel for schedule(static) num_threads(threads) if (parallel && n > 1)
+    for (Index j = 0; j < n; ++j) {
+      T* cj = c.data + j * c.ld;
+      const T* bj = b.data + j * b.ld;
+      if (beta == T(0)) std::fill(cj, cj + m, T(0));
+      else if (beta != T(1))
+        for (Index i = 0; i < m; ++i) cj[i] *= beta;
+      for (Index i = 0; i < s.rows; ++i) {
+        const Index begin = rp[i], end = rp[i + 1];
+        if (begin == end) continue;
+        const T x = alpha * bj[i];
+        for (Index p = begin; p < end; ++p) cj[ci[p]] += v[p] * x;
+      }
+    }
+  }
+}
+
+// BSR: one GEMM per stored block, on the part of the block inside the matrix, accumulated into the C rows of its
+// block row (Trans::no) or block column (Trans::yes); blocks that were all zero are not stored, so never computed.
+template <class T>
+void spmm_bsr_impl(linalg::Trans ts, T alpha, const linalg::BsrMatrix<T>& s, ConstMatrixViewT<T> b, T beta,
+                   MatrixViewT<T> c) {
+  const Index n = c.cols;
+  if (c.rows == 0 || n == 0) return;
+  scale_c(c, beta);
+  if (alpha == T(0)) return;  // BLAS: S and B are not read
+  for (Index bi = 0; bi < s.block_row_count(); ++bi) {
+    const Index r0 = bi * s.block_rows, mr = std::min(s.block_rows, s.rows - r0);
+    for (Index p = s.block_row_ptr[static_cast<size_t>(bi)]; p < s.block_row_ptr[static_cast<size_t>(bi) + 1]; ++p) {
+      const Index c0 = s.block_col_idx[static_cast<size_t>(p)] * s.block_cols;
+      const Index kc = std::min(s.block_cols, s.cols - c0);
+      if (ts == linalg::Trans::no) {
+        xgemm(CblasNoTrans, CblasNoTrans, mr, n, kc, alpha, s.block(p), s.block_rows, b.data + c0, b.ld, T(1),
+              c.data + r0, c.ld);
+      } else {
+        xgemm(CblasTrans, CblasNoTrans, kc, n, mr, alpha, s.block(p), s.block_rows, b.data + r0, b.ld, T(1),
+              c.data + c0, c.ld);
+      }
+    }
+  }
+}
 
 class OpenBlasBackend final : public linalg::Backend {
  public:
@@ -36,50 +221,66 @@ class OpenBlasBackend final : public linalg::Backend {
     return fmt::format("{}; kernels {}; {} threads", openblas_get_config(), openblas_get_corename(),
                        openblas_get_num_threads());
   }
-  bool supports(linalg::Op) const override { return true; }
+  bool supports(linalg::Op, linalg::DType) const override { return true; }
   void set_threads(int threads) override {
     if (threads > 0) openblas_set_num_threads(threads);
   }
+  // Idle OpenBLAS workers spin for a long while after each call; on a small machine they starve the OpenMP
+  // threads of the next backend (measured: Eigen's GEMMs 20x slower right after an OpenBLAS run).
+  void release() override { blas_thread_shutdown_(); }
 
-  void gemm(linalg::Trans ta, linalg::Trans tb, double alpha, ConstMatrixView a, ConstMatrixView b, double beta,
-            MatrixView c) override {
-    if (c.rows == 0 || c.cols == 0) return;
-    cblas_dgemm(CblasColMajor, cblas(ta), cblas(tb), c.rows, c.cols, inner(a, ta), alpha, a.data, a.ld, b.data,
-                b.ld, beta, c.data, c.ld);
+  void gemm(linalg::Trans ta, linalg::Trans tb, double alpha, linalg::ConstMatrixView a, linalg::ConstMatrixView b,
+            double beta, linalg::MatrixView c) override {
+    gemm_impl(ta, tb, alpha, a, b, beta, c);
   }
-
-  // OpenBLAS 0.3.21 has no batched GEMM; the problems here are large enough that threading each one works.
-  void gemm_batched(linalg::Trans ta, linalg::Trans tb, Index count, const linalg::BatchStrides& s, double alpha,
-                    ConstMatrixView a, ConstMatrixView b, double beta, MatrixView c) override {
-    if (c.rows == 0 || c.cols == 0) return;
-    for (Index i = 0; i < count; ++i) {
-      cblas_dgemm(CblasColMajor, cblas(ta), cblas(tb), c.rows, c.cols, inner(a, ta), alpha, a.data + i * s.a, a.ld,
-                  b.data + i * s.b, b.ld, beta, c.data + i * s.c, c.ld);
-    }
+  void gemm(linalg::Trans ta, linalg::Trans tb, float alpha, linalg::ConstMatrixViewF a, linalg::ConstMatrixViewF b,
+            float beta, linalg::MatrixViewF c) override {
+    gemm_impl(ta, tb, alpha, a, b, beta, c);
   }
-
-  void syrk(linalg::Uplo uplo, linalg::Trans trans, double alpha, ConstMatrixView a, double beta,
-            MatrixView c) override {
-    if (c.rows == 0) return;
-    const Index k = trans == linalg::Trans::no ? a.cols : a.rows;
-    cblas_dsyrk(CblasColMajor, cblas(uplo), cblas(trans), c.rows, k, alpha, a.data, a.ld, beta, c.data, c.ld);
+  void gemm_batched(linalg::Trans ta, linalg::Trans tb, Index count, const BatchStrides& s, double alpha,
+                    linalg::ConstMatrixView a, linalg::ConstMatrixView b, double beta, linalg::MatrixView c) override {
+    gemm_batched_impl(ta, tb, count, s, alpha, a, b, beta, c);
   }
-
+  void gemm_batched(linalg::Trans ta, linalg::Trans tb, Index count, const BatchStrides& s, float alpha,
+                    linalg::ConstMatrixViewF a, linalg::ConstMatrixViewF b, float beta,
+                    linalg::MatrixViewF c) override {
+    gemm_batched_impl(ta, tb, count, s, alpha, a, b, beta, c);
+  }
+  void syrk(linalg::Uplo uplo, linalg::Trans trans, double alpha, linalg::ConstMatrixView a, double beta,
+            linalg::MatrixView c) override {
+    syrk_impl(uplo, trans, alpha, a, beta, c);
+  }
+  void syrk(linalg::Uplo uplo, linalg::Trans trans, float alpha, linalg::ConstMatrixViewF a, float beta,
+            linalg::MatrixViewF c) override {
+    syrk_impl(uplo, trans, alpha, a, beta, c);
+  }
   void trsm(linalg::Side side, linalg::Uplo uplo, linalg::Trans trans, linalg::Diag diag, double alpha,
-            ConstMatrixView a, MatrixView b) override {
-    if (b.rows == 0 || b.cols == 0) return;
-    cblas_dtrsm(CblasColMajor, cblas(side), cblas(uplo), cblas(trans), cblas(diag), b.rows, b.cols, alpha, a.data,
-                a.ld, b.data, b.ld);
+            linalg::ConstMatrixView a, linalg::MatrixView b) override {
+    trsm_impl(side, uplo, trans, diag, alpha, a, b);
   }
-
-  void cholesky(linalg::Uplo uplo, MatrixView a) override {
-    if (a.rows == 0) return;
-    const lapack_int info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, uplo == linalg::Uplo::lower ? 'L' : 'U',
-                                           static_cast<lapack_int>(a.rows), a.data, static_cast<lapack_int>(a.ld));
-    if (info > 0) {
-      throw NumericalError(fmt::format("matrix is not positive definite (leading minor {} of {})", info, a.rows));
-    }
-    if (info < 0) throw std::logic_error(fmt::format("LAPACKE_dpotrf: argument {} is invalid", -info));
+  void trsm(linalg::Side side, linalg::Uplo uplo, linalg::Trans trans, linalg::Diag diag, float alpha,
+            linalg::ConstMatrixViewF a, linalg::MatrixViewF b) override {
+    trsm_impl(side, uplo, trans, diag, alpha, a, b);
+  }
+  void cholesky(linalg::Uplo uplo, linalg::MatrixView a) override { cholesky_impl(uplo, a); }
+  void cholesky(linalg::Uplo uplo, linalg::MatrixViewF a) override { cholesky_impl(uplo, a); }
+  void eigh(linalg::MatrixView a, double* w) override { eigh_impl(a, w); }
+  void eigh(linalg::MatrixViewF a, float* w) override { eigh_impl(a, w); }
+  void spmm(linalg::Trans ts, double alpha, const linalg::CsrMatrix<double>& s, linalg::ConstMatrixView b,
+            double beta, linalg::MatrixView c) override {
+    spmm_csr_impl(ts, alpha, s, b, beta, c);
+  }
+  void spmm(linalg::Trans ts, float alpha, const linalg::CsrMatrix<float>& s, linalg::ConstMatrixViewF b, float beta,
+            linalg::MatrixViewF c) override {
+    spmm_csr_impl(ts, alpha, s, b, beta, c);
+  }
+  void spmm(linalg::Trans ts, double alpha, const linalg::BsrMatrix<double>& s, linalg::ConstMatrixView b,
+            double beta, linalg::MatrixView c) override {
+    spmm_bsr_impl(ts, alpha, s, b, beta, c);
+  }
+  void spmm(linalg::Trans ts, float alpha, const linalg::BsrMatrix<float>& s, linalg::ConstMatrixViewF b, float beta,
+            linalg::MatrixViewF c) override {
+    spmm_bsr_impl(ts, alpha, s, b, beta, c);
   }
 };
 

@@ -28,7 +28,10 @@
 namespace {
 
 using dfmp2::linalg::BatchStrides;
+using dfmp2::linalg::BsrMatrix;
 using dfmp2::linalg::ConstMatrixView;
+using dfmp2::linalg::ConstMatrixViewF;
+using dfmp2::linalg::CsrMatrix;
 using dfmp2::linalg::Diag;
 using dfmp2::linalg::Index;
 using dfmp2::linalg::KernelLog;
@@ -36,6 +39,7 @@ using dfmp2::linalg::KernelRecord;
 using dfmp2::linalg::Kernels;
 using dfmp2::linalg::Matrix;
 using dfmp2::linalg::MatrixView;
+using dfmp2::linalg::MatrixViewF;
 using dfmp2::linalg::Op;
 using dfmp2::linalg::Side;
 using dfmp2::linalg::Trans;
@@ -305,7 +309,9 @@ class BackendOps : public ::testing::TestWithParam<std::string> {
 
 TEST_P(BackendOps, NameAndSupportsEveryOp) {
   EXPECT_EQ(backend_->name(), GetParam());
-  for (Op op : dfmp2::linalg::kAllOps) EXPECT_TRUE(backend_->supports(op)) << dfmp2::linalg::op_name(op);
+  for (Op op : dfmp2::linalg::kAllOps)
+    for (auto dt : dfmp2::linalg::kAllDTypes)
+      EXPECT_TRUE(backend_->supports(op, dt)) << dfmp2::linalg::op_name(op) << ' ' << dfmp2::linalg::dtype_name(dt);
 }
 
 TEST_P(BackendOps, GemmMatchesNaiveLoops) {
@@ -677,16 +683,30 @@ TEST_P(BackendOps, UnsupportedOpIsRefusedNotRerouted) {
   struct Refusing final : dfmp2::linalg::Backend {
     int calls = 0;
     std::string name() const override { return "refusing"; }
-    bool supports(Op) const override { return false; }
+    bool supports(Op, dfmp2::linalg::DType) const override { return false; }
     void set_threads(int) override {}
     void gemm(Trans, Trans, double, ConstMatrixView, ConstMatrixView, double, MatrixView) override { ++calls; }
+    void gemm(Trans, Trans, float, ConstMatrixViewF, ConstMatrixViewF, float, MatrixViewF) override { ++calls; }
     void gemm_batched(Trans, Trans, Index, const BatchStrides&, double, ConstMatrixView, ConstMatrixView, double,
                       MatrixView) override {
       ++calls;
     }
+    void gemm_batched(Trans, Trans, Index, const BatchStrides&, float, ConstMatrixViewF, ConstMatrixViewF, float,
+                      MatrixViewF) override {
+      ++calls;
+    }
     void syrk(Uplo, Trans, double, ConstMatrixView, double, MatrixView) override { ++calls; }
+    void syrk(Uplo, Trans, float, ConstMatrixViewF, float, MatrixViewF) override { ++calls; }
     void trsm(Side, Uplo, Trans, Diag, double, ConstMatrixView, MatrixView) override { ++calls; }
+    void trsm(Side, Uplo, Trans, Diag, float, ConstMatrixViewF, MatrixViewF) override { ++calls; }
     void cholesky(Uplo, MatrixView) override { ++calls; }
+    void cholesky(Uplo, MatrixViewF) override { ++calls; }
+    void eigh(MatrixView, double*) override { ++calls; }
+    void eigh(MatrixViewF, float*) override { ++calls; }
+    void spmm(Trans, double, const CsrMatrix<double>&, ConstMatrixView, double, MatrixView) override { ++calls; }
+    void spmm(Trans, float, const CsrMatrix<float>&, ConstMatrixViewF, float, MatrixViewF) override { ++calls; }
+    void spmm(Trans, double, const BsrMatrix<double>&, ConstMatrixView, double, MatrixView) override { ++calls; }
+    void spmm(Trans, float, const BsrMatrix<float>&, ConstMatrixViewF, float, MatrixViewF) override { ++calls; }
   } refusing;
   KernelLog log;
   Kernels kr(refusing, log);
@@ -699,6 +719,10 @@ TEST_P(BackendOps, UnsupportedOpIsRefusedNotRerouted) {
   EXPECT_THROW(kr.trsm("s", Side::left, Uplo::lower, Trans::no, Diag::unit, 1.0, view(a), view(c)),
                dfmp2::UnsupportedError);
   EXPECT_THROW(kr.cholesky("s", Uplo::lower, view(a)), dfmp2::UnsupportedError);
+  EXPECT_THROW(kr.spmm("s", Trans::no, 1.0, dfmp2::linalg::csr_from_dense(a), view(a), 0.0, view(c)),
+               dfmp2::UnsupportedError);
+  EXPECT_THROW(kr.spmm("s", Trans::no, 1.0, dfmp2::linalg::bsr_from_dense(a), view(a), 0.0, view(c)),
+               dfmp2::UnsupportedError);
   EXPECT_EQ(refusing.calls, 0);
   EXPECT_TRUE(log.records().empty());
   // The real backend under test is unaffected.

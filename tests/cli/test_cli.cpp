@@ -57,9 +57,25 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"unknown_key_suggested", "integrals: @water\nfroze_core: true\n", 2,
                  "in.yaml:2:1: unknown key 'froze_core' (did you mean 'frozen_core'?)"},
         BadInput{"unknown_key_listed", "integrals: @water\ncolour: blue\n", 2,
-                 "unknown key 'colour' (valid keys: integrals, frozen_core, backends, precision, memory, threads, output)"},
+                 "unknown key 'colour' (valid keys: integrals, synthetic, frozen_core, backends, precision, metric, memory, threads, output)"},
         BadInput{"duplicate_key", "integrals: @water\nthreads: 1\nthreads: 2\n", 2, "in.yaml:3:1: key 'threads' is given twice"},
-        BadInput{"missing_integrals", "threads: 1\n", 2, "missing required key 'integrals'"},
+        BadInput{"missing_integrals", "threads: 1\n", 2,
+                 "missing required key 'integrals' (path of the HDF5 integral file) or 'synthetic'"},
+        BadInput{"integrals_and_synthetic", "integrals: @water\nsynthetic: small\n", 2,
+                 "in.yaml:2:12: keys 'integrals' and 'synthetic' exclude each other"},
+        BadInput{"synthetic_unknown_shape", "synthetic: smal\n", 2,
+                 "in.yaml:1:12: key 'synthetic': unknown shape 'smal' (did you mean 'small'?) (expected one of small, medium, large)"},
+        BadInput{"synthetic_unknown_key", "synthetic: {nbasis: 10, nocc: 2, naux: 20, sed: 3}\n", 2,
+                 "unknown key 'synthetic.sed' (did you mean 'synthetic.seed'?)"},
+        BadInput{"synthetic_missing_naux", "synthetic: {nbasis: 10, nocc: 2}\n", 2, "key 'synthetic': missing 'naux'"},
+        BadInput{"synthetic_no_virtuals", "synthetic: {nbasis: 10, nocc: 10, naux: 20}\n", 2,
+                 "key 'synthetic.nocc': 10 leaves no virtual orbitals (nbasis 10)"},
+        BadInput{"synthetic_bad_count", "synthetic: {nbasis: ten, nocc: 2, naux: 20}\n", 2,
+                 "key 'synthetic.nbasis': expected an integer >= 2, got 'ten'"},
+        BadInput{"synthetic_shape_and_sizes", "synthetic: {shape: small, nocc: 2}\n", 2,
+                 "give either 'shape' or 'nbasis', 'nocc' and 'naux', not both"},
+        BadInput{"synthetic_frozen_core_true", "synthetic: {nbasis: 10, nocc: 2, naux: 20}\nfrozen_core: true\n", 2,
+                 "key 'frozen_core': true needs the molecule"},
         BadInput{"integrals_not_found", "integrals: none.h5\n", 2, "in.yaml:1:12: key 'integrals': file '"},
         BadInput{"integrals_wrong_type", "integrals: [a, b]\n", 2, "key 'integrals': expected a file path, got a list"},
         BadInput{"frozen_core_bad", "integrals: @water\nfrozen_core: maybe\n", 2,
@@ -75,8 +91,23 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"backend_not_built", "integrals: @water\nbackends: [openblas, trn1]\n", 4,
                  "key 'backends': backend 'trn1' is not built into this dfmp2 (built: eigen, openblas)"},
         BadInput{"precision_unknown", "integrals: @water\nprecision: fp16\n", 2, "key 'precision': unknown precision 'fp16'"},
-        BadInput{"precision_unsupported", "integrals: @water\nprecision: fp32\n", 4,
-                 "key 'precision': 'fp32' is not supported by this dfmp2 (supported: fp64)"},
+        BadInput{"precision_twice", "integrals: @water\nprecision: [fp32, fp32]\n", 2,
+                 "in.yaml:2:19: key 'precision': 'fp32' is named twice"},
+        BadInput{"precision_empty_list", "integrals: @water\nprecision: []\n", 2, "key 'precision': the list is empty"},
+        BadInput{"metric_unknown", "integrals: @water\nmetric: cholesy\n", 2,
+                 "in.yaml:2:9: key 'metric': unknown method 'cholesy' (did you mean 'cholesky'?)"},
+        BadInput{"metric_unknown_subkey", "integrals: @water\nmetric: {method: eigh, treshold: 1e-8}\n", 2,
+                 "unknown key 'metric.treshold' (did you mean 'metric.threshold'?)"},
+        BadInput{"metric_missing_method", "integrals: @water\nmetric: {threshold: 1e-8}\n", 2,
+                 "key 'metric': missing 'method'"},
+        BadInput{"metric_option_for_other_method", "integrals: @water\nmetric: {method: eigh, tolerance: 1e-8}\n", 2,
+                 "key 'metric.tolerance' applies to method newton-schulz only, not eigh"},
+        BadInput{"metric_bad_threshold", "integrals: @water\nmetric: {method: eigh, threshold: -1}\n", 2,
+                 "key 'metric.threshold': expected a positive number, got '-1'"},
+        BadInput{"metric_bad_iterations", "integrals: @water\nmetric: {method: newton-schulz, max_iterations: 0}\n", 2,
+                 "key 'metric.max_iterations': expected a count >= 1, got '0'"},
+        BadInput{"newton_schulz_not_converged", "integrals: @water\nmetric: {method: newton-schulz, max_iterations: 3}\n", 5,
+                 "metric (P|Q), newton-schulz: Newton-Schulz inverse square root did not converge in 3 iterations"},
         BadInput{"memory_bad", "integrals: @water\nmemory: lots\n", 2,
                  "key 'memory': expected a size such as '2 GiB' or '500 MB', got 'lots'"},
         BadInput{"memory_too_small", "integrals: @water\nmemory: 10 KB\n", 6, "memory: 0.00 GiB is too small"},
@@ -147,6 +178,30 @@ TEST(Cli, WaterOnTwoBackendsWritesQcSchemaResults) {
   EXPECT_NEAR(backends[1]["properties"]["mp2_correlation_energy"].get<double>(), p["mp2_correlation_energy"].get<double>(), 1e-12);
   EXPECT_FALSE(backends[0]["kernels"].empty());
   EXPECT_EQ(j["extras"]["dfmp2"]["input"]["backends"], (nlohmann::json{"openblas", "eigen"}));
+}
+
+// Same seed, same energy on every backend and thread count; the results file says what the problem was.
+TEST(Cli, SyntheticProblemIsReproducible) {
+  TempDir dir;
+  double energies[2];
+  for (int threads : {1, 2}) {
+    dir.file("in.yaml", "synthetic: {nbasis: 40, nocc: 6, naux: 90, seed: 11}\nbackends: [openblas, eigen]\nthreads: " +
+                            std::to_string(threads) + "\n");
+    const auto json = (dir.path() / "out.json").string();
+    const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string() + " --json " + json, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream in(json);
+    const auto j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["extras"]["dfmp2"]["problem"]["kind"], "synthetic");
+    EXPECT_EQ(j["extras"]["dfmp2"]["problem"]["synthetic"]["seed"], 11);
+    EXPECT_EQ(j["model"]["basis"], "synthetic");
+    const auto& b = j["extras"]["dfmp2"]["backends"];
+    const double e0 = b[0]["properties"]["mp2_correlation_energy"], e1 = b[1]["properties"]["mp2_correlation_energy"];
+    EXPECT_NEAR(e0, e1, 1e-12 * std::abs(e0));
+    EXPECT_LT(e0, 0.0);
+    energies[threads - 1] = e0;
+  }
+  EXPECT_NEAR(energies[0], energies[1], 1e-12 * std::abs(energies[0]));
 }
 
 TEST(Cli, JsonFlagOverridesOutputKeyAndFrozenCoreTrueUsesPsi4Rule) {

@@ -37,7 +37,8 @@ TEST(ReadInput, DefaultsAndResolvedPaths) {
   const auto in = dfmp2::app::read_input(path);
   EXPECT_EQ(in.integrals, (dir.path() / "ints.h5").string());
   EXPECT_EQ(in.backends, std::vector<std::string>{"openblas"});
-  EXPECT_EQ(in.precision, "fp64");
+  EXPECT_EQ(in.precisions, std::vector<dfmp2::chem::Precision>{dfmp2::chem::Precision::fp64});
+  EXPECT_EQ(in.metric, dfmp2::chem::MetricMethod::cholesky);
   EXPECT_EQ(in.frozen_core.kind, dfmp2::app::FrozenCore::Kind::none);
   EXPECT_DOUBLE_EQ(in.memory_bytes, 2.0 * 1073741824.0);
   EXPECT_GE(in.threads, 1);
@@ -59,6 +60,25 @@ TEST(ReadInput, EveryKey) {
   EXPECT_EQ(*in.output, (dir.path() / "out.json").string());
   EXPECT_EQ(in.as_read["frozen_core"], 3);
   EXPECT_EQ(in.as_read["memory"], "500 MB");
+}
+
+TEST(ReadInput, PrecisionListAndMetricMapping) {
+  using dfmp2::chem::Precision;
+  dfmp2::testing::TempDir dir;
+  dir.file("ints.h5", "");
+  const auto in = dfmp2::app::read_input(dir.file(
+      "in.yaml", "integrals: ints.h5\nprecision: [mixed, fp64]\nmetric: {method: newton-schulz, tolerance: 1e-9, "
+                 "max_iterations: 40}\n"));
+  EXPECT_EQ(in.precisions, (std::vector<Precision>{Precision::mixed, Precision::fp64}));
+  EXPECT_EQ(in.metric, dfmp2::chem::MetricMethod::newton_schulz);
+  EXPECT_DOUBLE_EQ(in.newton_schulz.tolerance, 1e-9);
+  EXPECT_EQ(in.newton_schulz.max_iterations, 40);
+  const auto eigh = dfmp2::app::read_input(dir.file("e.yaml", "integrals: ints.h5\nmetric: {method: eigh, threshold: 1e-8}\nprecision: fp32\n"));
+  EXPECT_EQ(eigh.metric, dfmp2::chem::MetricMethod::eigh);
+  EXPECT_DOUBLE_EQ(eigh.eigh_threshold, 1e-8);
+  EXPECT_EQ(eigh.precisions, std::vector<Precision>{Precision::fp32});
+  EXPECT_EQ(dfmp2::app::read_input(dir.file("s.yaml", "integrals: ints.h5\nmetric: eigh\n")).metric,
+            dfmp2::chem::MetricMethod::eigh);
 }
 
 TEST(ReadInput, FrozenCoreTrueIsPsi4Rule) {

@@ -18,8 +18,12 @@ struct Fixture {
   double memory_bytes;
 };
 
-dfmp2::app::Calculation run(const Fixture& f, const std::vector<std::string>& backends) {
+dfmp2::app::Calculation run(const Fixture& f, const std::vector<std::string>& backends,
+                            dfmp2::chem::MetricMethod metric = dfmp2::chem::MetricMethod::cholesky,
+                            std::vector<dfmp2::chem::Precision> precisions = {dfmp2::chem::Precision::fp64}) {
   dfmp2::app::Input in;
+  in.metric = metric;
+  in.precisions = precisions;
   in.path = "(test)";
   in.integrals = std::string(DFMP2_SOURCE_DIR) + "/inputs/" + f.file;
   in.frozen_core = {dfmp2::app::FrozenCore::Kind::count, f.nfrozen};
@@ -91,6 +95,67 @@ TEST(SharedReferences, FixturesReproducePsi4Refs) {
     ++compared;
   }
   EXPECT_EQ(compared, 3);  // water all-electron, water frozen core, methane frozen core
+}
+
+}  // namespace
+
+namespace {
+
+// The three ways of applying the metric agree on the fixtures: eigh within 1e-9 Eh of cholesky, Newton-Schulz
+// within 1e-8 Eh at its default tolerance, on every backend.
+class MetricMethods : public ::testing::TestWithParam<Fixture> {};
+
+TEST_P(MetricMethods, AgreeWithCholesky) {
+  using dfmp2::chem::MetricMethod;
+  const Fixture f = GetParam();
+  const auto backends = dfmp2::devices::built_backends();
+  const auto chol = run(f, backends, MetricMethod::cholesky);
+  const auto eigh = run(f, backends, MetricMethod::eigh);
+  const auto ns = run(f, backends, MetricMethod::newton_schulz);
+  for (std::size_t b = 0; b < backends.size(); ++b) {
+    SCOPED_TRACE(backends[b]);
+    const double reference = chol.runs[b].result.correlation();
+    EXPECT_NEAR(eigh.runs[b].result.correlation(), reference, 1e-9);
+    EXPECT_NEAR(eigh.runs[b].result.opposite_spin, chol.runs[b].result.opposite_spin, 1e-9);
+    EXPECT_EQ(eigh.runs[b].result.metric_report.dropped, 0);
+    EXPECT_NEAR(ns.runs[b].result.correlation(), reference, 1e-8);
+    EXPECT_GT(ns.runs[b].result.metric_report.iterations, 1);
+    EXPECT_LT(ns.runs[b].result.metric_report.residual, 1e-10);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MetricMethods,
+                         ::testing::Values(Fixture{"water-cc-pvdz.h5", 0, 1e9}, Fixture{"methane-cc-pvdz.h5", 1, 1e9}),
+                         [](const auto& info) {
+                           return info.param.file.substr(0, info.param.file.find('-')) + "_frozen" +
+                                  std::to_string(info.param.nfrozen);
+                         });
+
+// fp32 and mixed differ from fp64 as their arithmetic does: by far less than chemical accuracy, but by more than
+// fp64 rounding (so a run that silently stayed in fp64 would fail too).
+TEST(Precisions, Fp32AndMixedErrorsOnFixtures) {
+  using dfmp2::chem::Precision;
+  for (const auto& f : {Fixture{"water-cc-pvdz.h5", 0, 1e9}, Fixture{"methane-cc-pvdz.h5", 1, 1e9}}) {
+    for (const auto metric : {dfmp2::chem::MetricMethod::cholesky, dfmp2::chem::MetricMethod::eigh}) {
+      SCOPED_TRACE(f.file + " " + dfmp2::chem::metric_name(metric));
+      const auto calc = run(f, {"openblas", "eigen"}, metric, {Precision::fp64, Precision::fp32, Precision::mixed});
+      ASSERT_EQ(calc.runs.size(), 6u);
+      for (std::size_t b = 0; b < 2; ++b) {
+        const double fp64 = calc.runs[3 * b].result.correlation();
+        const double fp32 = calc.runs[3 * b + 1].result.correlation();
+        const double mixed = calc.runs[3 * b + 2].result.correlation();
+        EXPECT_EQ(calc.runs[3 * b + 1].precision, Precision::fp32);
+        EXPECT_LT(std::abs(fp32 - fp64), 1e-5);
+        EXPECT_LT(std::abs(mixed - fp64), 1e-6);
+        EXPECT_GT(std::abs(fp32 - fp64), 1e-12);
+        EXPECT_GT(std::abs(mixed - fp64), 1e-12);
+      }
+      // The fp32 kernels really ran in fp32.
+      bool saw_fp32_gemm = false;
+      for (const auto& k : calc.runs[1].log.records()) saw_fp32_gemm |= (k.kernel == "syrk" && k.dtype == "fp32");
+      EXPECT_TRUE(saw_fp32_gemm);
+    }
+  }
 }
 
 }  // namespace
