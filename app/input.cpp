@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::vector<std::string> kKeys = {"integrals", "synthetic", "frozen_core", "backends", "precision",
-                                        "metric",    "memory",    "threads",     "output"};
+                                        "metric",    "screening", "memory",      "threads",  "output"};
+const std::vector<std::string> kScreeningKeys = {"threshold", "block", "compare"};
 const std::vector<std::string> kSyntheticKeys = {"shape", "nbasis", "nocc", "naux", "seed"};
 const std::vector<std::string> kPrecisions = {"fp64", "fp32", "mixed"};
 const std::vector<std::string> kMetrics = {"cholesky", "eigh", "newton-schulz"};
@@ -373,6 +374,51 @@ Input read_input(const std::string& path) {
       }
     } else {
       in.metric = method(node);
+    }
+  }
+
+  if (const YAML::Node node = root["screening"]) {
+    if (node.IsMap()) {
+      for (const auto& kv : node) {
+        const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+        if (std::find(kScreeningKeys.begin(), kScreeningKeys.end(), key) == kScreeningKeys.end()) {
+          const auto guess = nearest(key, kScreeningKeys);
+          ctx.fail(kv.first, guess ? fmt::format("unknown key 'screening.{}' (did you mean 'screening.{}'?)", key, *guess)
+                                   : fmt::format("unknown key 'screening.{}' (valid keys: {})", key,
+                                                 fmt::join(kScreeningKeys, ", ")));
+        }
+      }
+      in.screening.enabled = true;
+      if (const YAML::Node n = node["threshold"]) {
+        const std::string value = ctx.scalar(n, "screening.threshold", "a number >= 0");
+        try {
+          std::size_t used = 0;
+          const double v = std::stod(value, &used);
+          if (used != value.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(value);
+          in.screening.threshold = v;
+        } catch (const std::exception&) {
+          ctx.fail(n, fmt::format("key 'screening.threshold': expected a number >= 0, got '{}'", value));
+        }
+      }
+      if (const YAML::Node n = node["block"]) {
+        const auto v = as_integer(ctx.scalar(n, "screening.block", "a block size >= 1"));
+        if (!v || *v < 1 || *v > 4096) {
+          ctx.fail(n, fmt::format("key 'screening.block': expected a block size from 1 to 4096, got '{}'", n.Scalar()));
+        }
+        in.screening.block = static_cast<linalg::Index>(*v);
+      }
+      if (const YAML::Node n = node["compare"]) {
+        const auto b = as_bool(ctx.scalar(n, "screening.compare", "true or false"));
+        if (!b) ctx.fail(n, fmt::format("key 'screening.compare': expected true or false, got '{}'", n.Scalar()));
+        in.screening_compare = *b;
+      }
+    } else {
+      const auto b = as_bool(ctx.scalar(node, "screening", "true, false or a mapping {threshold, block, compare}"));
+      if (!b) {
+        ctx.fail(node, fmt::format("key 'screening': expected true, false or a mapping {{threshold, block, compare}}, "
+                                   "got '{}'", node.Scalar()));
+      }
+      in.screening.enabled = *b;
     }
   }
 

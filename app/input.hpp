@@ -11,6 +11,8 @@
 //   precision    string or list          fp64         fp64, fp32 or mixed; a list runs each backend in each precision
 //   metric       string or mapping       cholesky     cholesky | eigh | newton-schulz, or {method, threshold (eigh),
 //                                                     tolerance and max_iterations (newton-schulz)}
+//   screening    bool or mapping         false        {threshold: 1e-12, block: 32, compare: false}: block screening
+//                                                     of (P|mn) (AO-form input); compare also runs unscreened
 //   memory       size string or bytes    "2 GiB"      bound on the working set; chooses the block sizes
 //   threads      integer >= 1            all cores    threads for the backends and the pair-energy reduction
 //   output       string (path)           (none)       results file (QCSchema JSON), relative to the YAML file's
@@ -42,6 +44,8 @@ struct Input {
   chem::MetricMethod metric = chem::MetricMethod::cholesky;
   double eigh_threshold = linalg::kDefaultEighThreshold;
   linalg::NewtonSchulzOptions newton_schulz;
+  chem::ScreeningOptions screening;
+  bool screening_compare = false;  // also run unscreened and report the energy change
   double memory_bytes = 2.0 * double(1 << 30);
   std::string memory_text = "2 GiB";
   int threads = 0;  // filled with the machine's core count when absent

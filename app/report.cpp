@@ -60,6 +60,17 @@ std::string format_energies(const Calculation& calc, const BackendRun& run) {
     out += fmt::format("  metric newton-schulz: converged in {} iterations, residual {:.3e}\n\n", m.iterations,
                        m.residual);
   }
+  if (r.screening.enabled) {
+    const auto& sc = r.screening;
+    const long long skipped = sc.blocks_total - sc.blocks_kept;
+    out += fmt::format("  screening: threshold {:.1e}, tiles {}x{}: kept {} of {}, skipped {} ({:.1f}%)", calc.input.screening.threshold,
+                       calc.input.screening.block, calc.input.screening.block, sc.blocks_kept, sc.blocks_total, skipped,
+                       sc.blocks_total > 0 ? 100.0 * double(skipped) / double(sc.blocks_total) : 0.0);
+    if (run.unscreened_correlation) {
+      out += fmt::format("; energy change vs unscreened {:.3e} Eh", r.correlation() - *run.unscreened_correlation);
+    }
+    out += "\n\n";
+  }
   out += rule;
   out += "\t ==================> DF-MP2 Energies <==================== \n";
   out += rule;

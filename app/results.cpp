@@ -98,7 +98,18 @@ nlohmann::json results_json(const Calculation& calc) {
       metric["residual"] = r.metric_report.residual;
     }
     const BackendRun* reference = fp64_run(calc, run.backend);
+    nlohmann::json screening = nullptr;
+    if (r.screening.enabled) {
+      screening = {{"threshold", calc.input.screening.threshold},
+                   {"block", calc.input.screening.block},
+                   {"blocks_kept", r.screening.blocks_kept},
+                   {"blocks_total", r.screening.blocks_total},
+                   {"energy_change_vs_unscreened",
+                    run.unscreened_correlation ? nlohmann::json(r.correlation() - *run.unscreened_correlation)
+                                               : nlohmann::json(nullptr)}};
+    }
     backends.push_back({{"backend", run.backend},
+                        {"screening", screening},
                         {"details", run.details},
                         {"precision", chem::precision_name(run.precision)},
                         {"metric", metric},

@@ -86,6 +86,10 @@ Calculation run_calculation(const Input& input) {
     describe_integral_file(*calc.integrals, calc.problem);
   }
   calc.nfrozen = resolve_frozen_core(input, calc.problem);
+  if (input.screening.enabled && calc.problem.form != chem::ThreeIndexForm::ao) {
+    throw InputError(fmt::format("{}: key 'screening': screens AO integrals (P|mn), and {} holds MO-form (P|ia)",
+                                 input.path, calc.problem.description));
+  }
 
   // Make every backend before running any, so a backend that cannot be had stops the run before work is done.
   std::vector<std::unique_ptr<linalg::Backend>> backends;
@@ -97,6 +101,7 @@ Calculation run_calculation(const Input& input) {
   options.metric = input.metric;
   options.eigh_threshold = input.eigh_threshold;
   options.newton_schulz = input.newton_schulz;
+  options.screening = input.screening;
 
   for (auto& backend : backends) {
     backend->set_threads(input.threads);
@@ -110,6 +115,15 @@ Calculation run_calculation(const Input& input) {
       linalg::Stopwatch wall;
       run.result = chem::run_dfmp2(calc.problem.dfmp2_input, options, kernels);
       run.wall_seconds = wall.seconds();
+      if (input.screening.enabled && input.screening_compare) {
+        // The unscreened reference is logged apart, so the run's kernel table stays the screened run's.
+        linalg::KernelLog reference_log;
+        linalg::Kernels reference_kernels(*backend, reference_log);
+        chem::DfMp2Options unscreened = options;
+        unscreened.screening.enabled = false;
+        run.unscreened_correlation =
+            chem::run_dfmp2(calc.problem.dfmp2_input, unscreened, reference_kernels).correlation();
+      }
       calc.runs.push_back(std::move(run));
     }
     backend->release();

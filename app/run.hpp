@@ -19,6 +19,7 @@ struct BackendRun {
   std::string details;  // Backend::details(), read after the threads were set
   chem::Precision precision = chem::Precision::fp64;
   chem::DfMp2Result result;
+  std::optional<double> unscreened_correlation;  // with screening.compare: the same run without screening
   linalg::KernelLog log;
   double wall_seconds = 0;
 };

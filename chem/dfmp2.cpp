@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "linalg/errors.hpp"
+#include "linalg/sparse.hpp"
 
 namespace dfmp2::chem {
 
@@ -68,7 +69,7 @@ std::string metric_name(MetricMethod m) {
 }
 
 BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, Index nvir, Index naux,
-                      double memory_bytes, Precision precision, MetricMethod metric) {
+                      double memory_bytes, Precision precision, MetricMethod metric, bool screening) {
   BlockPlan plan;
   const double w = work_bytes(precision), f = fit_bytes(precision);
   const double fitted = w * double(nact) * double(nvir) * double(naux);
@@ -81,8 +82,10 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
   plan.fixed_bytes = fitted + metric_bytes + w * double(nbf) * double(nact + nvir);
   // Per auxiliary function in the transformation: the AO block as read (double), its converted copy and the
   // half-transformed block; or the MO block as stored (all occupied orbitals, before the frozen core is dropped).
+  // Screening adds the BSR copy of the block (at most the dense size, plus edge padding).
   const double per_aux = form == ThreeIndexForm::ao
-                             ? double(nbf) * (8.0 * double(nbf) + (w == 8.0 ? 0.0 : w * double(nbf)) + w * double(nact))
+                             ? double(nbf) * (8.0 * double(nbf) + (w == 8.0 ? 0.0 : w * double(nbf)) + w * double(nact) +
+                                              (screening ? 1.25 * w * double(nbf) : 0.0))
                              : 8.0 * double(nocc) * double(nvir);
   // Fitting in row chunks needs an input and an output row buffer in F (at most).
   const bool chunked_fit = metric != MetricMethod::cholesky || w != f;
@@ -148,7 +151,7 @@ MatrixT<F> metric_factor(const Matrix& metric, const DfMp2Options& options, lina
 // Step 2: A (nact*nvir x naux) in W.
 template <class W>
 MatrixT<W> transform(const DfMp2Input& in, const DfMp2Options& options, const BlockPlan& plan,
-                     linalg::Kernels& kernels) {
+                     linalg::Kernels& kernels, ScreeningReport& screening) {
   const ThreeIndexSource& source = *in.three_index;
   const Index nocc = in.nocc, nvir = in.orbital_energies->size() - nocc;
   const Index nfrozen = options.nfrozen, nact = nocc - nfrozen, naux = source.naux();
@@ -195,6 +198,23 @@ MatrixT<W> transform(const DfMp2Input& in, const DfMp2Options& options, const Bl
     // (P|mn) as an nbf x (nbf*np) matrix: rows n, columns m + nbf*P.
     const ConstMatrixViewT<W> ao{ao_data, nbf, nbf * np, nbf};
     half.resize(static_cast<std::size_t>(nact * nbf * np));
+    if (options.screening.enabled) {
+      // (i | P m) transposed, (m + nbf*P) x i, = op(S)^T C_act with S the screened block: the dropped tiles are
+      // never multiplied. Then A_P = C_vir^T (rows m + nbf*P of it), one GEMM per P.
+      Stopwatch screen_clock;
+      const auto tiles = linalg::bsr_from_dense(ao, options.screening.block, options.screening.block,
+                                                options.screening.threshold);
+      kernels.record_host("transform", "screen", screen_clock.seconds(), {0, double(sizeof(W)) * double(nbf * nbf * np)},
+                          dtype<W>());
+      screening.blocks_kept += tiles.nblocks();
+      screening.blocks_total += static_cast<long long>(tiles.block_row_count()) * tiles.block_col_count();
+      const MatrixViewT<W> half_t{half.data(), nbf * np, nact, nbf * np};
+      kernels.spmm("transform", Trans::yes, W(1), tiles, c_act, W(0), half_t);
+      kernels.gemm_batched("transform", Trans::yes, Trans::no, np, {0, nbf, nact * nvir}, W(1), c_vir,
+                           ConstMatrixViewT<W>{half.data(), nbf, nact, nbf * np}, W(0),
+                           MatrixViewT<W>{out, nvir, nact, nvir});
+      continue;
+    }
     kernels.gemm("transform", Trans::yes, Trans::no, W(1), c_act, ao, W(0), MatrixViewT<W>{half.data(), nact, nbf * np, nact});
     // For each P: A_P (nvir x nact, column P of A) = C_vir^T (i|P m)^T.
     kernels.gemm_batched("transform", Trans::yes, Trans::yes, np, {0, nact * nbf, nact * nvir}, W(1), c_vir,
@@ -240,7 +260,8 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
   const Vector& eps = *in.orbital_energies;
   const Index nocc = in.nocc, nvir = eps.size() - nocc, nact = nocc - options.nfrozen;
   const MatrixT<F> factor = metric_factor<F>(*in.metric, options, kernels, result.metric_report);
-  MatrixT<W> fitted = transform<W>(in, options, result.plan, kernels);
+  result.screening.enabled = options.screening.enabled;
+  MatrixT<W> fitted = transform<W>(in, options, result.plan, kernels, result.screening);
   fit<W, F>(fitted, factor, options.metric, result.plan, kernels);
 
   const Vector eps_occ = eps.segment(options.nfrozen, nact);
@@ -357,8 +378,11 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg:
   const bool ao = in.three_index->form() == ThreeIndexForm::ao;
   if (ao && in.mo_coefficients == nullptr) throw std::logic_error("run_dfmp2: AO-form integrals need MO coefficients");
   const Index nbf = ao ? in.mo_coefficients->rows() : 0;
+  if (options.screening.enabled && !ao) {
+    throw std::logic_error("run_dfmp2: screening applies to AO-form integrals only");
+  }
   result.plan = plan_blocks(in.three_index->form(), nbf, nocc, nact, nvir, result.naux, options.memory_bytes,
-                            options.precision, options.metric);
+                            options.precision, options.metric, options.screening.enabled);
   switch (options.precision) {
     case Precision::fp64: run_typed<double, double, double>(in, options, kernels, result); break;
     case Precision::fp32: run_typed<float, float, float>(in, options, kernels, result); break;

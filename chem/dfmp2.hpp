@@ -27,6 +27,22 @@ enum class MetricMethod { cholesky, eigh, newton_schulz };
 std::string precision_name(Precision p);
 std::string metric_name(MetricMethod m);
 
+// Block screening of the AO three-index integrals: (P|mn) of one batch of auxiliary functions, as an
+// nbf x (nbf * batch) matrix, is cut into block x block tiles; a tile whose largest |(P|mn)| is not above
+// `threshold` is dropped (its largest element is the tightest Schwarz-type bound on the tile the stored integrals
+// give), and the first transformation step becomes a BSR SpMM that skips the dropped tiles.
+struct ScreeningOptions {
+  bool enabled = false;
+  double threshold = 1e-12;
+  linalg::Index block = 32;
+};
+
+struct ScreeningReport {
+  bool enabled = false;
+  long long blocks_kept = 0;
+  long long blocks_total = 0;
+};
+
 struct DfMp2Options {
   int nfrozen = 0;                        // lowest occupied orbitals left out of the correlation treatment
   double memory_bytes = 2.0 * (1 << 30);  // bound on the working set; chooses the block sizes
@@ -34,6 +50,7 @@ struct DfMp2Options {
   MetricMethod metric = MetricMethod::cholesky;
   double eigh_threshold = linalg::kDefaultEighThreshold;  // relative to the largest metric eigenvalue
   linalg::NewtonSchulzOptions newton_schulz;
+  ScreeningOptions screening;  // AO-form integrals only
 };
 
 // What the method needs: orbitals, the metric and a source of three-index integrals.
@@ -74,7 +91,8 @@ struct BlockPlan {
 // blocks do not fit, naming what is needed.
 BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, linalg::Index nocc, linalg::Index nact,
                       linalg::Index nvir, linalg::Index naux, double memory_bytes,
-                      Precision precision = Precision::fp64, MetricMethod metric = MetricMethod::cholesky);
+                      Precision precision = Precision::fp64, MetricMethod metric = MetricMethod::cholesky,
+                      bool screening = false);
 
 // Block pairs I >= J over `nact` active occupied orbitals in blocks of `block`.
 std::vector<OccupiedBlockPair> occupied_block_pairs(linalg::Index nact, linalg::Index block);
@@ -90,6 +108,7 @@ struct DfMp2Result {
   Precision precision = Precision::fp64;
   MetricMethod metric = MetricMethod::cholesky;
   linalg::InverseSqrtReport metric_report;  // eigh / newton-schulz only
+  ScreeningReport screening;
   BlockPlan plan;
   linalg::Index block_pairs = 0;
 };

@@ -26,6 +26,7 @@ struct FileSpec {
   double poison_metric = 0;     // when non-zero, written into metric[1][1]
   double poison_ao = 0;         // when non-zero, written into the last element of ao_3index
   bool with_molecule = true;
+  bool with_mo_3index = false;  // (P|ia) of shape [6, 2, 2], for MO-form files
   std::string molecule = "O 0 0 0\nH 0 0.7 0.5\nH 0 -0.7 0.5";
 };
 
@@ -75,6 +76,7 @@ std::string write_file(const TempDir& dir, const FileSpec& s) {
   write_doubles(f, "ao_3index", s.ao_dims, 0.01, [&](std::vector<double>& v) {
     if (s.poison_ao != 0) v.back() = s.poison_ao;
   });
+  if (s.with_mo_3index) write_doubles(f, "mo_3index", {6, 2, 2}, 0.01);
   if (!s.skip_metric) {
     write_doubles(f, "metric", s.metric_dims, 0.0, [&](std::vector<double>& v) {
       if (s.poison_metric != 0 && v.size() > 7) v[7] = s.poison_metric;
@@ -190,6 +192,22 @@ TEST(IntegralFile, CommandLineExitCodeAndMessage) {
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_EQ(r.err, "dfmp2: error: " + path + ": dataset 'metric' has shape [6, 5], expected [6, 6] (naux x naux)\n");
   EXPECT_TRUE(r.out.empty());
+}
+
+TEST(IntegralFile, ScreeningAnMoFormFileIsAnInputError) {
+  TempDir dir;
+  FileSpec spec;
+  spec.form = "mo";
+  spec.with_mo_3index = true;
+  write_file(dir, spec);
+  dir.file("in.yaml", "integrals: ints.h5\nscreening: {threshold: 1e-10}\n");
+  const auto r = dfmp2::testing::run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string(), dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("key 'screening': screens AO integrals (P|mn)"), std::string::npos) << r.err;
+  // Without screening the same MO-form file runs.
+  dir.file("ok.yaml", "integrals: ints.h5\n");
+  const auto ok = dfmp2::testing::run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "ok.yaml").string(), dir);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
 TEST(IntegralFile, FrozenCoreTrueWithoutMoleculeIsAnInputError) {

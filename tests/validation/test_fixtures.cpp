@@ -159,3 +159,44 @@ TEST(Precisions, Fp32AndMixedErrorsOnFixtures) {
 }
 
 }  // namespace
+
+namespace {
+
+// Screening at a tight threshold drops only negligible tiles: the energy stays within 1e-10 Eh of the unscreened
+// one. At a loose threshold it skips more tiles and the energy moves, and it moves less as the threshold tightens.
+TEST(Screening, TightThresholdKeepsTheEnergyLooseOneSkipsTiles) {
+  for (const std::string backend : dfmp2::devices::built_backends()) {
+    SCOPED_TRACE(backend);
+    dfmp2::app::Input in;
+    in.path = "(test)";
+    in.integrals = std::string(DFMP2_SOURCE_DIR) + "/inputs/methane-cc-pvdz.h5";
+    in.frozen_core = {dfmp2::app::FrozenCore::Kind::count, 1};
+    in.backends = {backend};
+    in.threads = 2;
+    in.screening.enabled = true;
+    in.screening.block = 8;
+    in.screening_compare = true;
+    std::vector<double> change;
+    std::vector<long long> kept;
+    for (double threshold : {1e-12, 1e-3, 1e-2, 3e-2}) {
+      in.screening.threshold = threshold;
+      const auto calc = dfmp2::app::run_calculation(in);
+      const auto& r = calc.runs[0];
+      ASSERT_TRUE(r.unscreened_correlation);
+      EXPECT_NEAR(*r.unscreened_correlation, calc.integrals->references().at(1).correlation, 1e-9);
+      change.push_back(std::abs(r.result.correlation() - *r.unscreened_correlation));
+      kept.push_back(r.result.screening.blocks_kept);
+      EXPECT_EQ(r.result.screening.blocks_total, 2380);
+      bool used_spmm = false;
+      for (const auto& k : r.log.records()) used_spmm |= k.kernel == "spmm_bsr" && k.backend == backend;
+      EXPECT_TRUE(used_spmm);
+    }
+    EXPECT_LT(change[0], 1e-10);
+    EXPECT_GT(change[3], change[2]);
+    EXPECT_GT(change[2], change[1]);
+    EXPECT_GT(kept[0], kept[2]);
+    EXPECT_GT(kept[2], kept[3]);
+  }
+}
+
+}  // namespace
