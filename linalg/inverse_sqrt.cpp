@@ -54,9 +54,10 @@ InverseSqrtReport inverse_sqrt_newton_schulz(Kernels& kernels, const std::string
   report.method = "newton-schulz";
   const Index n = a.rows;
   if (n == 0) return report;
-  // fp32 cannot reach residuals much below its epsilon times a modest factor.
+  // fp32 cannot reach residuals much below its epsilon times a factor that grows with the condition number: at
+  // condition 1e5 the residual stalls between 1e-5 and 2e-5 (bench_ops), so 1e-4 is the floor.
   const double tolerance =
-      std::max(options.tolerance, std::is_same_v<T, float> ? 1e-5 : 0.0);
+      std::max(options.tolerance, std::is_same_v<T, float> ? 1e-4 : 0.0);
 
   double frobenius = 0;
   for (Index j = 0; j < n; ++j)

@@ -62,7 +62,7 @@ TEST_P(InverseSqrt, EighAndNewtonSchulzMatchTheClosedForm) {
   EXPECT_LT((c.cast<double>() - expected32).norm() / expected32.norm(), 1e-4);
   MatrixT<float> d = with_eigenvalues<float>(w32);
   const auto ns32 = dfmp2::linalg::inverse_sqrt_newton_schulz(kernels, "t", dfmp2::linalg::view(d));
-  EXPECT_LT(ns32.residual, 1e-5);
+  EXPECT_LT(ns32.residual, 1e-4);
   EXPECT_LT((d.cast<double>() - expected32).norm() / expected32.norm(), 1e-4);
 
   // Every kernel ran on this backend and was logged.
