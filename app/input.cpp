@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <regex>
 #include <set>
 #include <thread>
@@ -19,8 +21,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kKeys = {"integrals", "synthetic", "frozen_core", "backends", "precision",
+const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "basis",   "aux_basis",
+                                        "scf",       "save_integrals", "frozen_core", "backends", "precision",
                                         "metric",    "screening", "memory",      "threads",  "output"};
+const std::vector<std::string> kMoleculeKeys = {"xyz", "file", "units", "charge", "multiplicity"};
+const std::vector<std::string> kScfKeys = {"type", "jk_basis", "e_convergence", "d_convergence", "max_iterations",
+                                           "guess"};
 const std::vector<std::string> kScreeningKeys = {"threshold", "block", "compare"};
 const std::vector<std::string> kSyntheticKeys = {"shape", "nbasis", "nocc", "naux", "seed"};
 const std::vector<std::string> kPrecisions = {"fp64", "fp32", "mixed"};
@@ -53,6 +59,7 @@ class Context {
     return fmt::format("'{}'", node.Scalar());
   }
 
+  const std::string& file() const { return file_; }
   fs::path resolve(const std::string& p) const {
     const fs::path path(p);
     if (path.is_absolute()) return path;
@@ -155,6 +162,171 @@ std::optional<double> parse_memory_size(const std::string& text) {
   return std::nullopt;
 }
 
+namespace {
+
+void check_keys(const YAML::Node& node, const Context& ctx, const std::string& parent,
+                const std::vector<std::string>& keys) {
+  for (const auto& kv : node) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      const auto guess = nearest(key, keys);
+      ctx.fail(kv.first, guess ? fmt::format("unknown key '{}.{}' (did you mean '{}.{}'?)", parent, key, parent, *guess)
+                               : fmt::format("unknown key '{}.{}' (valid keys: {})", parent, key, fmt::join(keys, ", ")));
+    }
+  }
+}
+
+double positive_number(const YAML::Node& n, const Context& ctx, const std::string& key) {
+  const std::string value = ctx.scalar(n, key, "a positive number");
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(value, &used);
+    if (used == value.size() && std::isfinite(v) && v > 0) return v;
+  } catch (const std::exception&) {
+  }
+  ctx.fail(n, fmt::format("key '{}': expected a positive number, got '{}'", key, value));
+}
+
+// The fitting set Psi4 1.3.2 uses when none is named: <basis>-ri / <basis>-jkfit, except for orbital bases that have
+// none of their own (inputs/basis/README.md).
+std::string default_fitting(const std::string& basis, const std::string& kind) {
+  std::string b = basis;
+  std::transform(b.begin(), b.end(), b.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (b == "sto-3g") return kind == "ri" ? "def2-qzvpp-ri" : "def2-svp-jkfit";
+  if (b == "6-31g*" || b == "6-31gs" || b == "6-31g(d)") return kind == "ri" ? "cc-pvdz-ri" : "cc-pvdz-jkfit";
+  return b + "-" + kind;
+}
+
+std::string default_basis_dir() {
+  if (const char* env = std::getenv("DFMP2_BASIS_DIR")) return env;
+  return DFMP2_BASIS_DIR;
+}
+
+void read_molecule_input(const YAML::Node& root, const Context& ctx, Input& in) {
+  const YAML::Node node = root["molecule"];
+  if (!node.IsMap()) {
+    ctx.fail(node, fmt::format("key 'molecule': expected a mapping {{xyz: ..., units: angstrom, charge: 0}}, got {}",
+                               Context::kind(node)));
+  }
+  check_keys(node, ctx, "molecule", kMoleculeKeys);
+  if (node["xyz"] && node["file"]) ctx.fail(node["file"], "keys 'molecule.xyz' and 'molecule.file' exclude each other");
+  std::string text;
+  if (const YAML::Node n = node["xyz"]) {
+    text = ctx.scalar(n, "molecule.xyz", "xyz lines 'Symbol x y z'");
+    in.molecule_source = ctx.where(n) + " (molecule.xyz)";
+  } else if (const YAML::Node n = node["file"]) {
+    const fs::path path = ctx.resolve(ctx.scalar(n, "molecule.file", "a file path"));
+    std::ifstream f(path);
+    if (!f) ctx.fail(n, fmt::format("key 'molecule.file': cannot read '{}'", path.string()));
+    text.assign(std::istreambuf_iterator<char>(f), {});
+    // A standard .xyz file starts with the atom count and a comment line.
+    std::istringstream lines(text);
+    std::string first, rest;
+    std::getline(lines, first);
+    if (as_integer(first)) {
+      std::getline(lines, rest);  // comment
+      text.assign(std::istreambuf_iterator<char>(lines), {});
+    }
+    in.molecule_source = path.string();
+  } else {
+    ctx.fail(node, "key 'molecule': missing 'xyz' (inline lines) or 'file' (an .xyz file)");
+  }
+  chem::Molecule mol = chem::parse_xyz_lines(text, in.molecule_source);
+  if (const YAML::Node n = node["units"]) {
+    const std::string units = ctx.scalar(n, "molecule.units", "angstrom or bohr");
+    if (units == "bohr") {
+      for (auto& a : mol.atoms) {
+        a.x /= chem::kBohrPerAngstrom;
+        a.y /= chem::kBohrPerAngstrom;
+        a.z /= chem::kBohrPerAngstrom;
+      }
+    } else if (units != "angstrom") {
+      ctx.fail(n, fmt::format("key 'molecule.units': expected angstrom or bohr, got '{}'", units));
+    }
+  }
+  if (const YAML::Node n = node["charge"]) {
+    const auto q = as_integer(ctx.scalar(n, "molecule.charge", "an integer"));
+    if (!q || std::abs(*q) > 1000) ctx.fail(n, fmt::format("key 'molecule.charge': expected an integer, got '{}'", n.Scalar()));
+    mol.charge = static_cast<int>(*q);
+  }
+  if (const YAML::Node n = node["multiplicity"]) {
+    const auto m = as_integer(ctx.scalar(n, "molecule.multiplicity", "1"));
+    if (!m || *m != 1) {
+      ctx.fail(n, fmt::format("key 'molecule.multiplicity': {} is not supported; dfmp2 does closed-shell RHF "
+                              "(multiplicity 1) only",
+                              n.Scalar()));
+    }
+  }
+  int electrons = -mol.charge;
+  for (const auto& a : mol.atoms) electrons += a.atomic_number;
+  if (electrons <= 0 || electrons % 2 != 0) {
+    ctx.fail(node, fmt::format("key 'molecule': {} electrons (charge {}) is an open shell or empty; dfmp2 does "
+                               "closed-shell RHF only",
+                               electrons, mol.charge));
+  }
+  in.molecule = mol;
+
+  if (!root["basis"]) ctx.fail("missing key 'basis' (the orbital basis, e.g. cc-pvdz) for 'molecule' input");
+  in.basis = ctx.scalar(root["basis"], "basis", "a basis set name");
+  in.aux_basis = root["aux_basis"] ? ctx.scalar(root["aux_basis"], "aux_basis", "a basis set name")
+                                    : default_fitting(in.basis, "ri");
+  in.jk_basis = default_fitting(in.basis, "jkfit");
+  in.basis_dir = default_basis_dir();
+  // Paths to .gbs files are relative to the YAML file, like every path in it.
+  auto resolve_basis = [&](std::string& name) {
+    if (name.find('/') != std::string::npos || (name.size() > 4 && name.substr(name.size() - 4) == ".gbs")) {
+      name = ctx.resolve(name).string();
+    }
+  };
+  resolve_basis(in.basis);
+  resolve_basis(in.aux_basis);
+
+  if (const YAML::Node scf = root["scf"]) {
+    if (!scf.IsMap()) ctx.fail(scf, fmt::format("key 'scf': expected a mapping {{type: df, ...}}, got {}", Context::kind(scf)));
+    check_keys(scf, ctx, "scf", kScfKeys);
+    if (const YAML::Node n = scf["type"]) {
+      const std::string type = ctx.scalar(n, "scf.type", "df or exact");
+      if (type == "df") in.scf.type = chem::ScfType::df;
+      else if (type == "exact" || type == "pk") in.scf.type = chem::ScfType::exact;
+      else ctx.fail(n, fmt::format("key 'scf.type': expected df or exact, got '{}'", type));
+    }
+    if (const YAML::Node n = scf["jk_basis"]) {
+      if (in.scf.type != chem::ScfType::df) ctx.fail(n, "key 'scf.jk_basis' applies to scf type df only");
+      in.jk_basis = ctx.scalar(n, "scf.jk_basis", "a basis set name");
+    }
+    if (const YAML::Node n = scf["e_convergence"]) in.scf.e_convergence = positive_number(n, ctx, "scf.e_convergence");
+    if (const YAML::Node n = scf["d_convergence"]) in.scf.d_convergence = positive_number(n, ctx, "scf.d_convergence");
+    if (const YAML::Node n = scf["max_iterations"]) {
+      const auto v = as_integer(ctx.scalar(n, "scf.max_iterations", "a count >= 1"));
+      if (!v || *v < 1 || *v > 10000) ctx.fail(n, fmt::format("key 'scf.max_iterations': expected a count >= 1, got '{}'", n.Scalar()));
+      in.scf.max_iterations = static_cast<int>(*v);
+    }
+    if (const YAML::Node n = scf["guess"]) {
+      const std::string guess = ctx.scalar(n, "scf.guess", "sad or core");
+      if (guess == "sad") in.scf.guess = chem::ScfGuess::sad;
+      else if (guess == "core") in.scf.guess = chem::ScfGuess::core;
+      else ctx.fail(n, fmt::format("key 'scf.guess': expected sad or core, got '{}'", guess));
+    }
+  }
+  resolve_basis(in.jk_basis);
+
+  // The orbitals and integrals are saved after the SCF so that a rerun can start from them (`integrals:`).
+  const fs::path stem = fs::path(ctx.file()).stem();
+  in.save_integrals = (fs::path(ctx.file()).parent_path() / (stem.string() + ".h5")).string();
+  if (const YAML::Node n = root["save_integrals"]) {
+    const std::string value = ctx.scalar(n, "save_integrals", "a file path or false");
+    if (const auto b = as_bool(value); b && !*b) {
+      in.save_integrals.reset();
+    } else if (b) {
+      ctx.fail(n, "key 'save_integrals': expected a file path or false, got 'true'");
+    } else {
+      in.save_integrals = ctx.resolve(value).string();
+    }
+  }
+}
+
+}  // namespace
+
 Input read_input(const std::string& path) {
   Context ctx(path);
   std::error_code ec;
@@ -186,13 +358,26 @@ Input read_input(const std::string& path) {
   }
   in.as_read = to_json(root);
 
-  // integrals or synthetic: exactly one
-  if (root["integrals"] && root["synthetic"]) {
-    ctx.fail(root["synthetic"], "keys 'integrals' and 'synthetic' exclude each other; give one");
+  // integrals, synthetic or molecule: exactly one
+  {
+    std::vector<std::string> given;
+    for (const char* key : {"integrals", "synthetic", "molecule"}) {
+      if (root[key]) given.push_back(key);
+    }
+    if (given.size() > 1) {
+      ctx.fail(root[given[1]], fmt::format("keys '{}' and '{}' exclude each other; give one", given[0], given[1]));
+    }
+    if (given.empty()) {
+      ctx.fail("missing required key 'integrals' (path of the HDF5 integral file), 'synthetic' (a synthetic "
+               "problem) or 'molecule' (with basis)");
+    }
+    if (!root["molecule"]) {
+      for (const char* key : {"basis", "aux_basis", "scf", "save_integrals"}) {
+        if (root[key]) ctx.fail(root[key], fmt::format("key '{}' applies to 'molecule' input only", key));
+      }
+    }
   }
-  if (!root["integrals"] && !root["synthetic"]) {
-    ctx.fail("missing required key 'integrals' (path of the HDF5 integral file) or 'synthetic' (a synthetic problem)");
-  }
+  if (root["molecule"]) read_molecule_input(root, ctx, in);
   if (const YAML::Node node = root["integrals"]) {
     const std::string value = ctx.scalar(node, "integrals", "a file path");
     if (value.empty()) ctx.fail(node, "key 'integrals': expected a file path, got an empty string");

@@ -3,8 +3,15 @@
 //
 //   key          type                    default      meaning
 //   integrals    string (path)           (one of      HDF5 integral file, relative to the YAML file's folder
-//   synthetic    string or mapping        the two)    a synthetic problem: small | medium | large, or
+//   synthetic    string or mapping        three)      a synthetic problem: small | medium | large, or
 //                                                     {nbasis, nocc, naux, seed} or {shape, seed}
+//   molecule     mapping                              {xyz: "lines" | file: path.xyz, units: angstrom | bohr,
+//                                                     charge: 0, multiplicity: 1}; with basis, aux_basis, scf
+//   basis        string                  (required)   orbital basis (library name or .gbs path)
+//   aux_basis    string                  <basis>-ri   MP2 fitting basis
+//   scf          mapping                              {type: df | exact, jk_basis (<basis>-jkfit), e_convergence
+//                                                     1e-8, d_convergence 1e-8, max_iterations 100, guess: sad | core}
+//   save_integrals string or false       <input>.h5   integral file written after the SCF, for reruns
 //   frozen_core  bool or integer >= 0    false        true: Psi4's rule (previous noble-gas shell); n: n orbitals
 //   backends     list of strings         [openblas]   backends to run, in order; the first one's energies are
 //                                                     the reported result
@@ -24,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chem/dfmp2.hpp"
+#include "chem/scf.hpp"
 #include "chem/synthetic.hpp"
 
 namespace dfmp2::app {
@@ -38,6 +46,13 @@ struct Input {
   std::string integrals;  // resolved path of the HDF5 file (empty with `synthetic`)
   std::optional<chem::SyntheticShape> synthetic;
   std::string synthetic_name;  // the named shape, if one was used
+  // With `molecule`: the program computes integrals and runs RHF itself.
+  std::optional<chem::Molecule> molecule;
+  std::string molecule_source;  // "molecule.xyz" (inline) or the resolved .xyz path
+  std::string basis, aux_basis, jk_basis;
+  std::string basis_dir;  // the basis set library
+  chem::ScfOptions scf;
+  std::optional<std::string> save_integrals;  // resolved path; empty optional = do not save
   FrozenCore frozen_core;
   std::vector<std::string> backends = {"openblas"};
   std::vector<chem::Precision> precisions = {chem::Precision::fp64};

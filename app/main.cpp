@@ -40,8 +40,13 @@ int run(int argc, char** argv) {
   if (!json_path.empty()) output = json_path;
   if (output) dfmp2::app::check_output_path(*output);
 
-  const dfmp2::app::Calculation calc = dfmp2::app::run_calculation(input);
+  // Long phases (the SCF) report as they go; everything else is printed at the end, in one piece.
+  const dfmp2::app::Calculation calc = dfmp2::app::run_calculation(input, [](const std::string& line) {
+    std::fputs((line + "\n").c_str(), stdout);
+    std::fflush(stdout);
+  });
   std::string text = dfmp2::app::format_header(calc);
+  if (calc.molecule) text += dfmp2::app::format_scf(calc);
   for (const auto& r : calc.runs) {
     text += dfmp2::app::format_energies(calc, r);
     text += dfmp2::app::format_kernel_table(r);

@@ -94,20 +94,24 @@ std::string format_energies(const Calculation& calc, const BackendRun& run) {
 }
 
 std::string format_kernel_table(const BackendRun& run) {
-  std::string out = fmt::format("\n  Kernel timings on backend {} (wall {:.3f} s)\n", run.backend, run.wall_seconds);
-  out += fmt::format("  {:<12} {:<13} {:<9} {:<5} {:>7} {:>11} {:>10} {:>7}\n", "step", "kernel", "backend", "dtype",
+  return format_kernel_table(fmt::format("Kernel timings on backend {}", run.backend), run.log, run.wall_seconds);
+}
+
+std::string format_kernel_table(const std::string& title, const linalg::KernelLog& log, double wall_seconds) {
+  std::string out = fmt::format("\n  {} (wall {:.3f} s)\n", title, wall_seconds);
+  out += fmt::format("  {:<14} {:<13} {:<9} {:<5} {:>7} {:>11} {:>10} {:>7}\n", "step", "kernel", "backend", "dtype",
                      "calls", "seconds", "GFLOP/s", "share");
   double accounted = 0;
-  for (const auto& k : run.log.records()) {
+  for (const auto& k : log.records()) {
     accounted += k.seconds;
     const std::string rate = k.flops > 0 && k.seconds > 0 ? fmt::format("{:.2f}", k.flops / k.seconds * 1e-9) : "-";
-    out += fmt::format("  {:<12} {:<13} {:<9} {:<5} {:>7} {:>11.6f} {:>10} {:>6.1f}%\n", k.step, k.kernel, k.backend,
+    out += fmt::format("  {:<14} {:<13} {:<9} {:<5} {:>7} {:>11.6f} {:>10} {:>6.1f}%\n", k.step, k.kernel, k.backend,
                        k.dtype.empty() ? "-" : k.dtype, k.calls, k.seconds, rate,
-                       run.wall_seconds > 0 ? 100.0 * k.seconds / run.wall_seconds : 0.0);
+                       wall_seconds > 0 ? 100.0 * k.seconds / wall_seconds : 0.0);
   }
-  const double other = std::max(0.0, run.wall_seconds - accounted);
-  out += fmt::format("  {:<12} {:<13} {:<9} {:<5} {:>7} {:>11.6f} {:>10} {:>6.1f}%\n", "other", "(untimed)", "host", "-",
-                     "-", other, "-", run.wall_seconds > 0 ? 100.0 * other / run.wall_seconds : 0.0);
+  const double other = std::max(0.0, wall_seconds - accounted);
+  out += fmt::format("  {:<14} {:<13} {:<9} {:<5} {:>7} {:>11.6f} {:>10} {:>6.1f}%\n", "other", "(untimed)", "host", "-",
+                     "-", other, "-", wall_seconds > 0 ? 100.0 * other / wall_seconds : 0.0);
   return out;
 }
 
@@ -116,6 +120,21 @@ const BackendRun* fp64_run(const Calculation& calc, const std::string& backend) 
     if (r.backend == backend && r.precision == chem::Precision::fp64) return &r;
   }
   return nullptr;
+}
+
+std::string format_scf(const Calculation& calc) {
+  const MoleculeRun& m = *calc.molecule;
+  std::string out = fmt::format("\n  ==> RHF <==\n\n  basis {} ({} functions), fitting {} ({}){}\n", m.basis.name,
+                                m.basis.nbf(), m.aux_basis.name, m.aux_basis.nbf(),
+                                m.jk_basis.shells.empty() ? std::string()
+                                                          : fmt::format(", JK fitting {} ({})", m.jk_basis.name,
+                                                                        m.jk_basis.nbf()));
+  out += fmt::format("  SCF energy {:.12f} Eh after {} iterations; nuclear repulsion {:.12f} Eh\n", m.scf.energy,
+                     m.scf.iterations, m.scf.nuclear_repulsion);
+  if (m.saved_to) out += fmt::format("  orbitals and integrals saved to {}\n", *m.saved_to);
+  out += format_kernel_table(fmt::format("Integral and SCF timings on backend {}", m.backend), m.log,
+                             m.scf_seconds + m.integral_seconds);
+  return out;
 }
 
 std::string format_comparison(const Calculation& calc) {

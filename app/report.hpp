@@ -10,6 +10,9 @@ namespace dfmp2::app {
 std::string format_header(const Calculation& calc);
 std::string format_energies(const Calculation& calc, const BackendRun& run);
 std::string format_kernel_table(const BackendRun& run);
+std::string format_kernel_table(const std::string& title, const linalg::KernelLog& log, double wall_seconds);
+// With `molecule:` input: the RHF summary and the integral/SCF kernel table.
+std::string format_scf(const Calculation& calc);
 std::string format_comparison(const Calculation& calc);
 // The fp64 run of `backend` in this calculation, if there is one (for differences from fp64).
 const BackendRun* fp64_run(const Calculation& calc, const std::string& backend);

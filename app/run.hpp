@@ -1,6 +1,7 @@
 #pragma once
 // One `dfmp2 INPUT.yaml` calculation: opens the integral file once, then runs DF-MP2 on every backend named in
 // the input, in each precision named, in order (backend-major), each run with its own kernel log.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 #include "app/input.hpp"
 #include "chem/dfmp2.hpp"
 #include "chem/integral_file.hpp"
+#include "chem/scf.hpp"
 #include "chem/synthetic.hpp"
 #include "linalg/kernel_log.hpp"
 
@@ -35,10 +37,23 @@ struct Problem {
   chem::DfMp2Input dfmp2_input;         // points into the Calculation's integrals or synthetic problem
 };
 
+// With `molecule:` input: what the program computed before DF-MP2.
+struct MoleculeRun {
+  chem::BasisSet basis, aux_basis, jk_basis;
+  chem::ScfResult scf;
+  linalg::Matrix metric;                             // (P|Q) over the MP2 fitting basis
+  std::unique_ptr<chem::InMemoryThreeIndex> ao_3index;  // (P|mn) over the MP2 fitting basis
+  linalg::KernelLog log;                             // integrals and SCF kernels
+  std::string backend;                               // the backend the SCF ran on (the first one named)
+  double scf_seconds = 0, integral_seconds = 0;
+  std::optional<std::string> saved_to;               // the integral file written after the SCF
+};
+
 struct Calculation {
   Input input;
   std::unique_ptr<chem::IntegralFile> integrals;      // with `integrals:`
   std::unique_ptr<chem::SyntheticProblem> synthetic;  // with `synthetic:`
+  std::unique_ptr<MoleculeRun> molecule;              // with `molecule:`
   Problem problem;
   int nfrozen = 0;
   std::vector<BackendRun> runs;
@@ -47,6 +62,7 @@ struct Calculation {
 // Number of frozen core orbitals the input asks for; throws InputError when it cannot be honoured.
 int resolve_frozen_core(const Input& input, const Problem& problem);
 
-Calculation run_calculation(const Input& input);
+// `scf_line` (may be empty) receives one line per SCF iteration and per phase as the run goes, for the terminal.
+Calculation run_calculation(const Input& input, const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace dfmp2::app

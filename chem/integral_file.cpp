@@ -319,4 +319,98 @@ void IntegralFile::read_block(Index p0, Index count, double* out) const {
                  static_cast<std::size_t>(p0 * block_stride()));
 }
 
+namespace {
+
+void write_attribute(hid_t object, const char* name, const std::string& value) {
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle a(H5Acreate2(object, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  const char* data = value.c_str();
+  H5Awrite(a.get(), type.get(), &data);
+}
+
+void write_attribute(hid_t object, const char* name, long long value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle a(H5Acreate2(object, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  H5Awrite(a.get(), H5T_NATIVE_LLONG, &value);
+}
+
+// A row-major float64 dataset of the given shape; large ones are chunked and compressed like the exporter's.
+bool write_doubles(hid_t file, const char* name, const std::vector<hsize_t>& dims, const double* data) {
+  Handle space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(int(dims.size()), dims.data(), nullptr),
+               H5Sclose);
+  Handle props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  std::size_t count = 1;
+  for (auto d : dims) count *= d;
+  if (dims.size() >= 2 && count > 4096 && dims[0] > 0) {
+    std::vector<hsize_t> chunk = dims;
+    const hsize_t row = count / dims[0];
+    chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(dims[0], (1 << 17) / std::max<hsize_t>(row, 1)));
+    H5Pset_chunk(props.get(), int(chunk.size()), chunk.data());
+    H5Pset_shuffle(props.get());
+    H5Pset_deflate(props.get(), 4);
+  }
+  Handle ds(H5Dcreate2(file, name, H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, props.get(), H5P_DEFAULT), H5Dclose);
+  return ds.valid() && H5Dwrite(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+}
+
+}  // namespace
+
+void write_integral_file(const std::string& path, const IntegralFileContents& c) {
+  static SilenceHdf5 silence;
+  const std::string tmp = path + ".tmp";
+  const Index nbf = c.mo_coefficients->rows(), nmo = c.mo_coefficients->cols(), naux = c.metric->rows();
+  bool ok = true;
+  {
+    Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    if (!file.valid()) throw OutputError(fmt::format("save_integrals: cannot create '{}'", path));
+    write_attribute(file.get(), "dfmp2_format", std::string("dfmp2-integrals"));
+    write_attribute(file.get(), "dfmp2_format_version", static_cast<long long>(kIntegralFormatVersion));
+    write_attribute(file.get(), "form", std::string("ao"));
+    // Eigen is column-major; the file is row-major [nbf, nmo].
+    const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> c_rows = *c.mo_coefficients;
+    ok &= write_doubles(file.get(), "mo_coefficients", {hsize_t(nbf), hsize_t(nmo)}, c_rows.data());
+    ok &= write_doubles(file.get(), "orbital_energies", {hsize_t(nmo)}, c.orbital_energies->data());
+    {
+      Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+      Handle ds(H5Dcreate2(file.get(), "nocc", H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                H5Dclose);
+      const long long nocc = c.nocc;
+      ok &= H5Dwrite(ds.get(), H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, &nocc) >= 0;
+    }
+    ok &= write_doubles(file.get(), "ao_3index", {hsize_t(naux), hsize_t(nbf), hsize_t(nbf)}, c.ao_3index->data());
+    ok &= write_doubles(file.get(), "metric", {hsize_t(naux), hsize_t(naux)}, c.metric->data());  // symmetric
+    if (c.scf_energy) ok &= write_doubles(file.get(), "scf_energy", {}, &*c.scf_energy);
+    if (c.nuclear_repulsion_energy) {
+      ok &= write_doubles(file.get(), "nuclear_repulsion_energy", {}, &*c.nuclear_repulsion_energy);
+    }
+    Handle md(H5Gcreate2(file.get(), "metadata", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    if (c.molecule) {
+      std::string xyz;
+      for (const auto& a : c.molecule->atoms) {
+        xyz += fmt::format("{}{} {:.12f} {:.12f} {:.12f}", xyz.empty() ? "" : "\n", element_symbol(a.atomic_number),
+                           a.x, a.y, a.z);
+      }
+      write_attribute(md.get(), "molecule", xyz);
+      write_attribute(md.get(), "charge", static_cast<long long>(c.molecule->charge));
+    }
+    write_attribute(md.get(), "basis", c.basis);
+    write_attribute(md.get(), "aux_basis", c.aux_basis);
+    write_attribute(md.get(), "scf_type", c.scf_type);
+    write_attribute(md.get(), "generator", c.generator);
+  }
+  std::error_code ec;
+  if (!ok) {
+    std::filesystem::remove(tmp, ec);
+    throw OutputError(fmt::format("save_integrals: writing '{}' failed", path));
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw OutputError(fmt::format("save_integrals: cannot write '{}': {}", path, ec.message()));
+  }
+}
+
 }  // namespace dfmp2::chem

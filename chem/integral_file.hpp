@@ -30,6 +30,22 @@ struct IntegralFileMetadata {
   std::string basis, aux_basis, scf_type, generator;
 };
 
+// What write_integral_file() stores (AO form).
+struct IntegralFileContents {
+  const linalg::Matrix* mo_coefficients = nullptr;  // nbf x nmo
+  const linalg::Vector* orbital_energies = nullptr;
+  linalg::Index nocc = 0;
+  const std::vector<double>* ao_3index = nullptr;  // naux * nbf * nbf, row-major (P, m, n)
+  const linalg::Matrix* metric = nullptr;          // naux x naux
+  std::optional<double> scf_energy, nuclear_repulsion_energy;
+  std::optional<Molecule> molecule;
+  std::string basis, aux_basis, scf_type, generator;
+};
+
+// Writes an AO-form file of format version 1, atomically (a temporary file in the same folder, then renamed).
+// Throws OutputError when it cannot.
+void write_integral_file(const std::string& path, const IntegralFileContents& contents);
+
 class IntegralFile final : public ThreeIndexSource {
  public:
   static std::unique_ptr<IntegralFile> open(const std::string& path);

@@ -26,3 +26,28 @@ class ThreeIndexSource {
 };
 
 }  // namespace dfmp2::chem
+
+#include <algorithm>
+#include <vector>
+
+namespace dfmp2::chem {
+
+// AO-form integrals held in memory (as the integral code computes them), in the file's order.
+class InMemoryThreeIndex final : public ThreeIndexSource {
+ public:
+  InMemoryThreeIndex(std::vector<double> data, linalg::Index naux, linalg::Index nbf)
+      : data_(std::move(data)), naux_(naux), nbf_(nbf) {}
+  ThreeIndexForm form() const override { return ThreeIndexForm::ao; }
+  linalg::Index naux() const override { return naux_; }
+  linalg::Index block_stride() const override { return nbf_ * nbf_; }
+  void read_block(linalg::Index p0, linalg::Index count, double* out) const override {
+    std::copy_n(data_.data() + p0 * nbf_ * nbf_, count * nbf_ * nbf_, out);
+  }
+  const std::vector<double>& data() const { return data_; }
+
+ private:
+  std::vector<double> data_;
+  linalg::Index naux_, nbf_;
+};
+
+}  // namespace dfmp2::chem

@@ -57,7 +57,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"unknown_key_suggested", "integrals: @water\nfroze_core: true\n", 2,
                  "in.yaml:2:1: unknown key 'froze_core' (did you mean 'frozen_core'?)"},
         BadInput{"unknown_key_listed", "integrals: @water\ncolour: blue\n", 2,
-                 "unknown key 'colour' (valid keys: integrals, synthetic, frozen_core, backends, precision, metric, screening, memory, threads, output)"},
+                 "unknown key 'colour' (valid keys: integrals, synthetic, molecule, basis, aux_basis, scf, save_integrals, frozen_core, backends, precision, metric, screening, memory, threads, output)"},
         BadInput{"duplicate_key", "integrals: @water\nthreads: 1\nthreads: 2\n", 2, "in.yaml:3:1: key 'threads' is given twice"},
         BadInput{"screening_unknown_key", "integrals: @water\nscreening: {treshold: 1e-8}\n", 2,
                  "unknown key 'screening.treshold' (did you mean 'screening.threshold'?)"},
@@ -69,8 +69,51 @@ INSTANTIATE_TEST_SUITE_P(
                  "key 'screening.compare': expected true or false, got 'maybe'"},
         BadInput{"screening_bad_scalar", "integrals: @water\nscreening: lots\n", 2,
                  "key 'screening': expected true, false or a mapping {threshold, block, compare}, got 'lots'"},
+        BadInput{"molecule_not_mapping", "molecule: water\nbasis: cc-pvdz\n", 2,
+                 "in.yaml:1:11: key 'molecule': expected a mapping {xyz: ..., units: angstrom, charge: 0}, got 'water'"},
+        BadInput{"molecule_unknown_key", "molecule: {xyz: 'He 0 0 0', unit: bohr}\nbasis: cc-pvdz\n", 2,
+                 "unknown key 'molecule.unit' (did you mean 'molecule.units'?)"},
+        BadInput{"molecule_xyz_and_file", "molecule: {xyz: 'He 0 0 0', file: a.xyz}\nbasis: cc-pvdz\n", 2,
+                 "keys 'molecule.xyz' and 'molecule.file' exclude each other"},
+        BadInput{"molecule_no_geometry", "molecule: {charge: 0}\nbasis: cc-pvdz\n", 2,
+                 "key 'molecule': missing 'xyz' (inline lines) or 'file' (an .xyz file)"},
+        BadInput{"molecule_file_missing", "molecule: {file: none.xyz}\nbasis: cc-pvdz\n", 2,
+                 "key 'molecule.file': cannot read '"},
+        BadInput{"molecule_bad_element", "molecule: {xyz: 'Qq 0 0 0'}\nbasis: cc-pvdz\n", 2,
+                 "line 1: 'Qq' is not an element symbol"},
+        BadInput{"molecule_bad_units", "molecule: {xyz: 'He 0 0 0', units: feet}\nbasis: cc-pvdz\n", 2,
+                 "key 'molecule.units': expected angstrom or bohr, got 'feet'"},
+        BadInput{"molecule_bad_charge", "molecule: {xyz: 'He 0 0 0', charge: one}\nbasis: cc-pvdz\n", 2,
+                 "key 'molecule.charge': expected an integer, got 'one'"},
+        BadInput{"molecule_triplet", "molecule: {xyz: 'O 0 0 0', multiplicity: 3}\nbasis: cc-pvdz\n", 2,
+                 "key 'molecule.multiplicity': 3 is not supported; dfmp2 does closed-shell RHF (multiplicity 1) only"},
+        BadInput{"molecule_open_shell", "molecule: {xyz: 'H 0 0 0'}\nbasis: cc-pvdz\n", 2,
+                 "key 'molecule': 1 electrons (charge 0) is an open shell or empty"},
+        BadInput{"molecule_missing_basis", "molecule: {xyz: 'He 0 0 0'}\n", 2, "missing key 'basis'"},
+        BadInput{"basis_unknown", "molecule: {xyz: 'He 0 0 0'}\nbasis: cc-pvqz\n", 2,
+                 "key 'basis': no basis set 'cc-pvqz'"},
+        BadInput{"basis_missing_element", "molecule: {xyz: 'Xe 0 0 0'}\nbasis: cc-pvdz\naux_basis: cc-pvdz-ri\n", 2,
+                 "has no functions for element Xe"},
+        BadInput{"basis_without_molecule", "integrals: @water\nbasis: cc-pvdz\n", 2,
+                 "in.yaml:2:8: key 'basis' applies to 'molecule' input only"},
+        BadInput{"scf_unknown_key", "molecule: {xyz: 'He 0 0 0'}\nbasis: cc-pvdz\nscf: {typ: df}\n", 2,
+                 "unknown key 'scf.typ' (did you mean 'scf.type'?)"},
+        BadInput{"scf_bad_type", "molecule: {xyz: 'He 0 0 0'}\nbasis: cc-pvdz\nscf: {type: hf}\n", 2,
+                 "key 'scf.type': expected df or exact, got 'hf'"},
+        BadInput{"scf_bad_guess", "molecule: {xyz: 'He 0 0 0'}\nbasis: cc-pvdz\nscf: {guess: huckel}\n", 2,
+                 "key 'scf.guess': expected sad or core, got 'huckel'"},
+        BadInput{"scf_jk_basis_exact", "molecule: {xyz: 'He 0 0 0'}\nbasis: cc-pvdz\nscf: {type: exact, jk_basis: x}\n", 2,
+                 "key 'scf.jk_basis' applies to scf type df only"},
+        BadInput{"scf_bad_convergence", "molecule: {xyz: 'He 0 0 0'}\nbasis: cc-pvdz\nscf: {e_convergence: 0}\n", 2,
+                 "key 'scf.e_convergence': expected a positive number, got '0'"},
+        BadInput{"scf_bad_iterations", "molecule: {xyz: 'He 0 0 0'}\nbasis: cc-pvdz\nscf: {max_iterations: -3}\n", 2,
+                 "key 'scf.max_iterations': expected a count >= 1, got '-3'"},
+        BadInput{"save_integrals_true", "molecule: {xyz: 'He 0 0 0'}\nbasis: cc-pvdz\nsave_integrals: true\n", 2,
+                 "key 'save_integrals': expected a file path or false, got 'true'"},
+        BadInput{"molecule_and_integrals", "integrals: @water\nmolecule: {xyz: 'He 0 0 0'}\n", 2,
+                 "keys 'integrals' and 'molecule' exclude each other"},
         BadInput{"missing_integrals", "threads: 1\n", 2,
-                 "missing required key 'integrals' (path of the HDF5 integral file) or 'synthetic'"},
+                 "missing required key 'integrals' (path of the HDF5 integral file), 'synthetic' (a synthetic problem) or 'molecule' (with basis)"},
         BadInput{"integrals_and_synthetic", "integrals: @water\nsynthetic: small\n", 2,
                  "in.yaml:2:12: keys 'integrals' and 'synthetic' exclude each other"},
         BadInput{"synthetic_unknown_shape", "synthetic: smal\n", 2,
@@ -156,8 +199,8 @@ TEST(Cli, WaterOnTwoBackendsWritesQcSchemaResults) {
   EXPECT_TRUE(r.err.empty()) << r.err;
   EXPECT_NE(r.out.find("Correlation Energy        =      -0.20403345708"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Backend comparison"), std::string::npos);
-  EXPECT_NE(r.out.find("pair_energy  syrk          openblas"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("pair_energy  syrk          eigen"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pair_energy    syrk          openblas"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pair_energy    syrk          eigen"), std::string::npos) << r.out;
 
   std::ifstream in(dir.path() / "res.json");
   ASSERT_TRUE(in.good());
@@ -212,6 +255,44 @@ TEST(Cli, SyntheticProblemIsReproducible) {
     energies[threads - 1] = e0;
   }
   EXPECT_NEAR(energies[0], energies[1], 1e-12 * std::abs(energies[0]));
+}
+
+// Molecule in: the SCF prints its iterations, saves the integral file, and a rerun from that file gives the same
+// energies without an SCF.
+TEST(Cli, MoleculeInputSavesIntegralsForARerun) {
+  TempDir dir;
+  dir.file("nh3.yaml",
+           "molecule:\n  xyz: |\n    N 0.0 0.0 0.1\n    H 0.0 0.94 -0.27\n    H 0.81 -0.47 -0.27\n    H -0.81 -0.47 -0.27\n"
+           "basis: def2-svp\naux_basis: def2-svp-ri\nscf: {type: df, jk_basis: def2-svp-jkfit, guess: core}\n"
+           "frozen_core: true\n");
+  const auto json1 = (dir.path() / "first.json").string();
+  const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "nh3.yaml").string() + " --json " + json1, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("@RHF iter   1:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("SCF converged in"), std::string::npos);
+  ASSERT_TRUE(fs::exists(dir.path() / "nh3.h5"));
+  dir.file("rerun.yaml", "integrals: nh3.h5\nfrozen_core: true\nbackends: [eigen]\n");
+  const auto json2 = (dir.path() / "second.json").string();
+  const auto r2 = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "rerun.yaml").string() + " --json " + json2, dir);
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_EQ(r2.out.find("@RHF"), std::string::npos);
+  std::ifstream in1(json1), in2(json2);
+  const auto j1 = nlohmann::json::parse(in1), j2 = nlohmann::json::parse(in2);
+  EXPECT_EQ(j1["keywords"]["num_frozen_docc"], 1);
+  EXPECT_EQ(j2["keywords"]["num_frozen_docc"], 1);
+  EXPECT_NEAR(j1["properties"]["scf_total_energy"].get<double>(), j2["properties"]["scf_total_energy"].get<double>(), 1e-12);
+  EXPECT_NEAR(j1["properties"]["mp2_correlation_energy"].get<double>(),
+              j2["properties"]["mp2_correlation_energy"].get<double>(), 1e-11);
+  EXPECT_EQ(j1["molecule"]["symbols"], (nlohmann::json{"N", "H", "H", "H"}));
+}
+
+TEST(Cli, ScfThatDoesNotConvergeIsANumericalError) {
+  TempDir dir;
+  dir.file("in.yaml", "molecule: {xyz: 'Ne 0 0 0'}\nbasis: cc-pvdz\nscf: {max_iterations: 2, guess: core}\nsave_integrals: false\n");
+  const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string(), dir);
+  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_NE(r.err.find("SCF did not converge in 2 iterations"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST(Cli, JsonFlagOverridesOutputKeyAndFrozenCoreTrueUsesPsi4Rule) {

@@ -1,0 +1,496 @@
+// Molecular integrals with libint2. The only translation unit that includes <libint2.hpp>.
+//
+// Conventions (see chem/integrals.hpp): libint2 returns each shell set row-major over the functions of its
+// shells in the order they are passed (for the two-centre and three-centre Coulomb integrals the unit shell
+// contributes a dimension of 1). Shells with l < 2 are passed to libint2 as cartesian, so p functions are x, y, z
+// (as in Psi4 and the .gbs convention); shells with l >= 2 are pure or cartesian as the basis says.
+#include "chem/integrals.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#pragma GCC diagnostic ignored "-Wstringop-overread"  // boost::small_vector, a false positive of GCC 12
+#endif
+#include <libint2.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include "linalg/errors.hpp"
+
+namespace dfmp2::chem {
+namespace {
+
+using libint2::BraKet;
+using libint2::Operator;
+
+void ensure_libint_initialized() {
+  static std::once_flag once;
+  std::call_once(once, [] { libint2::initialize(); });
+}
+
+// A basis set in libint2's terms, with what the engines need to know about it.
+struct LibintBasis {
+  std::vector<libint2::Shell> shells;
+  std::vector<std::size_t> offsets;  // first function of each shell
+  std::vector<int> sizes;            // functions per shell
+  std::size_t nbf = 0;
+  std::size_t max_nprim = 1;
+  int max_l = 0;
+
+  int nshells() const { return static_cast<int>(shells.size()); }
+};
+
+LibintBasis to_libint(const BasisSet& basis) {
+  ensure_libint_initialized();
+  LibintBasis out;
+  out.shells.reserve(basis.shells.size());
+  for (std::size_t i = 0; i < basis.shells.size(); ++i) {
+    const Shell& s = basis.shells[i];
+    if (s.l < 0 || s.exponents.empty() || s.exponents.size() != s.coefficients.size()) {
+      throw std::invalid_argument("integrals: basis '" + basis.name + "' shell " + std::to_string(i) +
+                                  " is malformed (l " + std::to_string(s.l) + ", " +
+                                  std::to_string(s.exponents.size()) + " exponents, " +
+                                  std::to_string(s.coefficients.size()) + " coefficients)");
+    }
+    libint2::svector<double> alpha(s.exponents.begin(), s.exponents.end());
+    libint2::svector<double> coeff(s.coefficients.begin(), s.coefficients.end());
+    // libint2::Shell multiplies in the normalisation of each primitive (the coefficients are for normalised
+    // primitives, as in .gbs files) and rescales the contraction to unit norm, as Psi4 does.
+    const bool pure = s.pure && s.l >= 2;
+    out.shells.emplace_back(std::move(alpha), libint2::svector<libint2::Shell::Contraction>{{s.l, pure, std::move(coeff)}},
+                            std::array<double, 3>{s.center[0], s.center[1], s.center[2]});
+    out.offsets.push_back(out.nbf);
+    const int size = static_cast<int>(out.shells.back().size());
+    out.sizes.push_back(size);
+    out.nbf += static_cast<std::size_t>(size);
+    out.max_nprim = std::max(out.max_nprim, s.exponents.size());
+    out.max_l = std::max(out.max_l, s.l);
+  }
+  return out;
+}
+
+// Engines throw lmax_exceeded when the basis needs more angular momentum than the library was built for.
+template <class... Args>
+libint2::Engine make_engine(const char* what, Operator op, std::size_t max_nprim, int max_l, Args&&... args) {
+  try {
+    return libint2::Engine(op, max_nprim, max_l, 0, std::numeric_limits<double>::epsilon(),
+                           std::forward<Args>(args)...);
+  } catch (const libint2::Engine::lmax_exceeded& e) {
+    throw UnsupportedError(std::string("integrals: ") + what + " need angular momentum " + std::to_string(max_l) +
+                           ", beyond what this libint2 build supports (" + e.what() + ")");
+  }
+}
+
+libint2::Engine make_coulomb_engine(const char* what, BraKet braket, std::size_t max_nprim, int max_l) {
+  return make_engine(what, Operator::coulomb, max_nprim, max_l,
+                     libint2::operator_traits<Operator::coulomb>::default_params(), braket);
+}
+
+int thread_count() { return std::max(1, omp_get_max_threads()); }
+
+// One-electron operator matrix over shell pairs s1 >= s2, both triangles filled.
+linalg::Matrix one_body_matrix(const LibintBasis& b, libint2::Engine proto) {
+  const auto nbf = static_cast<linalg::Index>(b.nbf);
+  linalg::Matrix out = linalg::Matrix::Zero(nbf, nbf);
+  std::vector<libint2::Engine> engines(static_cast<std::size_t>(thread_count()), proto);
+  const int nsh = b.nshells();
+#pragma omp parallel
+  {
+    libint2::Engine& engine = engines[static_cast<std::size_t>(omp_get_thread_num())];
+    const auto& buf = engine.results();
+#pragma omp for schedule(dynamic)
+    for (int s1 = 0; s1 < nsh; ++s1) {
+      const int n1 = b.sizes[s1];
+      const auto o1 = static_cast<linalg::Index>(b.offsets[s1]);
+      for (int s2 = 0; s2 <= s1; ++s2) {
+        engine.compute1(b.shells[s1], b.shells[s2]);
+        const double* ints = buf[0];
+        if (ints == nullptr) continue;
+        const int n2 = b.sizes[s2];
+        const auto o2 = static_cast<linalg::Index>(b.offsets[s2]);
+        for (int f1 = 0; f1 < n1; ++f1) {
+          for (int f2 = 0; f2 < n2; ++f2) {
+            const double v = ints[f1 * n2 + f2];
+            out(o1 + f1, o2 + f2) = v;
+            out(o2 + f2, o1 + f1) = v;
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// Shell pairs (s1 >= s2) of one basis with libint2's precomputed primitive-pair data and the Schwarz factor
+// sqrt(max (ab|ab)) over the functions a, b of the pair.
+struct ShellPairs {
+  std::vector<std::pair<int, int>> pairs;     // (s1, s2), s1 >= s2
+  std::vector<libint2::ShellPair> data;       // parallel to pairs
+  std::vector<double> schwarz;                // parallel to pairs
+  double max_schwarz = 0;
+};
+
+double ln_engine_precision() { return std::log(std::numeric_limits<double>::epsilon()); }
+
+ShellPairs make_shell_pairs(const LibintBasis& b) {
+  const int nsh = b.nshells();
+  ShellPairs sp;
+  sp.pairs.reserve(static_cast<std::size_t>(nsh) * (nsh + 1) / 2);
+  for (int s1 = 0; s1 < nsh; ++s1) {
+    for (int s2 = 0; s2 <= s1; ++s2) sp.pairs.emplace_back(s1, s2);
+  }
+  const auto npairs = static_cast<long>(sp.pairs.size());
+  sp.data.resize(sp.pairs.size());
+  sp.schwarz.assign(sp.pairs.size(), 0.0);
+  // The diagonal integrals (ab|ab) are computed without libint2's primitive screening: for distant a and b they
+  // are tiny (1e-14 and less) yet their square roots bound integrals that are not, and screening at the engine's
+  // precision would zero them.
+  libint2::Engine proto = make_coulomb_engine("four-centre integrals", BraKet::xx_xx, b.max_nprim, b.max_l);
+  proto.set_precision(0.0);
+  std::vector<libint2::Engine> engines(static_cast<std::size_t>(thread_count()), proto);
+  const double ln_prec = ln_engine_precision();
+#pragma omp parallel
+  {
+    libint2::Engine& engine = engines[static_cast<std::size_t>(omp_get_thread_num())];
+    const auto& buf = engine.results();
+#pragma omp for schedule(dynamic)
+    for (long p = 0; p < npairs; ++p) {
+      const auto [s1, s2] = sp.pairs[static_cast<std::size_t>(p)];
+      sp.data[static_cast<std::size_t>(p)].init(b.shells[s1], b.shells[s2], ln_prec);
+      engine.compute2<Operator::coulomb, BraKet::xx_xx, 0>(b.shells[s1], b.shells[s2], b.shells[s1], b.shells[s2]);
+      const double* ints = buf[0];
+      double largest = 0;
+      if (ints != nullptr) {
+        const int n12 = b.sizes[s1] * b.sizes[s2];
+        for (int f = 0; f < n12; ++f) largest = std::max(largest, std::abs(ints[f * n12 + f]));
+      }
+      const double q = std::sqrt(largest);
+      sp.schwarz[static_cast<std::size_t>(p)] = q;
+    }
+  }
+  for (double q : sp.schwarz) sp.max_schwarz = std::max(sp.max_schwarz, q);
+  return sp;
+}
+
+}  // namespace
+
+double nuclear_repulsion_energy(const Molecule& molecule) {
+  double e = 0;
+  const auto& atoms = molecule.atoms;
+  for (std::size_t a = 0; a < atoms.size(); ++a) {
+    for (std::size_t b = 0; b < a; ++b) {
+      const double dx = atoms[a].x - atoms[b].x;
+      const double dy = atoms[a].y - atoms[b].y;
+      const double dz = atoms[a].z - atoms[b].z;
+      const double r = std::sqrt(dx * dx + dy * dy + dz * dz) * kBohrPerAngstrom;
+      e += atoms[a].atomic_number * atoms[b].atomic_number / r;
+    }
+  }
+  return e;
+}
+
+linalg::Matrix overlap_matrix(const BasisSet& basis) {
+  const LibintBasis b = to_libint(basis);
+  return one_body_matrix(b, make_engine("overlap integrals", Operator::overlap, b.max_nprim, b.max_l));
+}
+
+linalg::Matrix kinetic_matrix(const BasisSet& basis) {
+  const LibintBasis b = to_libint(basis);
+  return one_body_matrix(b, make_engine("kinetic-energy integrals", Operator::kinetic, b.max_nprim, b.max_l));
+}
+
+linalg::Matrix nuclear_attraction_matrix(const BasisSet& basis, const Molecule& molecule) {
+  const LibintBasis b = to_libint(basis);
+  std::vector<std::pair<double, std::array<double, 3>>> charges;
+  charges.reserve(molecule.atoms.size());
+  for (const Atom& atom : molecule.atoms) {
+    charges.push_back({static_cast<double>(atom.atomic_number),
+                       {atom.x * kBohrPerAngstrom, atom.y * kBohrPerAngstrom, atom.z * kBohrPerAngstrom}});
+  }
+  return one_body_matrix(b, make_engine("nuclear-attraction integrals", Operator::nuclear, b.max_nprim, b.max_l,
+                                        std::move(charges)));
+}
+
+linalg::Matrix coulomb_metric(const BasisSet& aux) {
+  const LibintBasis a = to_libint(aux);
+  const auto naux = static_cast<linalg::Index>(a.nbf);
+  linalg::Matrix out = linalg::Matrix::Zero(naux, naux);
+  const libint2::Engine proto = make_coulomb_engine("two-centre integrals", BraKet::xs_xs, a.max_nprim, a.max_l);
+  std::vector<libint2::Engine> engines(static_cast<std::size_t>(thread_count()), proto);
+  const libint2::Shell& unit = libint2::Shell::unit();
+  const int nsh = a.nshells();
+#pragma omp parallel
+  {
+    libint2::Engine& engine = engines[static_cast<std::size_t>(omp_get_thread_num())];
+    const auto& buf = engine.results();
+#pragma omp for schedule(dynamic)
+    for (int s1 = 0; s1 < nsh; ++s1) {
+      const int n1 = a.sizes[s1];
+      const auto o1 = static_cast<linalg::Index>(a.offsets[s1]);
+      for (int s2 = 0; s2 <= s1; ++s2) {
+        engine.compute2<Operator::coulomb, BraKet::xs_xs, 0>(a.shells[s1], unit, a.shells[s2], unit);
+        const double* ints = buf[0];
+        if (ints == nullptr) continue;
+        const int n2 = a.sizes[s2];
+        const auto o2 = static_cast<linalg::Index>(a.offsets[s2]);
+        for (int f1 = 0; f1 < n1; ++f1) {
+          for (int f2 = 0; f2 < n2; ++f2) {
+            const double v = ints[f1 * n2 + f2];
+            out(o1 + f1, o2 + f2) = v;
+            out(o2 + f2, o1 + f1) = v;
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<double> three_center_integrals(const BasisSet& aux, const BasisSet& basis, double screening_threshold) {
+  const LibintBasis a = to_libint(aux);
+  const LibintBasis b = to_libint(basis);
+  const std::size_t nbf = b.nbf;
+  const std::size_t nbf2 = nbf * nbf;
+  std::vector<double> out(a.nbf * nbf2, 0.0);
+  if (a.nbf == 0 || nbf == 0) return out;
+
+  const ShellPairs sp = make_shell_pairs(b);
+  const libint2::Shell& unit = libint2::Shell::unit();
+  const double ln_prec = ln_engine_precision();
+
+  // Schwarz factors of the auxiliary shells, sqrt(max (P|P)), and their (P, unit) primitive-pair data.
+  const int naux_sh = a.nshells();
+  std::vector<double> aux_schwarz(static_cast<std::size_t>(naux_sh), 0.0);
+  std::vector<libint2::ShellPair> aux_pairs(static_cast<std::size_t>(naux_sh));
+  {
+    libint2::Engine engine = make_coulomb_engine("two-centre integrals", BraKet::xs_xs, a.max_nprim, a.max_l);
+    engine.set_precision(0.0);
+    const auto& buf = engine.results();
+    for (int s = 0; s < naux_sh; ++s) {
+      aux_pairs[static_cast<std::size_t>(s)].init(a.shells[s], unit, ln_prec);
+      engine.compute2<Operator::coulomb, BraKet::xs_xs, 0>(a.shells[s], unit, a.shells[s], unit);
+      double largest = 0;
+      if (buf[0] != nullptr) {
+        const int n = a.sizes[s];
+        for (int f = 0; f < n; ++f) largest = std::max(largest, std::abs(buf[0][f * n + f]));
+      }
+      aux_schwarz[static_cast<std::size_t>(s)] = std::sqrt(largest);
+    }
+  }
+  const double max_aux_schwarz = *std::max_element(aux_schwarz.begin(), aux_schwarz.end());
+
+  // Shell pairs (m, n) that survive screening against the largest (P|P).
+  std::vector<std::size_t> kept;
+  kept.reserve(sp.pairs.size());
+  for (std::size_t p = 0; p < sp.pairs.size(); ++p) {
+    if (sp.schwarz[p] * max_aux_schwarz >= screening_threshold) kept.push_back(p);
+  }
+
+  const libint2::Engine proto = make_coulomb_engine("three-centre integrals", BraKet::xs_xx,
+                                                    std::max(a.max_nprim, b.max_nprim), std::max(a.max_l, b.max_l));
+  std::vector<libint2::Engine> engines(static_cast<std::size_t>(thread_count()), proto);
+#pragma omp parallel
+  {
+    libint2::Engine& engine = engines[static_cast<std::size_t>(omp_get_thread_num())];
+    const auto& buf = engine.results();
+#pragma omp for schedule(dynamic)
+    for (int sP = 0; sP < naux_sh; ++sP) {
+      const libint2::Shell& shell_p = a.shells[sP];
+      const int nP = a.sizes[sP];
+      const std::size_t oP = a.offsets[sP];
+      const double qP = aux_schwarz[static_cast<std::size_t>(sP)];
+      for (std::size_t p : kept) {
+        if (qP * sp.schwarz[p] < screening_threshold) continue;
+        const auto [sm, sn] = sp.pairs[p];
+        engine.compute2<Operator::coulomb, BraKet::xs_xx, 0>(shell_p, unit, b.shells[sm], b.shells[sn],
+                                                             &aux_pairs[static_cast<std::size_t>(sP)], &sp.data[p]);
+        const double* ints = buf[0];
+        if (ints == nullptr) continue;
+        const int nm = b.sizes[sm];
+        const int nn = b.sizes[sn];
+        const std::size_t om = b.offsets[sm];
+        const std::size_t on = b.offsets[sn];
+        for (int fP = 0; fP < nP; ++fP) {
+          double* slab = out.data() + (oP + fP) * nbf2;
+          const double* block = ints + static_cast<std::size_t>(fP) * nm * nn;
+          for (int fm = 0; fm < nm; ++fm) {
+            for (int fn = 0; fn < nn; ++fn) {
+              const double v = block[fm * nn + fn];
+              slab[(om + fm) * nbf + on + fn] = v;
+              slab[(on + fn) * nbf + om + fm] = v;
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<double> four_center_integrals(const BasisSet& basis) {
+  const LibintBasis b = to_libint(basis);
+  const std::size_t nbf = b.nbf;
+  std::vector<double> out(nbf * nbf * nbf * nbf, 0.0);
+  const libint2::Engine proto = make_coulomb_engine("four-centre integrals", BraKet::xx_xx, b.max_nprim, b.max_l);
+  std::vector<libint2::Engine> engines(static_cast<std::size_t>(thread_count()), proto);
+  const int nsh = b.nshells();
+#pragma omp parallel
+  {
+    libint2::Engine& engine = engines[static_cast<std::size_t>(omp_get_thread_num())];
+    const auto& buf = engine.results();
+#pragma omp for schedule(dynamic)
+    for (int s1 = 0; s1 < nsh; ++s1) {
+      for (int s2 = 0; s2 < nsh; ++s2) {
+        for (int s3 = 0; s3 < nsh; ++s3) {
+          for (int s4 = 0; s4 < nsh; ++s4) {
+            engine.compute2<Operator::coulomb, BraKet::xx_xx, 0>(b.shells[s1], b.shells[s2], b.shells[s3],
+                                                                 b.shells[s4]);
+            const double* ints = buf[0];
+            if (ints == nullptr) continue;
+            std::size_t f1234 = 0;
+            for (int f1 = 0; f1 < b.sizes[s1]; ++f1) {
+              for (int f2 = 0; f2 < b.sizes[s2]; ++f2) {
+                for (int f3 = 0; f3 < b.sizes[s3]; ++f3) {
+                  for (int f4 = 0; f4 < b.sizes[s4]; ++f4, ++f1234) {
+                    const std::size_t i1 = b.offsets[s1] + f1, i2 = b.offsets[s2] + f2;
+                    const std::size_t i3 = b.offsets[s3] + f3, i4 = b.offsets[s4] + f4;
+                    out[i4 + nbf * (i3 + nbf * (i2 + nbf * i1))] = ints[f1234];
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+void exact_jk(const BasisSet& basis, const linalg::Matrix& density, linalg::Matrix& j, linalg::Matrix& k,
+              double screening_threshold) {
+  const LibintBasis b = to_libint(basis);
+  const auto nbf = static_cast<linalg::Index>(b.nbf);
+  if (density.rows() != nbf || density.cols() != nbf) {
+    throw std::invalid_argument("exact_jk: density is " + std::to_string(density.rows()) + " x " +
+                                std::to_string(density.cols()) + ", the basis has " + std::to_string(nbf) +
+                                " functions");
+  }
+  j = linalg::Matrix::Zero(nbf, nbf);
+  k = linalg::Matrix::Zero(nbf, nbf);
+  if (nbf == 0) return;
+
+  const ShellPairs sp = make_shell_pairs(b);
+  const int nsh = b.nshells();
+
+  // Largest |D| in each shell block, for density-weighted screening.
+  std::vector<double> dmax(static_cast<std::size_t>(nsh) * nsh, 0.0);
+  for (int s1 = 0; s1 < nsh; ++s1) {
+    for (int s2 = 0; s2 < nsh; ++s2) {
+      dmax[static_cast<std::size_t>(s1) * nsh + s2] =
+          density.block(static_cast<linalg::Index>(b.offsets[s1]), static_cast<linalg::Index>(b.offsets[s2]),
+                        b.sizes[s1], b.sizes[s2])
+              .cwiseAbs()
+              .maxCoeff();
+    }
+  }
+  auto dblock = [&](int s1, int s2) { return dmax[static_cast<std::size_t>(s1) * nsh + s2]; };
+
+  // Index of the pair (s1, s2), s1 >= s2, in sp.pairs.
+  auto pair_index = [](int s1, int s2) { return static_cast<std::size_t>(s1) * (s1 + 1) / 2 + s2; };
+
+  const int nthreads = thread_count();
+  std::vector<linalg::Matrix> jt(static_cast<std::size_t>(nthreads), linalg::Matrix::Zero(nbf, nbf));
+  std::vector<linalg::Matrix> kt(static_cast<std::size_t>(nthreads), linalg::Matrix::Zero(nbf, nbf));
+  const libint2::Engine proto = make_coulomb_engine("four-centre integrals", BraKet::xx_xx, b.max_nprim, b.max_l);
+  std::vector<libint2::Engine> engines(static_cast<std::size_t>(nthreads), proto);
+  const long npairs = static_cast<long>(sp.pairs.size());
+
+  // Unique quartets (12|34) with 1 >= 2, 3 >= 4, (12) >= (34); each is weighted by the number of index
+  // permutations it stands for, J and K gathered on one triangle of each pair, and the permutations restored by
+  // symmetrising at the end: J = (Jacc + Jacc^T)/4, K = (Kacc + Kacc^T)/8.
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num();
+    libint2::Engine& engine = engines[static_cast<std::size_t>(t)];
+    const auto& buf = engine.results();
+    linalg::Matrix& jacc = jt[static_cast<std::size_t>(t)];
+    linalg::Matrix& kacc = kt[static_cast<std::size_t>(t)];
+#pragma omp for schedule(dynamic)
+    for (long p12 = 0; p12 < npairs; ++p12) {
+      const double q12 = sp.schwarz[static_cast<std::size_t>(p12)];
+      if (q12 * sp.max_schwarz < screening_threshold) continue;
+      const auto [s1, s2] = sp.pairs[static_cast<std::size_t>(p12)];
+      const int n1 = b.sizes[s1], n2 = b.sizes[s2];
+      const auto o1 = static_cast<linalg::Index>(b.offsets[s1]);
+      const auto o2 = static_cast<linalg::Index>(b.offsets[s2]);
+      for (int s3 = 0; s3 <= s1; ++s3) {
+        const int s4_max = (s3 == s1) ? s2 : s3;
+        for (int s4 = 0; s4 <= s4_max; ++s4) {
+          const std::size_t p34 = pair_index(s3, s4);
+          const double q34 = sp.schwarz[p34];
+          const double dlargest = std::max({dblock(s1, s2), dblock(s3, s4), dblock(s1, s3), dblock(s1, s4),
+                                            dblock(s2, s3), dblock(s2, s4)});
+          if (q12 * q34 * dlargest < screening_threshold) continue;
+          engine.compute2<Operator::coulomb, BraKet::xx_xx, 0>(b.shells[s1], b.shells[s2], b.shells[s3],
+                                                               b.shells[s4], &sp.data[static_cast<std::size_t>(p12)],
+                                                               &sp.data[p34]);
+          const double* ints = buf[0];
+          if (ints == nullptr) continue;
+          const double deg12 = (s1 == s2) ? 1.0 : 2.0;
+          const double deg34 = (s3 == s4) ? 1.0 : 2.0;
+          const double deg1234 = (s1 == s3) ? ((s2 == s4) ? 1.0 : 2.0) : 2.0;
+          const double deg = deg12 * deg34 * deg1234;
+          const int n3 = b.sizes[s3], n4 = b.sizes[s4];
+          const auto o3 = static_cast<linalg::Index>(b.offsets[s3]);
+          const auto o4 = static_cast<linalg::Index>(b.offsets[s4]);
+          for (int f1 = 0, f1234 = 0; f1 < n1; ++f1) {
+            const linalg::Index i1 = o1 + f1;
+            for (int f2 = 0; f2 < n2; ++f2) {
+              const linalg::Index i2 = o2 + f2;
+              for (int f3 = 0; f3 < n3; ++f3) {
+                const linalg::Index i3 = o3 + f3;
+                for (int f4 = 0; f4 < n4; ++f4, ++f1234) {
+                  const linalg::Index i4 = o4 + f4;
+                  const double v = ints[f1234] * deg;
+                  jacc(i1, i2) += density(i3, i4) * v;
+                  jacc(i3, i4) += density(i1, i2) * v;
+                  kacc(i1, i3) += density(i2, i4) * v;
+                  kacc(i2, i4) += density(i1, i3) * v;
+                  kacc(i1, i4) += density(i2, i3) * v;
+                  kacc(i2, i3) += density(i1, i4) * v;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  for (int t = 0; t < nthreads; ++t) {
+    j += jt[static_cast<std::size_t>(t)];
+    k += kt[static_cast<std::size_t>(t)];
+  }
+  const linalg::Matrix jsum = j;
+  j = (jsum + jsum.transpose()) * 0.25;
+  const linalg::Matrix ksum = k;
+  k = (ksum + ksum.transpose()) * 0.125;
+}
+
+}  // namespace dfmp2::chem

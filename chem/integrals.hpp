@@ -1,0 +1,55 @@
+#pragma once
+// Molecular integrals over Gaussian shells, computed with libint2. This header does not include libint2 (its
+// header costs ~25 s per translation unit); chem/integrals.cpp is the only file that does.
+//
+// Layouts: matrices are column-major nbf x nbf (symmetric, both triangles filled). Functions are in shell order
+// (BasisSet::shell_offsets), with libint2's standard ordering inside a shell: s; p as x, y, z (shells with l < 2
+// are always cartesian); l >= 2 pure as solid harmonics m = -l..l, cartesian as xx, xy, xz, yy, yz, zz, ...
+// Contracted functions are normalised to unity (libint2::Shell, as Psi4); cartesian components carry the
+// normalisation of x^l. All work is threaded with OpenMP (omp_get_max_threads() threads, one libint2 engine each)
+// over shell pairs or auxiliary shells.
+//
+// A basis with more angular momentum than the libint2 build supports (four-centre l <= 5, two- and three-centre
+// auxiliary l <= 7 with Debian's libint2 2.7) is an UnsupportedError; a malformed shell std::invalid_argument.
+#include <functional>
+#include <vector>
+
+#include "chem/basis_set.hpp"
+#include "chem/molecule.hpp"
+#include "chem/three_index_source.hpp"
+#include "linalg/matrix_view.hpp"
+
+namespace dfmp2::chem {
+
+double nuclear_repulsion_energy(const Molecule& molecule);
+
+linalg::Matrix overlap_matrix(const BasisSet& basis);
+linalg::Matrix kinetic_matrix(const BasisSet& basis);
+// Attraction to the nuclei of `molecule` (point charges at the atoms, bohr).
+linalg::Matrix nuclear_attraction_matrix(const BasisSet& basis, const Molecule& molecule);
+
+// (P|Q) over an auxiliary basis, naux x naux.
+linalg::Matrix coulomb_metric(const BasisSet& aux);
+
+// (P|mn) for all P, m, n: out has naux * nbf * nbf doubles in the integral file's row-major order,
+// out[n + nbf*(m + nbf*P)], both (m, n) and (n, m) filled. Shell pairs (m, n) whose Schwarz bound
+// sqrt((mn|mn)) * max_P sqrt((P|P)) is below `screening_threshold` are skipped (left zero), and so are shell
+// triples whose bound sqrt((P|P)) * sqrt((mn|mn)) is (each Schwarz factor is the largest over the shell's
+// or shell pair's functions). Threaded over auxiliary shells.
+std::vector<double> three_center_integrals(const BasisSet& aux, const BasisSet& basis,
+                                           double screening_threshold = 1e-14);
+
+// All four-centre integrals (mn|ls) over every shell quartet (no symmetry, no screening): nbf^4 doubles,
+// out[s + nbf*(l + nbf*(n + nbf*m))]. For tests and tiny bases only.
+std::vector<double> four_center_integrals(const BasisSet& basis);
+
+// Exact Coulomb and exchange matrices from the four-centre integrals, for a symmetric density D
+// (J_mn = sum_ls (mn|ls) D_ls, K_mn = sum_ls (ml|ns) D_ls); j and k are resized to nbf x nbf. Integral-direct
+// over the unique shell quartets (8-fold permutational symmetry), nothing of size nbf^4 is stored; a quartet is
+// skipped when its Schwarz bound sqrt((12|12)) sqrt((34|34)) times the largest |D| of the shell blocks it
+// contracts with is below `screening_threshold`. Threaded with one J/K accumulator per thread. For small
+// molecules. Throws std::invalid_argument when D is not nbf x nbf.
+void exact_jk(const BasisSet& basis, const linalg::Matrix& density, linalg::Matrix& j, linalg::Matrix& k,
+              double screening_threshold = 1e-14);
+
+}  // namespace dfmp2::chem

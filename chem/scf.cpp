@@ -1,0 +1,300 @@
+#include "chem/scf.hpp"
+
+#include <fmt/format.h>
+
+#include <Eigen/Dense>
+#include <cmath>
+#include <deque>
+#include <map>
+
+#include "chem/integrals.hpp"
+#include "linalg/errors.hpp"
+
+namespace dfmp2::chem {
+
+using linalg::ConstMatrixView;
+using linalg::Index;
+using linalg::Matrix;
+using linalg::MatrixView;
+using linalg::Stopwatch;
+using linalg::Trans;
+using linalg::Vector;
+
+namespace {
+
+class DfJk final : public JkBuilder {
+ public:
+  DfJk(const BasisSet& basis, const BasisSet& jk_basis, linalg::Kernels& kernels)
+      : kernels_(kernels), nbf_(basis.nbf()), naux_(jk_basis.nbf()) {
+    Stopwatch clock;
+    std::vector<double> three = three_center_integrals(jk_basis, basis);
+    kernels_.record_host("scf_integrals", "three_center", clock.seconds(), {0, 8.0 * double(three.size())});
+    Stopwatch metric_clock;
+    Matrix metric = coulomb_metric(jk_basis);
+    kernels_.record_host("scf_integrals", "metric", metric_clock.seconds(), {0, 8.0 * double(metric.size())});
+    try {
+      kernels_.cholesky("scf_fitting", linalg::Uplo::lower, linalg::view(metric));
+    } catch (const NumericalError& e) {
+      throw NumericalError(fmt::format("JK fitting metric (P|Q) of '{}': {}", jk_basis.name, e.what()));
+    }
+    fitted_ = Eigen::Map<Matrix>(three.data(), nbf_ * nbf_, naux_);  // column P = (P|mn), both triangles
+    three.clear();
+    three.shrink_to_fit();
+    kernels_.trsm("scf_fitting", linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
+                  linalg::view(metric), linalg::view(fitted_));
+  }
+
+  void compute(const Matrix& c_occ, Matrix& j, Matrix& k) override {
+    const Index nocc = c_occ.cols();
+    Matrix density(nbf_, nbf_);
+    kernels_.gemm("scf_jk", Trans::no, Trans::yes, 1.0, linalg::view(c_occ), linalg::view(c_occ), 0.0,
+                  linalg::view(density));
+    // J: d_Q = sum_mn B_Qmn D_mn, J_mn = sum_Q B_Qmn d_Q.
+    Matrix d(naux_, 1);
+    kernels_.gemm("scf_jk", Trans::yes, Trans::no, 1.0, linalg::view(fitted_),
+                  ConstMatrixView{density.data(), nbf_ * nbf_, 1, nbf_ * nbf_}, 0.0, linalg::view(d));
+    j.resize(nbf_, nbf_);
+    kernels_.gemm("scf_jk", Trans::no, Trans::no, 1.0, linalg::view(fitted_), linalg::view(d), 0.0,
+                  MatrixView{j.data(), nbf_ * nbf_, 1, nbf_ * nbf_});
+    // K: X_Q = B_Q C_occ for every Q (one batched GEMM), K = sum_Q X_Q X_Q^T (one SYRK).
+    half_.resize(nbf_, nocc * naux_);
+    kernels_.gemm_batched("scf_jk", Trans::no, Trans::no, naux_, {nbf_ * nbf_, 0, nbf_ * nocc}, 1.0,
+                          ConstMatrixView{fitted_.data(), nbf_, nbf_, nbf_}, linalg::view(c_occ), 0.0,
+                          MatrixView{half_.data(), nbf_, nocc, nbf_});
+    k.resize(nbf_, nbf_);
+    kernels_.syrk("scf_jk", linalg::Uplo::lower, Trans::no, 1.0, linalg::view(half_), 0.0, linalg::view(k));
+    k.triangularView<Eigen::StrictlyUpper>() = k.transpose();
+  }
+
+ private:
+  linalg::Kernels& kernels_;
+  Index nbf_, naux_;
+  Matrix fitted_;  // (nbf^2) x naux
+  Matrix half_;
+};
+
+class ExactJk final : public JkBuilder {
+ public:
+  ExactJk(const BasisSet& basis, linalg::Kernels* kernels) : basis_(basis), kernels_(kernels) {}
+  void compute(const Matrix& c_occ, Matrix& j, Matrix& k) override {
+    Stopwatch clock;
+    const Matrix density = c_occ * c_occ.transpose();
+    exact_jk(basis_, density, j, k);
+    if (kernels_) kernels_->record_host("scf_jk", "exact_jk", clock.seconds(), {0, 0});
+  }
+
+ private:
+  BasisSet basis_;
+  linalg::Kernels* kernels_;  // where the time is recorded; none for the atomic guesses
+};
+
+// Pulay's DIIS: extrapolates the Fock matrix from the last few (F, error) pairs.
+class Diis {
+ public:
+  explicit Diis(int max_vectors) : max_(max_vectors) {}
+  Matrix extrapolate(const Matrix& fock, const Matrix& error) {
+    focks_.push_back(fock);
+    errors_.push_back(error);
+    if (static_cast<int>(focks_.size()) > max_) {
+      focks_.pop_front();
+      errors_.pop_front();
+    }
+    const Index n = static_cast<Index>(focks_.size());
+    if (n < 2) return fock;
+    Matrix b = Matrix::Zero(n + 1, n + 1);
+    Vector rhs = Vector::Zero(n + 1);
+    for (Index i = 0; i < n; ++i) {
+      for (Index k = 0; k <= i; ++k) b(i, k) = b(k, i) = errors_[i].cwiseProduct(errors_[k]).sum();
+      b(i, n) = b(n, i) = -1.0;
+    }
+    rhs[n] = -1.0;
+    const Vector c = b.completeOrthogonalDecomposition().solve(rhs);
+    Matrix out = Matrix::Zero(fock.rows(), fock.cols());
+    for (Index i = 0; i < n; ++i) out += c[i] * focks_[i];
+    return out;
+  }
+
+ private:
+  int max_;
+  std::deque<Matrix> focks_, errors_;
+};
+
+// Symmetric orthogonaliser X = S^-1/2.
+Matrix orthogonaliser(const Matrix& s) {
+  Eigen::SelfAdjointEigenSolver<Matrix> eig(s);
+  if (eig.info() != Eigen::Success) throw NumericalError("overlap matrix: eigensolver failed");
+  const Vector w = eig.eigenvalues();
+  if (w.minCoeff() < 1e-10 * w.maxCoeff()) {
+    throw NumericalError(fmt::format("overlap matrix: smallest eigenvalue {:.3e} (largest {:.3e}); the basis is "
+                                     "linearly dependent",
+                                     w.minCoeff(), w.maxCoeff()));
+  }
+  return eig.eigenvectors() * w.cwiseInverse().cwiseSqrt().asDiagonal() * eig.eigenvectors().transpose();
+}
+
+struct Orbitals {
+  Matrix c;
+  Vector eps;
+};
+
+Orbitals diagonalise(const Matrix& fock, const Matrix& x, linalg::Kernels& kernels) {
+  Matrix f_orth = x.transpose() * fock * x;
+  Vector eps(f_orth.rows());
+  kernels.eigh("scf", linalg::view(f_orth), eps.data());
+  return {x * f_orth, eps};
+}
+
+// The occupied columns scaled by sqrt(weight), so that D = c c^T.
+Matrix weighted_occupied(const Matrix& c, const std::vector<double>& weights) {
+  Matrix out(c.rows(), static_cast<Index>(weights.size()));
+  for (std::size_t i = 0; i < weights.size(); ++i) out.col(Index(i)) = c.col(Index(i)) * std::sqrt(weights[i]);
+  return out;
+}
+
+// A few iterations of fractional-occupation RHF for one atom in its own basis functions: a guess, not a result.
+Matrix atomic_density_factor(const Atom& atom, const BasisSet& atom_basis, linalg::Kernels& kernels) {
+  Molecule single;
+  single.atoms = {atom};
+  const Matrix s = overlap_matrix(atom_basis);
+  const Matrix h = kinetic_matrix(atom_basis) + nuclear_attraction_matrix(atom_basis, single);
+  const Matrix x = orthogonaliser(s);
+  const int electrons = atom.atomic_number;
+  const int norb = std::min<int>((electrons + 1) / 2, static_cast<int>(h.rows()));
+  const std::vector<double> weights(static_cast<std::size_t>(norb), double(electrons) / (2.0 * norb));
+  ExactJk jk(atom_basis, nullptr);
+  Orbitals orb = diagonalise(h, x, kernels);
+  Diis diis(6);
+  Matrix j, k;
+  for (int it = 0; it < 40; ++it) {
+    const Matrix c_occ = weighted_occupied(orb.c, weights);
+    jk.compute(c_occ, j, k);
+    const Matrix fock = h + 2.0 * j - k;
+    const Matrix d = c_occ * c_occ.transpose();
+    const Matrix error = x.transpose() * (fock * d * s - s * d * fock) * x;
+    orb = diagonalise(diis.extrapolate(fock, error), x, kernels);
+    if (error.norm() / double(error.rows()) < 1e-6) break;
+  }
+  return weighted_occupied(orb.c, weights);
+}
+
+BasisSet atom_subset(const BasisSet& basis, int atom) {
+  BasisSet out;
+  out.name = basis.name;
+  out.source = basis.source;
+  for (const auto& sh : basis.shells) {
+    if (sh.atom == atom) out.shells.push_back(sh);
+  }
+  return out;
+}
+
+// Superposition of atomic densities, as a factor c with D = c c^T (one block of columns per atom).
+Matrix sad_guess(const Molecule& molecule, const BasisSet& basis, linalg::Kernels& kernels) {
+  const std::vector<int> offsets = basis.shell_offsets();
+  std::vector<int> first(molecule.atoms.size(), -1), count(molecule.atoms.size(), 0);
+  for (std::size_t s = 0; s < basis.shells.size(); ++s) {
+    const int a = basis.shells[s].atom;
+    if (first[static_cast<std::size_t>(a)] < 0) first[static_cast<std::size_t>(a)] = offsets[s];
+    count[static_cast<std::size_t>(a)] += basis.shells[s].size();
+  }
+  std::map<int, Matrix> by_element;  // atoms of one element in one basis share their density
+  std::vector<Matrix> factors;
+  Index columns = 0;
+  for (std::size_t a = 0; a < molecule.atoms.size(); ++a) {
+    const int z = molecule.atoms[a].atomic_number;
+    auto it = by_element.find(z);
+    if (it == by_element.end()) {
+      it = by_element.emplace(z, atomic_density_factor(molecule.atoms[a], atom_subset(basis, int(a)), kernels)).first;
+    }
+    factors.push_back(it->second);
+    columns += it->second.cols();
+  }
+  Matrix c = Matrix::Zero(basis.nbf(), columns);
+  Index col = 0;
+  for (std::size_t a = 0; a < molecule.atoms.size(); ++a) {
+    c.block(first[a], col, count[a], factors[a].cols()) = factors[a];
+    col += factors[a].cols();
+  }
+  return c;
+}
+
+}  // namespace
+
+std::unique_ptr<JkBuilder> make_df_jk(const BasisSet& basis, const BasisSet& jk_basis, linalg::Kernels& kernels) {
+  return std::make_unique<DfJk>(basis, jk_basis, kernels);
+}
+
+std::unique_ptr<JkBuilder> make_exact_jk(const BasisSet& basis, linalg::Kernels& kernels) {
+  return std::make_unique<ExactJk>(basis, &kernels);
+}
+
+int closed_shell_occupied(const Molecule& molecule) {
+  int electrons = -molecule.charge;
+  for (const auto& a : molecule.atoms) electrons += a.atomic_number;
+  if (electrons <= 0) throw InputError(fmt::format("molecule: {} electrons (charge {})", electrons, molecule.charge));
+  if (electrons % 2 != 0) {
+    throw InputError(fmt::format("molecule: {} electrons (charge {}) is an open shell; dfmp2 does closed-shell RHF "
+                                 "only",
+                                 electrons, molecule.charge));
+  }
+  return electrons / 2;
+}
+
+ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk, const ScfOptions& options,
+                  linalg::Kernels& kernels, const std::function<void(const ScfIteration&)>& on_iteration) {
+  ScfResult result;
+  result.nocc = closed_shell_occupied(molecule);
+  if (result.nocc > basis.nbf()) {
+    throw InputError(fmt::format("molecule: {} occupied orbitals but only {} basis functions", result.nocc, basis.nbf()));
+  }
+  result.nuclear_repulsion = nuclear_repulsion_energy(molecule);
+  Stopwatch one_clock;
+  const Matrix s = overlap_matrix(basis);
+  const Matrix h = kinetic_matrix(basis) + nuclear_attraction_matrix(basis, molecule);
+  kernels.record_host("scf_integrals", "one_electron", one_clock.seconds(), {0, 24.0 * double(s.size())});
+  const Matrix x = orthogonaliser(s);
+
+  Matrix c_occ;
+  Stopwatch guess_clock;
+  if (options.guess == ScfGuess::core) {
+    c_occ = diagonalise(h, x, kernels).c.leftCols(result.nocc);
+  } else {
+    c_occ = sad_guess(molecule, basis, kernels);
+  }
+  kernels.record_host("scf_guess", options.guess == ScfGuess::core ? "core" : "sad", guess_clock.seconds(), {0, 0});
+
+  Diis diis(options.diis_vectors);
+  Matrix j, k;
+  Orbitals orb;
+  double previous = 0;
+  for (int it = 1; it <= options.max_iterations; ++it) {
+    Stopwatch clock;
+    jk.compute(c_occ, j, k);
+    const Matrix fock = h + 2.0 * j - k;
+    const Matrix d = c_occ * c_occ.transpose();
+    const double energy = d.cwiseProduct(h + fock).sum() + result.nuclear_repulsion;
+    const Matrix error = x.transpose() * (fock * d * s - s * d * fock) * x;
+    const double rms = std::sqrt(error.squaredNorm() / double(error.size()));
+    orb = diagonalise(diis.extrapolate(fock, error), x, kernels);
+    c_occ = orb.c.leftCols(result.nocc);
+
+    ScfIteration line{it, energy, it == 1 ? energy : energy - previous, rms, clock.seconds()};
+    result.history.push_back(line);
+    if (on_iteration) on_iteration(line);
+    previous = energy;
+    if (it > 1 && std::abs(line.delta_energy) < options.e_convergence && rms < options.d_convergence) {
+      // The orbitals that go on to MP2 diagonalise the converged (not extrapolated) Fock matrix.
+      orb = diagonalise(fock, x, kernels);
+      result.energy = energy;
+      result.iterations = it;
+      result.mo_coefficients = orb.c;
+      result.orbital_energies = orb.eps;
+      return result;
+    }
+  }
+  const auto& last = result.history.back();
+  throw NumericalError(fmt::format("SCF did not converge in {} iterations (last energy change {:.3e}, gradient RMS "
+                                   "{:.3e}); raise scf.max_iterations or loosen scf.e_convergence/d_convergence",
+                                   options.max_iterations, last.delta_energy, last.gradient_rms));
+}
+
+}  // namespace dfmp2::chem

@@ -1,0 +1,72 @@
+#pragma once
+// Closed-shell restricted Hartree-Fock.
+//
+//   F = H + 2J - K,  E = tr[D (H + F)] + E_nuc,  D = C_occ C_occ^T
+//
+// J and K come from a JkBuilder: density-fitted with a JK fitting basis (DfJk: B = (P|mn) fitted by the Cholesky
+// factor of the metric; J from two matrix-vector products, K = sum_Q (B_Q C_occ)(B_Q C_occ)^T as one batched GEMM
+// and one SYRK) or exact four-centre integrals (ExactJk, integral-direct; for small molecules).
+// Iterations: Pulay DIIS on the orbital gradient X^T (F D S - S D F) X (X = S^-1/2, symmetric orthogonalisation),
+// converged when the energy change is below e_convergence and the RMS of the gradient below d_convergence.
+// Guesses: core (diagonalise H) or sad (superposition of atomic densities from fractional-occupation atomic RHF
+// in each atom's own basis functions).
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "chem/basis_set.hpp"
+#include "chem/molecule.hpp"
+#include "linalg/kernels.hpp"
+
+namespace dfmp2::chem {
+
+enum class ScfType { df, exact };
+enum class ScfGuess { core, sad };
+
+struct ScfOptions {
+  ScfType type = ScfType::df;
+  double e_convergence = 1e-8;  // Eh, change of the energy between iterations
+  double d_convergence = 1e-8;  // RMS of the orbital gradient
+  int max_iterations = 100;
+  ScfGuess guess = ScfGuess::sad;
+  int diis_vectors = 8;
+};
+
+struct ScfIteration {
+  int iteration = 0;
+  double energy = 0;
+  double delta_energy = 0;
+  double gradient_rms = 0;
+  double seconds = 0;
+};
+
+struct ScfResult {
+  double energy = 0;
+  double nuclear_repulsion = 0;
+  linalg::Matrix mo_coefficients;  // nbf x nmo (nmo = nbf)
+  linalg::Vector orbital_energies;
+  int nocc = 0;
+  int iterations = 0;
+  std::vector<ScfIteration> history;
+};
+
+class JkBuilder {
+ public:
+  virtual ~JkBuilder() = default;
+  // J[D] and K[D] for D = C_occ diag(weights) C_occ^T; `c_occ` columns already carry sqrt(weight).
+  virtual void compute(const linalg::Matrix& c_occ, linalg::Matrix& j, linalg::Matrix& k) = 0;
+};
+
+// Density-fitted J/K: computes and fits (P|mn) over the JK basis once, then contracts it every iteration.
+std::unique_ptr<JkBuilder> make_df_jk(const BasisSet& basis, const BasisSet& jk_basis, linalg::Kernels& kernels);
+std::unique_ptr<JkBuilder> make_exact_jk(const BasisSet& basis, linalg::Kernels& kernels);
+
+// Electrons of a neutral molecule minus the charge; throws InputError for an odd count (open shell).
+int closed_shell_occupied(const Molecule& molecule);
+
+// Runs RHF; `on_iteration` (may be empty) sees each iteration as it finishes. Throws NumericalError when it does
+// not converge within max_iterations.
+ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk, const ScfOptions& options,
+                  linalg::Kernels& kernels, const std::function<void(const ScfIteration&)>& on_iteration = {});
+
+}  // namespace dfmp2::chem
