@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "app/input.hpp"
+#include "app/progress.hpp"
 #include "app/report.hpp"
 #include "app/results.hpp"
 #include "app/run.hpp"
@@ -40,11 +41,18 @@ int run(int argc, char** argv) {
   if (!json_path.empty()) output = json_path;
   if (output) dfmp2::app::check_output_path(*output);
 
-  // Long phases (the SCF) report as they go; everything else is printed at the end, in one piece.
-  const dfmp2::app::Calculation calc = dfmp2::app::run_calculation(input, [](const std::string& line) {
-    std::fputs((line + "\n").c_str(), stdout);
-    std::fflush(stdout);
-  });
+  // Long phases (the SCF, the DF-MP2 transformation and pair loop) report as they go; the results are printed at
+  // the end, in one piece.
+  dfmp2::app::Progress progress(stdout);
+  const dfmp2::app::Calculation calc = dfmp2::app::run_calculation(
+      input,
+      [&](const std::string& line) {
+        progress.finish();
+        std::fputs((line + "\n").c_str(), stdout);
+        std::fflush(stdout);
+      },
+      [&](const std::string& phase, long long done, long long total) { progress.update(phase, done, total); });
+  progress.finish();
   std::string text = dfmp2::app::format_header(calc);
   if (calc.molecule) text += dfmp2::app::format_scf(calc);
   for (const auto& r : calc.runs) {

@@ -172,7 +172,8 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
 
 }  // namespace
 
-Calculation run_calculation(const Input& input, const std::function<void(const std::string&)>& progress) {
+Calculation run_calculation(const Input& input, const std::function<void(const std::string&)>& progress,
+                            const std::function<void(const std::string&, long long, long long)>& phase_progress) {
   Calculation calc;
   calc.input = input;
   omp_set_num_threads(input.threads);
@@ -205,6 +206,7 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   options.eigh_threshold = input.eigh_threshold;
   options.newton_schulz = input.newton_schulz;
   options.screening = input.screening;
+  options.progress = phase_progress;
 
   for (auto& backend : backends) {
     backend->set_threads(input.threads);

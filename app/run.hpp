@@ -62,7 +62,9 @@ struct Calculation {
 // Number of frozen core orbitals the input asks for; throws InputError when it cannot be honoured.
 int resolve_frozen_core(const Input& input, const Problem& problem);
 
-// `scf_line` (may be empty) receives one line per SCF iteration and per phase as the run goes, for the terminal.
-Calculation run_calculation(const Input& input, const std::function<void(const std::string&)>& progress = {});
+// `progress` (may be empty) receives one line per SCF iteration and per phase as the run goes; `phase_progress`
+// (may be empty) the done/total counts of the DF-MP2 phases. Both are for the terminal.
+Calculation run_calculation(const Input& input, const std::function<void(const std::string&)>& progress = {},
+                            const std::function<void(const std::string&, long long, long long)>& phase_progress = {});
 
 }  // namespace dfmp2::app

@@ -106,8 +106,12 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
                                                   std::clamp<Index>(rows, 1, 8192))
                               : rows;
   const double max_rows = std::sqrt(available / w);
+  // At least four occupied blocks (ten block pairs) once there are 32 or more active orbitals: the pair list is the
+  // unit of work to hand out (to threads now, to MPI ranks later) and of progress reporting, and blocks of 8 or
+  // more orbitals keep the GEMMs large (8 x nvir rows) enough to run near the DGEMM rate.
+  const Index balanced = std::max<Index>(8, (nact + 3) / 4);
   plan.occupied_block = std::clamp<Index>(static_cast<Index>(max_rows / double(std::max<Index>(nvir, 1))), 1,
-                                          std::max<Index>(nact, 1));
+                                          std::min<Index>(std::max<Index>(nact, 1), balanced));
   const double transform = per_aux * double(plan.aux_block);
   const double fit = per_fit_row * double(plan.fit_rows);
   const double pair = w * std::pow(double(plan.occupied_block) * double(nvir), 2);
@@ -219,6 +223,7 @@ MatrixT<W> transform(const DfMp2Input& in, const DfMp2Options& options, const Bl
     // For each P: A_P (nvir x nact, column P of A) = C_vir^T (i|P m)^T.
     kernels.gemm_batched("transform", Trans::yes, Trans::yes, np, {0, nact * nbf, nact * nvir}, W(1), c_vir,
                          ConstMatrixViewT<W>{half.data(), nact, nbf, nact}, W(0), MatrixViewT<W>{out, nvir, nact, nvir});
+    if (options.progress) options.progress("MP2 transform", p0 + np, naux);
   }
   return a;
 }
@@ -271,10 +276,12 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
   MatrixT<W> workspace;
   // The sum over block pairs is in Acc too: an fp32 run accumulates as fp32 arithmetic would.
   Acc os = 0, ss = 0;
+  long long done = 0;
   for (const auto& pair : pairs) {
     const PairEnergy e = block_pair_energy<W, Acc>(pair, fitted, eps_occ, eps_vir, kernels, workspace);
     os += Acc(e.opposite_spin);
     ss += Acc(e.same_spin);
+    if (options.progress) options.progress("MP2 pair energies", ++done, static_cast<long long>(pairs.size()));
   }
   result.opposite_spin = double(os);
   result.same_spin = double(ss);

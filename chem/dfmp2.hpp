@@ -13,6 +13,7 @@
 // A row of A and B is one (i, a) pair with the virtual index fastest (row a + nvir*i), so the rows of one
 // occupied block are contiguous. An occupied block pair is a self-contained unit of work: given B and the
 // orbital energies, block_pair_energy() needs nothing else, so the pair list can be handed out to workers.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,8 @@ struct DfMp2Options {
   double eigh_threshold = linalg::kDefaultEighThreshold;  // relative to the largest metric eigenvalue
   linalg::NewtonSchulzOptions newton_schulz;
   ScreeningOptions screening;  // AO-form integrals only
+  // (optional) Told after each block of the transformation and each occupied block pair: phase, done, total.
+  std::function<void(const std::string&, long long, long long)> progress;
 };
 
 // What the method needs: orbitals, the metric and a source of three-index integrals.

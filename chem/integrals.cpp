@@ -411,6 +411,7 @@ void exact_jk(const BasisSet& basis, const linalg::Matrix& density, linalg::Matr
     }
   }
   auto dblock = [&](int s1, int s2) { return dmax[static_cast<std::size_t>(s1) * nsh + s2]; };
+  const double dmax_all = *std::max_element(dmax.begin(), dmax.end());
 
   // Index of the pair (s1, s2), s1 >= s2, in sp.pairs.
   auto pair_index = [](int s1, int s2) { return static_cast<std::size_t>(s1) * (s1 + 1) / 2 + s2; };
@@ -435,7 +436,7 @@ void exact_jk(const BasisSet& basis, const linalg::Matrix& density, linalg::Matr
 #pragma omp for schedule(dynamic)
     for (long p12 = 0; p12 < npairs; ++p12) {
       const double q12 = sp.schwarz[static_cast<std::size_t>(p12)];
-      if (q12 * sp.max_schwarz < screening_threshold) continue;
+      if (q12 * sp.max_schwarz * dmax_all < screening_threshold) continue;
       const auto [s1, s2] = sp.pairs[static_cast<std::size_t>(p12)];
       const int n1 = b.sizes[s1], n2 = b.sizes[s2];
       const auto o1 = static_cast<linalg::Index>(b.offsets[s1]);
