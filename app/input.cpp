@@ -409,15 +409,7 @@ Input read_input(const std::string& path) {
     };
     chem::SyntheticShape shape;
     if (node.IsMap()) {
-      for (const auto& kv : node) {
-        const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
-        if (std::find(kSyntheticKeys.begin(), kSyntheticKeys.end(), key) == kSyntheticKeys.end()) {
-          const auto guess = nearest(key, kSyntheticKeys);
-          ctx.fail(kv.first, guess ? fmt::format("unknown key 'synthetic.{}' (did you mean 'synthetic.{}'?)", key, *guess)
-                                   : fmt::format("unknown key 'synthetic.{}' (valid keys: {})", key,
-                                                 fmt::join(kSyntheticKeys, ", ")));
-        }
-      }
+      check_keys(node, ctx, "synthetic", kSyntheticKeys);
       const bool explicit_shape = node["nbasis"] || node["nocc"] || node["naux"];
       if (node["shape"] && explicit_shape) {
         ctx.fail(node, "key 'synthetic': give either 'shape' or 'nbasis', 'nocc' and 'naux', not both");
@@ -517,26 +509,8 @@ Input read_input(const std::string& path) {
       }
       return static_cast<chem::MetricMethod>(it - kMetrics.begin());
     };
-    auto positive = [&](const YAML::Node& n, const std::string& key) {
-      const std::string value = ctx.scalar(n, key, "a positive number");
-      try {
-        std::size_t used = 0;
-        const double v = std::stod(value, &used);
-        if (used == value.size() && std::isfinite(v) && v > 0) return v;
-      } catch (const std::exception&) {
-      }
-      ctx.fail(n, fmt::format("key '{}': expected a positive number, got '{}'", key, value));
-    };
     if (node.IsMap()) {
-      for (const auto& kv : node) {
-        const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
-        if (std::find(kMetricKeys.begin(), kMetricKeys.end(), key) == kMetricKeys.end()) {
-          const auto guess = nearest(key, kMetricKeys);
-          ctx.fail(kv.first, guess ? fmt::format("unknown key 'metric.{}' (did you mean 'metric.{}'?)", key, *guess)
-                                   : fmt::format("unknown key 'metric.{}' (valid keys: {})", key,
-                                                 fmt::join(kMetricKeys, ", ")));
-        }
-      }
+      check_keys(node, ctx, "metric", kMetricKeys);
       if (!node["method"]) ctx.fail(node, "key 'metric': missing 'method' (cholesky, eigh or newton-schulz)");
       in.metric = method(node["method"]);
       const auto only_for = [&](const char* key, chem::MetricMethod m) {
@@ -548,8 +522,8 @@ Input read_input(const std::string& path) {
       only_for("threshold", chem::MetricMethod::eigh);
       only_for("tolerance", chem::MetricMethod::newton_schulz);
       only_for("max_iterations", chem::MetricMethod::newton_schulz);
-      if (node["threshold"]) in.eigh_threshold = positive(node["threshold"], "metric.threshold");
-      if (node["tolerance"]) in.newton_schulz.tolerance = positive(node["tolerance"], "metric.tolerance");
+      if (node["threshold"]) in.eigh_threshold = positive_number(node["threshold"], ctx, "metric.threshold");
+      if (node["tolerance"]) in.newton_schulz.tolerance = positive_number(node["tolerance"], ctx, "metric.tolerance");
       if (const YAML::Node n = node["max_iterations"]) {
         const auto count = as_integer(ctx.scalar(n, "metric.max_iterations", "a count >= 1"));
         if (!count || *count < 1 || *count > 100000) {
@@ -564,15 +538,7 @@ Input read_input(const std::string& path) {
 
   if (const YAML::Node node = root["screening"]) {
     if (node.IsMap()) {
-      for (const auto& kv : node) {
-        const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
-        if (std::find(kScreeningKeys.begin(), kScreeningKeys.end(), key) == kScreeningKeys.end()) {
-          const auto guess = nearest(key, kScreeningKeys);
-          ctx.fail(kv.first, guess ? fmt::format("unknown key 'screening.{}' (did you mean 'screening.{}'?)", key, *guess)
-                                   : fmt::format("unknown key 'screening.{}' (valid keys: {})", key,
-                                                 fmt::join(kScreeningKeys, ", ")));
-        }
-      }
+      check_keys(node, ctx, "screening", kScreeningKeys);
       in.screening.enabled = true;
       if (const YAML::Node n = node["threshold"]) {
         const std::string value = ctx.scalar(n, "screening.threshold", "a number >= 0");
