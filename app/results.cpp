@@ -38,9 +38,9 @@ nlohmann::json properties(const Calculation& calc, const BackendRun& run) {
   return p;
 }
 
-nlohmann::json kernels(const BackendRun& run) {
+nlohmann::json kernels(const linalg::KernelLog& log) {
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto& k : run.log.records()) {
+  for (const auto& k : log.records()) {
     rows.push_back({{"step", k.step},
                     {"kernel", k.kernel},
                     {"backend", k.backend},
@@ -124,7 +124,7 @@ nlohmann::json results_json(const Calculation& calc) {
                           {"occupied_block", r.plan.occupied_block},
                           {"block_pairs", r.block_pairs},
                           {"working_set_bytes", r.plan.peak_bytes}}},
-                        {"kernels", kernels(run)}});
+                        {"kernels", kernels(run.log)}});
   }
   nlohmann::json problem = {{"kind", f.kind},
                             {"description", f.description},
@@ -138,6 +138,20 @@ nlohmann::json results_json(const Calculation& calc) {
   if (calc.synthetic) {
     const auto& shape = calc.synthetic->shape();
     problem["synthetic"] = {{"nbasis", shape.nbasis}, {"nocc", shape.nocc}, {"naux", shape.naux}, {"seed", shape.seed}};
+  }
+  if (calc.molecule) {
+    const MoleculeRun& m = *calc.molecule;
+    problem["scf"] = {{"energy", m.scf.energy},
+                      {"iterations", m.scf.iterations},
+                      {"type", f.metadata.scf_type},
+                      {"basis", m.basis.name},
+                      {"aux_basis", m.aux_basis.name},
+                      {"jk_basis", m.jk_basis.shells.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.jk_basis.name)},
+                      {"backend", m.backend},
+                      {"scf_seconds", m.scf_seconds},
+                      {"mp2_integral_seconds", m.integral_seconds},
+                      {"saved_to", m.saved_to ? nlohmann::json(*m.saved_to) : nlohmann::json(nullptr)},
+                      {"kernels", kernels(m.log)}};
   }
   j["extras"]["dfmp2"] = {{"input", calc.input.as_read},
                           {"problem", problem},

@@ -284,6 +284,13 @@ TEST(Cli, MoleculeInputSavesIntegralsForARerun) {
   EXPECT_NEAR(j1["properties"]["mp2_correlation_energy"].get<double>(),
               j2["properties"]["mp2_correlation_energy"].get<double>(), 1e-11);
   EXPECT_EQ(j1["molecule"]["symbols"], (nlohmann::json{"N", "H", "H", "H"}));
+  const auto& scf = j1["extras"]["dfmp2"]["problem"]["scf"];
+  EXPECT_EQ(scf["basis"], "def2-svp");
+  EXPECT_EQ(scf["jk_basis"], "def2-svp-jkfit");
+  EXPECT_GT(scf["iterations"].get<int>(), 1);
+  EXPECT_GT(scf["mp2_integral_seconds"].get<double>(), 0.0);
+  EXPECT_FALSE(scf["kernels"].empty());
+  EXPECT_FALSE(j2["extras"]["dfmp2"]["problem"].contains("scf"));
 }
 
 TEST(Cli, ScfThatDoesNotConvergeIsANumericalError) {
