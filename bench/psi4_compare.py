@@ -316,15 +316,21 @@ def run_dfmp2(args, atoms, workdir, env, title):
         stderr = f.read()
     text = stdout + "\n" + stderr
 
-    m = re.search(r"SCF converged in (\d+) iterations: E = (\S+) Eh \(([0-9.]+) s\)", text)
-    if not m:
-        raise RunError("dfmp2: cannot find the line 'SCF converged in N iterations ... (T s)' in its output")
-    scf_iterations, scf_seconds = int(m.group(1)), float(m.group(3))
     setup_wall, setup_rows = parse_kernel_table(stdout, "Integral and SCF timings")
-    mp2_int = [r for r in setup_rows if r["step"] == "mp2_integrals"]
-    if not mp2_int:
-        raise RunError("dfmp2: no 'mp2_integrals' row in the 'Integral and SCF timings' table of its output")
-    mp2_integral_seconds = sum(r["seconds"] for r in mp2_int)
+    scf_js = js["extras"]["dfmp2"]["problem"].get("scf")
+    if scf_js is not None:
+        # The results file has the SCF and MP2 integral times (dfmp2 after 2026-11-22).
+        scf_iterations, scf_seconds = int(scf_js["iterations"]), float(scf_js["scf_seconds"])
+        mp2_integral_seconds = float(scf_js["mp2_integral_seconds"])
+    else:
+        m = re.search(r"SCF converged in (\d+) iterations: E = (\S+) Eh \(([0-9.]+) s\)", text)
+        if not m:
+            raise RunError("dfmp2: cannot find the line 'SCF converged in N iterations ... (T s)' in its output")
+        scf_iterations, scf_seconds = int(m.group(1)), float(m.group(3))
+        mp2_int = [r for r in setup_rows if r["step"] == "mp2_integrals"]
+        if not mp2_int:
+            raise RunError("dfmp2: no 'mp2_integrals' row in the 'Integral and SCF timings' table of its output")
+        mp2_integral_seconds = sum(r["seconds"] for r in mp2_int)
 
     run = js["extras"]["dfmp2"]["backends"][0]
     props = js["properties"]
