@@ -13,8 +13,8 @@
 //                                                     1e-8, d_convergence 1e-8, max_iterations 100, guess: sad | core}
 //   save_integrals string or false       <input>.h5   integral file written after the SCF, for reruns
 //   frozen_core  bool or integer >= 0    false        true: Psi4's rule (previous noble-gas shell); n: n orbitals
-//   backends     list of strings         [openblas]   backends to run, in order; the first one's energies are
-//                                                     the reported result
+//   backends     list of strings         [eigen]      backends to run, in order; the first one's energies are
+//                                                     the reported result ([openblas] in a portable build)
 //   precision    string or list          fp64         fp64, fp32 or mixed; a list runs each backend in each precision
 //   metric       string or mapping       cholesky     cholesky | eigh | newton-schulz, or {method, threshold (eigh),
 //                                                     tolerance and max_iterations (newton-schulz)}
@@ -33,6 +33,7 @@
 #include "chem/dfmp2.hpp"
 #include "chem/scf.hpp"
 #include "chem/synthetic.hpp"
+#include "devices/registry.hpp"
 
 namespace dfmp2::app {
 
@@ -54,7 +55,7 @@ struct Input {
   chem::ScfOptions scf;
   std::optional<std::string> save_integrals;  // resolved path; empty optional = do not save
   FrozenCore frozen_core;
-  std::vector<std::string> backends = {"openblas"};
+  std::vector<std::string> backends = {devices::default_backend()};
   std::vector<chem::Precision> precisions = {chem::Precision::fp64};
   chem::MetricMethod metric = chem::MetricMethod::cholesky;
   double eigh_threshold = linalg::kDefaultEighThreshold;

@@ -15,6 +15,14 @@ std::vector<std::string> built_backends() { return {"eigen", "openblas"}; }
 
 std::vector<std::string> known_backends() { return {"eigen", "openblas", "trn1", "trn2"}; }
 
+std::string default_backend() {
+#ifdef DFMP2_NATIVE_BUILD
+  return "eigen";
+#else
+  return "openblas";
+#endif
+}
+
 std::unique_ptr<linalg::Backend> make_backend(const std::string& name) {
   if (name == "eigen") return make_eigen_backend();
   if (name == "openblas") return make_openblas_backend();

@@ -14,5 +14,10 @@ std::vector<std::string> built_backends();
 // Names the project defines, built or not (for messages and suggestions).
 std::vector<std::string> known_backends();
 std::unique_ptr<linalg::Backend> make_backend(const std::string& name);
+// The backend an input without `backends` runs on: the faster CPU backend for this build. A native build
+// (CMake DFMP2_NATIVE, the default) compiles Eigen for this CPU's vector units, which beats Debian's OpenBLAS
+// on CPUs that OpenBLAS does not recognise; a portable build leaves Eigen at the x86-64 baseline, so there
+// OpenBLAS, which picks its kernels at run time, is the faster one.
+std::string default_backend();
 
 }  // namespace dfmp2::devices

@@ -7,6 +7,11 @@
 #include <Eigen/Eigenvalues>
 #include <Eigen/SparseCore>
 
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
 #include "linalg/errors.hpp"
 
 namespace dfmp2::devices {
@@ -50,14 +55,24 @@ void gemm_one(Trans ta, Trans tb, T alpha, ConstMatrixViewT<T> a, ConstMatrixVie
   if (ta == Trans::yes && tb == Trans::yes) update(c, alpha, am.transpose() * bm.transpose(), beta);
 }
 
+// Many small products (the SCF's K build: one 384 x 384 x 80 product per fitting function) lose much of their
+// time to Eigen's per-call thread start-up, so when there are several per thread each thread takes whole
+// problems and runs them single-threaded.
 template <class T>
 void gemm_batched_impl(Trans ta, Trans tb, Index count, const BatchStrides& s, T alpha, ConstMatrixViewT<T> a,
                        ConstMatrixViewT<T> b, T beta, MatrixViewT<T> c) {
-  for (Index i = 0; i < count; ++i) {
+  auto one = [&](Index i) {
     ConstMatrixViewT<T> ai{a.data + i * s.a, a.rows, a.cols, a.ld};
     ConstMatrixViewT<T> bi{b.data + i * s.b, b.rows, b.cols, b.ld};
     MatrixViewT<T> ci{c.data + i * s.c, c.rows, c.cols, c.ld};
     gemm_one(ta, tb, alpha, ai, bi, beta, ci);
+  };
+  const int threads = Eigen::nbThreads();
+  if (threads > 1 && count >= 2 * threads) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (Index i = 0; i < count; ++i) one(i);
+  } else {
+    for (Index i = 0; i < count; ++i) one(i);
   }
 }
 
@@ -71,26 +86,109 @@ void scale_triangle(MatrixViewT<T> c, T beta) {
   }
 }
 
+// Eigen 3.4 threads only its general matrix product; its rank update and triangular solve run on one core. The
+// two ops below cut their work into independent pieces and hand those to OpenMP threads. Inside a parallel
+// region Eigen's own products stay single-threaded (it does not nest), so each piece runs on its thread.
+constexpr Index kMinParallelOrder = 256;  // below this the pieces are too small to pay for the threads
+
+// Lower (or upper) triangle of C += alpha op(A) op(A)^T in column panels: panel [j0, j1) is its diagonal block
+// (a rank update of op(A) rows j0..j1) plus the rectangle below (or above) it (a GEMM). The lower panels hold
+// less work than the upper ones, hence the dynamic schedule over several panels per thread.
+template <int Mode, class T, class OpA>
+void syrk_panels(T alpha, const OpA& opa, MatrixViewT<T> c, int threads) {
+  const Index n = c.rows;
+  const Index panel = std::max<Index>(64, (n + 4 * threads - 1) / (4 * threads));
+  const Index panels = (n + panel - 1) / panel;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (Index p = 0; p < panels; ++p) {
+    const Index j0 = p * panel, nb = std::min(panel, n - j0);
+    auto cm = eigen_map(c);
+    auto diag = cm.block(j0, j0, nb, nb);
+    diag.template selfadjointView<Mode>().rankUpdate(opa.middleRows(j0, nb), alpha);
+    if (Mode == Eigen::Lower) {
+      const Index below = n - j0 - nb;
+      if (below > 0)
+        cm.block(j0 + nb, j0, below, nb).noalias() += alpha * opa.middleRows(j0 + nb, below) * opa.middleRows(j0, nb).transpose();
+    } else if (j0 > 0) {
+      cm.block(0, j0, j0, nb).noalias() += alpha * opa.middleRows(0, j0) * opa.middleRows(j0, nb).transpose();
+    }
+  }
+}
+
+// C += alpha op(A) op(A)^T with k much larger than n (the SCF's K = sum over 148480 columns of a 384 x 384
+// product): column panels of C would give the threads a handful of unequal pieces, so instead each thread
+// takes a slice of the k columns into a private triangle, and the triangles are summed into C.
+template <int Mode, class T, class OpA>
+void syrk_split_k(T alpha, const OpA& opa, MatrixViewT<T> c, int threads) {
+  const Index n = c.rows, k = opa.cols();
+  std::vector<linalg::MatrixT<T>> parts(static_cast<size_t>(threads));
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    const Index k0 = k * t / threads, k1 = k * (t + 1) / threads;
+    auto& part = parts[static_cast<size_t>(t)];
+    part.setZero(n, n);
+    part.template selfadjointView<Mode>().rankUpdate(opa.middleCols(k0, k1 - k0), alpha);
+  }
+  auto cm = eigen_map(c);
+  for (const auto& part : parts) cm.template triangularView<Mode>() += part;
+}
+
+template <int Mode, class T, class OpA>
+void syrk_update(T alpha, const OpA& opa, MatrixViewT<T> c) {
+  const int threads = Eigen::nbThreads();
+  const Index n = c.rows, k = opa.cols();
+  // The private triangles cost threads * n^2 elements: allowed up to 64 MiB in all.
+  const bool private_fits = double(threads) * double(n) * double(n) * sizeof(T) <= 64.0 * 1024 * 1024;
+  if (threads > 1 && k >= 8 * n && k >= kMinParallelOrder && private_fits) {
+    syrk_split_k<Mode>(alpha, opa, c, threads);
+  } else if (threads > 1 && n >= kMinParallelOrder) {
+    syrk_panels<Mode>(alpha, opa, c, threads);
+  } else {
+    eigen_map(c).template selfadjointView<Mode>().rankUpdate(opa, alpha);
+  }
+}
+
 template <class T>
 void syrk_impl(Uplo uplo, Trans trans, T alpha, ConstMatrixViewT<T> a, T beta, MatrixViewT<T> c) {
   if (uplo == Uplo::lower) scale_triangle<Eigen::Lower>(c, beta);
   else scale_triangle<Eigen::Upper>(c, beta);
   if (alpha == T(0)) return;  // BLAS: A is not read
   const auto am = eigen_map(a);
-  auto cm = eigen_map(c);
   if (uplo == Uplo::lower) {
-    if (trans == Trans::no) cm.template selfadjointView<Eigen::Lower>().rankUpdate(am, alpha);
-    else cm.template selfadjointView<Eigen::Lower>().rankUpdate(am.transpose(), alpha);
+    if (trans == Trans::no) syrk_update<Eigen::Lower>(alpha, am, c);
+    else syrk_update<Eigen::Lower>(alpha, am.transpose(), c);
   } else {
-    if (trans == Trans::no) cm.template selfadjointView<Eigen::Upper>().rankUpdate(am, alpha);
-    else cm.template selfadjointView<Eigen::Upper>().rankUpdate(am.transpose(), alpha);
+    if (trans == Trans::no) syrk_update<Eigen::Upper>(alpha, am, c);
+    else syrk_update<Eigen::Upper>(alpha, am.transpose(), c);
   }
 }
 
+// op(A) X = B (left) or X op(A) = B (right), in place. The columns of B (left) or its rows (right) are
+// independent right-hand sides, so large B is cut into slabs solved on separate threads.
 template <class Tri, class B>
 void solve(const Tri& tri, Side side, B& b) {
-  if (side == Side::left) tri.solveInPlace(b);
-  else tri.template solveInPlace<Eigen::OnTheRight>(b);
+  const int threads = Eigen::nbThreads();
+  const Index rhs = side == Side::left ? b.cols() : b.rows();
+  const Index order = side == Side::left ? b.rows() : b.cols();
+  if (threads <= 1 || order < kMinParallelOrder / 4 || rhs < 2 * kMinParallelOrder) {
+    if (side == Side::left) tri.solveInPlace(b);
+    else tri.template solveInPlace<Eigen::OnTheRight>(b);
+    return;
+  }
+  const Index slab = std::max<Index>(kMinParallelOrder, (rhs + 4 * threads - 1) / (4 * threads));
+  const Index slabs = (rhs + slab - 1) / slab;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (Index p = 0; p < slabs; ++p) {
+    const Index r0 = p * slab, nr = std::min(slab, rhs - r0);
+    if (side == Side::left) {
+      auto part = b.middleCols(r0, nr);
+      tri.solveInPlace(part);
+    } else {
+      auto part = b.middleRows(r0, nr);
+      tri.template solveInPlace<Eigen::OnTheRight>(part);
+    }
+  }
 }
 
 template <class T>

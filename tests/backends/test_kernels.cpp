@@ -298,6 +298,9 @@ class BackendOps : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     backend_ = dfmp2::devices::make_backend(GetParam());
     ASSERT_NE(backend_, nullptr);
+    // Two threads whatever the machine: the backends split large SYRK and TRSM calls across threads, and the
+    // large shapes below must take that path.
+    backend_->set_threads(2);
     kernels_ = std::make_unique<Kernels>(*backend_, log_);
   }
   Kernels& k() { return *kernels_; }
@@ -350,6 +353,7 @@ struct BatchCase {
 };
 
 TEST_P(BackendOps, GemmBatchedMatchesNaiveLoops) {
+  // Counts of 4 and 5 take the eigen backend's one-problem-per-thread path (count >= 2 x 2 threads).
   const std::vector<BatchCase> cases = {
       {3, 3, 7, 5, false, true},  {4, 17, 1, 9, true, false}, {2, 33, 65, 17, false, false},
       {5, 1, 1, 1, false, false}, {3, 4, 3, 0, false, true},  {3, 0, 4, 3, false, false},
@@ -422,8 +426,10 @@ TEST_P(BackendOps, GemmBatchedMatchesNaiveLoops) {
 struct SyrkShape {
   Index n, k;
 };
-const std::vector<SyrkShape> kSyrkShapes = {{1, 1},   {7, 3},  {3, 7}, {17, 1}, {1, 17},
-                                            {33, 65}, {65, 17}, {0, 3}, {4, 0},  {0, 0}};
+// {300, 40}: large enough for the eigen backend's threaded panels (order >= 256), with a ragged last panel;
+// {20, 301}: k >= 8n and >= 256, its split of the k columns over threads.
+const std::vector<SyrkShape> kSyrkShapes = {{1, 1},   {7, 3},  {3, 7}, {17, 1}, {1, 17},   {33, 65},
+                                            {65, 17}, {0, 3}, {4, 0}, {0, 0}, {300, 40}, {20, 301}};
 
 TEST_P(BackendOps, SyrkMatchesNaiveLoopsAndLeavesOtherTriangle) {
   Rng rng(3003);
@@ -463,8 +469,10 @@ TEST_P(BackendOps, SyrkMatchesNaiveLoopsAndLeavesOtherTriangle) {
 struct TrsmShape {
   Index m, n;
 };
-const std::vector<TrsmShape> kTrsmShapes = {{1, 1}, {3, 7}, {7, 3},  {17, 1}, {1, 17},
-                                            {33, 65}, {65, 20}, {0, 5}, {5, 0}};
+// {70, 600} and {600, 70}: enough right-hand sides (>= 512) for the eigen backend's threaded slabs, on the left
+// and on the right, with a ragged last slab.
+const std::vector<TrsmShape> kTrsmShapes = {{1, 1},   {3, 7},   {7, 3}, {17, 1}, {1, 17},   {33, 65},
+                                            {65, 20}, {0, 5},   {5, 0}, {70, 600}, {600, 70}};
 
 TEST_P(BackendOps, TrsmSolvesEveryCombination) {
   Rng rng(4004);

@@ -165,7 +165,7 @@ namespace {
 // Screening at a tight threshold drops only negligible tiles: the energy stays within 1e-10 Eh of the unscreened
 // one. At a loose threshold it skips more tiles and the energy moves, and it moves less as the threshold tightens.
 TEST(Screening, TightThresholdKeepsTheEnergyLooseOneSkipsTiles) {
-  for (const std::string backend : dfmp2::devices::built_backends()) {
+  for (const std::string& backend : dfmp2::devices::built_backends()) {
     SCOPED_TRACE(backend);
     dfmp2::app::Input in;
     in.path = "(test)";
