@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "linalg/errors.hpp"
 #include "linalg/matrix_view.hpp"
 #include "linalg/ops.hpp"
 #include "linalg/sparse.hpp"
@@ -29,6 +30,38 @@ struct BatchStrides {
   Index a = 0;  // 0 means every problem shares the same operand
   Index b = 0;
   Index c = 0;
+};
+
+// What one call would have cost on a modelled device, in seconds, by component. Device models (devices/neuron/)
+// fill it in for every call; CPU backends have none. `total` is what the caller waits after the overlaps the
+// model allows (DMA behind compute, host work behind queued device work), so it is not the sum of the parts.
+struct ModelledTime {
+  double dispatch = 0;  // host-side launch: framework dispatch and per-tensor argument handling
+  double transfer = 0;  // host <-> device copies of the call's inputs and outputs
+  double dma = 0;       // HBM <-> SBUF traffic not hidden behind compute
+  double compute = 0;   // Tensor, Vector, Scalar and GpSimd engine time on the critical path
+  double host = 0;      // host-side parts: diagonal blocks of TRSM and Cholesky, SYRK mirror, SpMM densify
+  double compile = 0;   // first sight of a shape signature: compile, or load from the persistent cache
+  double total = 0;     // the caller's wait, after overlaps
+  double device_flops = 0;  // flops the Tensor Engine executed (its padding to tiles included)
+  long launches = 0;        // device kernel launches the call made
+  long compiles = 0;        // of which compiled (cold, not in the cache)
+  long cache_loads = 0;     // of which loaded from the persistent compile cache
+
+  ModelledTime& operator+=(const ModelledTime& o) {
+    dispatch += o.dispatch;
+    transfer += o.transfer;
+    dma += o.dma;
+    compute += o.compute;
+    host += o.host;
+    compile += o.compile;
+    total += o.total;
+    device_flops += o.device_flops;
+    launches += o.launches;
+    compiles += o.compiles;
+    cache_loads += o.cache_loads;
+    return *this;
+  }
 };
 
 class Backend {
@@ -45,6 +78,16 @@ class Backend {
   // (optional) Lets go of idle resources such as spinning worker threads, so that whatever runs next (another
   // backend) has the cores to itself. The backend takes them up again on its next call.
   virtual void release() {}
+  // (optional) Device models: the modelled cost of the most recent call, or nullptr for a CPU backend.
+  virtual const ModelledTime* last_modelled() const { return nullptr; }
+  // (optional) Peak Tensor Engine rate in flop/s for the current operand precision, for "achieved vs peak".
+  virtual double peak_flops() const { return 0; }
+  // (optional) bf16 operands: float ops round their inputs to bfloat16 (nearest even) before multiplying and
+  // accumulate in fp32. A backend without bf16 arithmetic refuses (UnsupportedError), never ignores it.
+  virtual bool supports_bf16() const { return false; }
+  virtual void set_bf16(bool on) {
+    if (on) throw UnsupportedError("backend '" + name() + "' has no bf16 arithmetic (use precision fp32 or fp64)");
+  }
 
   virtual void gemm(Trans ta, Trans tb, double alpha, ConstMatrixView a, ConstMatrixView b, double beta,
                     MatrixView c) = 0;
