@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/device_options.hpp"
 #include "linalg/backend.hpp"
 
 namespace dfmp2::devices {
@@ -13,7 +14,9 @@ namespace dfmp2::devices {
 std::vector<std::string> built_backends();
 // Names the project defines, built or not (for messages and suggestions).
 std::vector<std::string> known_backends();
-std::unique_ptr<linalg::Backend> make_backend(const std::string& name);
+// options: device-model settings (parameter overrides, compile cache); CPU backends ignore them. A bad override
+// is an InputError naming the parameter (the caller prefixes the input file and key).
+std::unique_ptr<linalg::Backend> make_backend(const std::string& name, const DeviceOptions& options = {});
 // The backend an input without `backends` runs on: the faster CPU backend for this build. A native build
 // (CMake DFMP2_NATIVE, the default) compiles Eigen for this CPU's vector units, which beats Debian's OpenBLAS
 // on CPUs that OpenBLAS does not recognise; a portable build leaves Eigen at the x86-64 baseline, so there

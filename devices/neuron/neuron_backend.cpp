@@ -1,0 +1,456 @@
+#include "devices/neuron/neuron_backend.hpp"
+
+#include <fmt/format.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "devices/neuron/bf16.hpp"
+#include "devices/neuron/compile_cache.hpp"
+#include "devices/neuron/neuron_params.hpp"
+#include "devices/neuron/timing_model.hpp"
+#include "linalg/errors.hpp"
+
+namespace dfmp2::devices {
+namespace {
+
+using linalg::BatchStrides;
+using linalg::ConstMatrixViewF;
+using linalg::Diag;
+using linalg::eigen_map;
+using linalg::Index;
+using linalg::MatrixF;
+using linalg::MatrixViewF;
+using linalg::Op;
+using linalg::Side;
+using linalg::Trans;
+using linalg::Uplo;
+using neuron::CallTimeline;
+using neuron::CompileOutcome;
+using neuron::Launch;
+
+constexpr double kF32 = 4.0;  // bytes of an fp32 element on the host and in HBM
+
+// ---- Arithmetic as the device does it ----------------------------------------------------------------------
+
+MatrixF bf16_copy(ConstMatrixViewF v) {
+  MatrixF m = eigen_map(v);
+  return m.unaryExpr([](float x) { return neuron::round_to_bf16(x); });
+}
+
+// acc = opa * opb, accumulated in fp32 one K tile at a time as the Tensor Engine accumulates in a PSUM bank.
+template <class OA, class OB>
+void psum_product(const OA& opa, const OB& opb, Index k_tile, MatrixF& acc) {
+  acc.setZero(opa.rows(), opb.cols());
+  for (Index k0 = 0; k0 < opa.cols(); k0 += k_tile) {
+    const Index kc = std::min(k_tile, opa.cols() - k0);
+    acc.noalias() += opa.middleCols(k0, kc) * opb.middleRows(k0, kc);
+  }
+}
+
+// C = beta C with BLAS semantics: beta 0 does not read C.
+void scale(MatrixViewF c, float beta) {
+  auto cm = eigen_map(c);
+  if (beta == 0.0f) cm.setZero();
+  else if (beta != 1.0f) cm *= beta;
+}
+
+// C = alpha op(A) op(B) + beta C on the device: operands rounded to bf16 when asked, products accumulated in
+// fp32, alpha and beta applied when the result leaves PSUM.
+void device_gemm(Trans ta, Trans tb, float alpha, ConstMatrixViewF a, ConstMatrixViewF b, float beta, MatrixViewF c,
+                 bool bf16, Index k_tile) {
+  if (c.rows == 0 || c.cols == 0) return;
+  if (alpha == 0.0f) {  // BLAS: A and B are not read
+    scale(c, beta);
+    return;
+  }
+  MatrixF ar, br;
+  if (bf16) {
+    ar = bf16_copy(a);
+    br = bf16_copy(b);
+    a = linalg::view(std::as_const(ar));
+    b = linalg::view(std::as_const(br));
+  }
+  const auto am = eigen_map(a);
+  const auto bm = eigen_map(b);
+  MatrixF acc;
+  if (ta == Trans::no && tb == Trans::no) psum_product(am, bm, k_tile, acc);
+  if (ta == Trans::yes && tb == Trans::no) psum_product(am.transpose(), bm, k_tile, acc);
+  if (ta == Trans::no && tb == Trans::yes) psum_product(am, bm.transpose(), k_tile, acc);
+  if (ta == Trans::yes && tb == Trans::yes) psum_product(am.transpose(), bm.transpose(), k_tile, acc);
+  auto cm = eigen_map(c);
+  if (beta == 0.0f) cm.noalias() = alpha * acc;
+  else cm = alpha * acc + beta * cm;
+}
+
+// ---- The backend ---------------------------------------------------------------------------------------------
+
+struct Operand {
+  const char* name;
+  Index rows, cols, count;
+};
+
+std::string trans_name(Trans t) { return t == Trans::no ? "N" : "T"; }
+
+class NeuronBackend final : public linalg::Backend {
+ public:
+  NeuronBackend(const std::string& device, const DeviceOptions& options)
+      : p_(neuron::load_neuron_params(device, options)), cache_(options.compile_cache) {}
+
+  std::string name() const override { return p_.device; }
+  std::string details() const override {
+    return fmt::format(
+        "model of NeuronCore-{} ({}): {} GHz {}x{} PE array, {:.1f} TFLOPS bf16 / {:.1f} TFLOPS fp32, SBUF {} KiB x {} "
+        "partitions, HBM {} GiB at {} GB/s per core; {} precision; compile cache {}; times are predictions, "
+        "arithmetic emulated on the host ({} threads)",
+        p_.device == "trn1" ? "v2" : "v3", p_.device, p_.pe_clock_ghz, p_.pe_rows, p_.pe_rows,
+        p_.peak_flops(true) / 1e12, p_.peak_flops(false) / 1e12, p_.sbuf_partition_kib, p_.pe_rows, p_.hbm_gib,
+        p_.hbm_gbps, bf16_ ? "bf16 operands" : "fp32", cache_.folder().empty() ? "none" : cache_.folder(),
+        Eigen::nbThreads());
+  }
+  bool supports(Op op, linalg::DType dtype) const override {
+    return dtype == linalg::DType::fp32 && op != Op::eigh;
+  }
+  void set_threads(int threads) override {
+    if (threads > 0) Eigen::setNbThreads(threads);
+  }
+  const linalg::ModelledTime* last_modelled() const override { return &last_; }
+  double peak_flops() const override { return p_.peak_flops(bf16_); }
+  bool supports_bf16() const override { return true; }
+  void set_bf16(bool on) override { bf16_ = on; }
+
+  // fp64: the Tensor Engine has none.
+  void gemm(Trans, Trans, double, linalg::ConstMatrixView, linalg::ConstMatrixView, double,
+            linalg::MatrixView) override {
+    refuse_fp64(Op::gemm);
+  }
+  void gemm_batched(Trans, Trans, Index, const BatchStrides&, double, linalg::ConstMatrixView,
+                    linalg::ConstMatrixView, double, linalg::MatrixView) override {
+    refuse_fp64(Op::gemm_batched);
+  }
+  void syrk(Uplo, Trans, double, linalg::ConstMatrixView, double, linalg::MatrixView) override {
+    refuse_fp64(Op::syrk);
+  }
+  void trsm(Side, Uplo, Trans, Diag, double, linalg::ConstMatrixView, linalg::MatrixView) override {
+    refuse_fp64(Op::trsm);
+  }
+  void cholesky(Uplo, linalg::MatrixView) override { refuse_fp64(Op::cholesky); }
+  void eigh(linalg::MatrixView, double*) override { refuse_fp64(Op::eigh); }
+  void eigh(linalg::MatrixViewF, float*) override {
+    throw UnsupportedError(fmt::format("backend '{}' (device model) has no eigh: the symmetric eigensolver does not "
+                                       "run on the NeuronCore",
+                                       p_.device));
+  }
+  void spmm(Trans, double, const linalg::CsrMatrix<double>&, linalg::ConstMatrixView, double,
+            linalg::MatrixView) override {
+    refuse_fp64(Op::spmm);
+  }
+  void spmm(Trans, double, const linalg::BsrMatrix<double>&, linalg::ConstMatrixView, double,
+            linalg::MatrixView) override {
+    refuse_fp64(Op::spmm);
+  }
+
+  void gemm(Trans ta, Trans tb, float alpha, ConstMatrixViewF a, ConstMatrixViewF b, float beta,
+            MatrixViewF c) override {
+    const Index m = c.rows, n = c.cols, k = ta == Trans::no ? a.cols : a.rows;
+    check_hbm(Op::gemm, {{"A", m, k, 1}, {"B", k, n, 1}, {"C", m, n, 1}});
+    CallTimeline tl(p_);
+    launch_gemm(tl, ta, tb, m, n, k, 1, beta != 0.0f, 3, {double(m * k), double(k * n)});
+    device_gemm(ta, tb, alpha, a, b, beta, c, bf16_, tile());
+    last_ = tl.finish();
+  }
+
+  void gemm_batched(Trans ta, Trans tb, Index count, const BatchStrides& s, float alpha, ConstMatrixViewF a,
+                    ConstMatrixViewF b, float beta, MatrixViewF c) override {
+    const Index m = c.rows, n = c.cols, k = ta == Trans::no ? a.cols : a.rows;
+    const Index ca = s.a == 0 ? 1 : count, cb = s.b == 0 ? 1 : count, cc = s.c == 0 ? 1 : count;
+    check_hbm(Op::gemm_batched, {{"A", m, k, ca}, {"B", k, n, cb}, {"C", m, n, cc}});
+    CallTimeline tl(p_);
+    if (count > 0) launch_gemm(tl, ta, tb, m, n, k, count, beta != 0.0f, 3, {double(m * k * ca), double(k * n * cb)}, cc);
+    auto one = [&](Index i) {
+      ConstMatrixViewF ai{a.data + i * s.a, a.rows, a.cols, a.ld};
+      ConstMatrixViewF bi{b.data + i * s.b, b.rows, b.cols, b.ld};
+      MatrixViewF ci{c.data + i * s.c, c.rows, c.cols, c.ld};
+      device_gemm(ta, tb, alpha, ai, bi, beta, ci, bf16_, tile());
+    };
+    // Whole problems per thread when there are several per thread (Eigen does not nest inside the region).
+    const int threads = Eigen::nbThreads();
+    if (threads > 1 && count >= 2 * threads) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+      for (Index i = 0; i < count; ++i) one(i);
+    } else {
+      for (Index i = 0; i < count; ++i) one(i);
+    }
+    last_ = tl.finish();
+  }
+
+  void syrk(Uplo uplo, Trans trans, float alpha, ConstMatrixViewF a, float beta, MatrixViewF c) override {
+    const Index n = c.rows, k = trans == Trans::no ? a.cols : a.rows;
+    check_hbm(Op::syrk, {{"A", n, k, 1}, {"C", n, n, 1}});
+    CallTimeline tl(p_);
+    if (n > 0) {
+      Launch l{.kind = Launch::Kind::syrk, .m = n, .n = n, .k = k, .beta_nonzero = beta != 0.0f, .bf16 = bf16_,
+               .tensors = 2, .copies_in = {}, .copies_out = {}};
+      l.copies_in = {double(n * k) * kF32};
+      if (l.beta_nonzero) l.copies_in.push_back(double(n * n) * kF32);
+      l.copies_out = {double(n * n) * kF32};
+      const long id = run_launch(tl, l, fmt::format("syrk|{}|n={} k={}|beta={}", precision(), n, k, l.beta_nonzero));
+      // The full symmetric result is mirrored from the computed triangle on the host (strided transpose-add).
+      tl.host(double(n * n) * kF32 / (p_.syrk_mirror_gbps * 1e9), id);
+    }
+    syrk_arith(uplo, trans, alpha, a, beta, c);
+    last_ = tl.finish();
+  }
+
+  void trsm(Side side, Uplo uplo, Trans trans, Diag diag, float alpha, ConstMatrixViewF a, MatrixViewF b) override {
+    const Index n = a.rows, nrhs = side == Side::left ? b.cols : b.rows;
+    check_hbm(Op::trsm, {{"A", n, n, 1}, {"B", b.rows, b.cols, 1}});
+    CallTimeline tl(p_);
+    if (alpha != 0.0f && n > 0 && nrhs > 0) {
+      // Blocked forward substitution with look-ahead: the host solves diagonal block j once the launch updating
+      // block row j is done; the update of the rows beyond runs as a second launch behind it.
+      const Index nb = tile();
+      long next_update = -1;
+      for (Index j0 = 0; j0 < n; j0 += nb) {
+        const Index nbj = std::min(nb, n - j0), rem = n - j0 - nbj;
+        tl.host(double(nbj) * double(nbj) * double(nrhs) / (p_.host_gflops * 1e9), next_update);
+        next_update = -1;
+        if (rem > 0) {
+          const Index first = std::min(nb, rem);
+          next_update = launch_update(tl, first, nrhs, nbj);
+          if (rem > first) launch_update(tl, rem - first, nrhs, nbj);
+        }
+      }
+    }
+    trsm_arith(side, uplo, trans, diag, alpha, a, b);
+    last_ = tl.finish();
+  }
+
+  void cholesky(Uplo uplo, MatrixViewF a) override {
+    const Index n = a.rows;
+    check_hbm(Op::cholesky, {{"A", n, n, 1}});
+    CallTimeline tl(p_);
+    const Index nb = tile();
+    long next_update = -1;
+    for (Index j0 = 0; j0 < n; j0 += nb) {
+      const Index nbj = std::min(nb, n - j0), rem = n - j0 - nbj;
+      // Host: factor the diagonal block (nb^3/3 flops) and solve the panel below it (rem nb^2 flops).
+      const double flops = double(nbj) * nbj * nbj / 3.0 + double(rem) * nbj * nbj;
+      tl.host(flops / (p_.host_gflops * 1e9), next_update);
+      next_update = -1;
+      if (rem > 0) {
+        const Index first = std::min(nb, rem);
+        next_update = launch_update(tl, rem, first, nbj);
+        if (rem > first) launch_update(tl, rem - first, rem - first, nbj);
+      }
+    }
+    try {
+      cholesky_arith(uplo, a);
+    } catch (...) {
+      last_ = tl.finish();
+      throw;
+    }
+    last_ = tl.finish();
+  }
+
+  void spmm(Trans ts, float alpha, const linalg::CsrMatrix<float>& s, ConstMatrixViewF b, float beta,
+            MatrixViewF c) override {
+    spmm_impl(ts, alpha, s, b, beta, c);
+  }
+  void spmm(Trans ts, float alpha, const linalg::BsrMatrix<float>& s, ConstMatrixViewF b, float beta,
+            MatrixViewF c) override {
+    spmm_impl(ts, alpha, s, b, beta, c);
+  }
+
+ private:
+  Index tile() const { return static_cast<Index>(p_.pe_rows); }
+  std::string precision() const { return bf16_ ? "bf16" : "fp32"; }
+
+  [[noreturn]] void refuse_fp64(Op op) const {
+    throw UnsupportedError(fmt::format("backend '{}' (NeuronCore model) has no fp64: the Tensor Engine computes in "
+                                       "fp32 or bf16 only ({} fp64 refused; use precision fp32)",
+                                       p_.device, linalg::op_name(op)));
+  }
+
+  // The call's operands must all be in HBM at once.
+  void check_hbm(Op op, const std::vector<Operand>& operands) const {
+    double total = 0;
+    for (const auto& o : operands) {
+      const double bytes = double(o.rows) * double(o.cols) * double(o.count) * kF32;
+      total += bytes;
+      if (total > p_.hbm_bytes()) {
+        const std::string shape = o.count > 1 ? fmt::format("{} x {} x {}", o.count, o.rows, o.cols)
+                                              : fmt::format("{} x {}", o.rows, o.cols);
+        throw ResourceError(fmt::format(
+            "{}: {} operand {} ({} fp32, {:.1f} MiB) does not fit in the modelled HBM: the call's operands need "
+            "{:.1f} MiB so far, the NeuronCore has {} GiB (hbm_gib)",
+            p_.device, linalg::op_name(op), o.name, shape, bytes / 1048576.0, total / 1048576.0, p_.hbm_gib));
+      }
+    }
+  }
+
+  long run_launch(CallTimeline& tl, const Launch& l, const std::string& kernel) {
+    const auto cost = neuron::launch_cost(p_, l);
+    const auto outcome = cache_.acquire(p_.device + "|" + kernel);
+    const double seconds =
+        outcome == CompileOutcome::loaded ? p_.cache_load_ms * 1e-3 : neuron::compile_seconds(p_, cost.instructions);
+    return tl.launch(cost, outcome, seconds);
+  }
+
+  // One GEMM launch; a_elems, b_elems: elements of A and B copied in; C (m x n, c_count copies) is copied in
+  // when beta != 0 and always out.
+  long launch_gemm(CallTimeline& tl, Trans ta, Trans tb, Index m, Index n, Index k, Index count, bool beta_nonzero,
+                   int tensors, std::vector<double> in_elems, Index c_count = 1) {
+    Launch l{.kind = Launch::Kind::gemm, .m = m, .n = n, .k = k, .count = count, .beta_nonzero = beta_nonzero,
+             .bf16 = bf16_, .tensors = tensors, .copies_in = {}, .copies_out = {}};
+    for (double e : in_elems) l.copies_in.push_back(e * kF32);
+    const double c_bytes = double(m * n * c_count) * kF32;
+    if (beta_nonzero) l.copies_in.push_back(c_bytes);
+    l.copies_out = {c_bytes};
+    return run_launch(tl, l,
+                      fmt::format("gemm|{}|m={} n={} k={} count={}|{}{}|beta={}", precision(), m, n, k, count,
+                                  trans_name(ta), trans_name(tb), beta_nonzero));
+  }
+
+  // A trailing update of the blocked TRSM or Cholesky: C (m x n) -= P (m x k) Q (k x n).
+  long launch_update(CallTimeline& tl, Index m, Index n, Index k) {
+    return launch_gemm(tl, Trans::no, Trans::no, m, n, k, 1, true, 3, {double(m * k), double(k * n)});
+  }
+
+  void syrk_arith(Uplo uplo, Trans trans, float alpha, ConstMatrixViewF a, float beta, MatrixViewF c) const {
+    const Index n = c.rows;
+    auto cm = eigen_map(c);
+    auto in_triangle = [&](Index i, Index j) { return uplo == Uplo::lower ? i >= j : i <= j; };
+    if (alpha == 0.0f) {  // BLAS: A is not read
+      for (Index j = 0; j < n; ++j)
+        for (Index i = 0; i < n; ++i)
+          if (in_triangle(i, j)) cm(i, j) = beta == 0.0f ? 0.0f : beta * cm(i, j);
+      return;
+    }
+    MatrixF ar;
+    if (bf16_) {
+      ar = bf16_copy(a);
+      a = linalg::view(std::as_const(ar));
+    }
+    const auto am = eigen_map(a);
+    MatrixF acc;
+    if (trans == Trans::no) psum_product(am, am.transpose(), tile(), acc);
+    else psum_product(am.transpose(), am, tile(), acc);
+    for (Index j = 0; j < n; ++j)
+      for (Index i = 0; i < n; ++i)
+        if (in_triangle(i, j)) cm(i, j) = beta == 0.0f ? alpha * acc(i, j) : alpha * acc(i, j) + beta * cm(i, j);
+  }
+
+  // Every TRSM variant becomes a lower-triangular solve from the left, T R = alpha B': right-side solves are
+  // transposed, upper triangles reversed. Diagonal blocks are solved on the host in fp32; the updates of the rows
+  // below run as device GEMMs.
+  void trsm_arith(Side side, Uplo uplo, Trans trans, Diag diag, float alpha, ConstMatrixViewF a,
+                  MatrixViewF b) const {
+    auto bm = eigen_map(b);
+    if (alpha == 0.0f) {  // BLAS: X = 0, neither A nor B is read
+      bm.setZero();
+      return;
+    }
+    const Index n = a.rows;
+    if (n == 0 || b.rows == 0 || b.cols == 0) return;
+    const auto am = eigen_map(a);
+    MatrixF tri = MatrixF::Zero(n, n);
+    if (uplo == Uplo::lower) tri.triangularView<Eigen::Lower>() = am;
+    else tri.triangularView<Eigen::Upper>() = am;
+    if (diag == Diag::unit) tri.diagonal().setOnes();
+    const bool transpose = (trans == Trans::yes) != (side == Side::right);
+    const bool lower = (uplo == Uplo::lower) != transpose;
+    MatrixF t = transpose ? MatrixF(tri.transpose()) : std::move(tri);
+    MatrixF r = side == Side::left ? MatrixF(bm) : MatrixF(bm.transpose());
+    r *= alpha;
+    if (!lower) {
+      t = t.reverse().eval();
+      r = r.colwise().reverse().eval();
+    }
+    const Index nb = tile(), nrhs = r.cols();
+    for (Index j0 = 0; j0 < n; j0 += nb) {
+      const Index nbj = std::min(nb, n - j0), rem = n - j0 - nbj;
+      auto xj = r.middleRows(j0, nbj);
+      t.block(j0, j0, nbj, nbj).triangularView<Eigen::Lower>().solveInPlace(xj);
+      if (rem > 0) {
+        const ConstMatrixViewF panel{t.data() + (j0 + nbj) + j0 * n, rem, nbj, n};
+        const ConstMatrixViewF x{r.data() + j0, nbj, nrhs, n};
+        const MatrixViewF below{r.data() + j0 + nbj, rem, nrhs, n};
+        device_gemm(Trans::no, Trans::no, -1.0f, panel, x, 1.0f, below, bf16_, tile());
+      }
+    }
+    if (!lower) r = r.colwise().reverse().eval();
+    if (side == Side::left) bm = r;
+    else bm = r.transpose();
+  }
+
+  // Right-looking blocked Cholesky of the lower factor (upper: of A^T, transposed back).
+  void cholesky_arith(Uplo uplo, MatrixViewF a) const {
+    const Index n = a.rows;
+    if (n == 0) return;
+    auto am = eigen_map(a);
+    MatrixF w = uplo == Uplo::lower ? MatrixF(am) : MatrixF(am.transpose());
+    const Index nb = tile();
+    for (Index j0 = 0; j0 < n; j0 += nb) {
+      const Index nbj = std::min(nb, n - j0), rem = n - j0 - nbj;
+      // Host: unblocked factor of the diagonal block, failing on the first non-positive pivot.
+      for (Index k = 0; k < nbj; ++k) {
+        const Index kk = j0 + k;
+        const float d = w(kk, kk) - w.row(kk).segment(j0, k).squaredNorm();
+        if (!(d > 0.0f))
+          throw NumericalError(fmt::format("{}: cholesky: the leading minor of order {} is not positive definite",
+                                           p_.device, kk + 1));
+        const float s = std::sqrt(d);
+        w(kk, kk) = s;
+        for (Index i = k + 1; i < nbj; ++i)
+          w(j0 + i, kk) = (w(j0 + i, kk) - w.row(j0 + i).segment(j0, k).dot(w.row(kk).segment(j0, k))) / s;
+      }
+      if (rem == 0) break;
+      // Host: panel below, P = P L^-T.
+      auto panel = w.block(j0 + nbj, j0, rem, nbj);
+      w.block(j0, j0, nbj, nbj).transpose().triangularView<Eigen::Upper>().solveInPlace<Eigen::OnTheRight>(panel);
+      // Device: trailing update W -= P P^T.
+      const ConstMatrixViewF p{w.data() + (j0 + nbj) + j0 * n, rem, nbj, n};
+      const MatrixViewF trailing{w.data() + (j0 + nbj) + (j0 + nbj) * n, rem, rem, n};
+      device_gemm(Trans::no, Trans::yes, -1.0f, p, p, 1.0f, trailing, bf16_, tile());
+    }
+    if (uplo == Uplo::lower) am.triangularView<Eigen::Lower>() = w;
+    else am.triangularView<Eigen::Upper>() = w.transpose();
+  }
+
+  // The device path densifies S on the host (zero-fill, then scatter the stored entries) and runs one dense GEMM.
+  template <class Sparse>
+  void spmm_impl(Trans ts, float alpha, const Sparse& s, ConstMatrixViewF b, float beta, MatrixViewF c) {
+    const Index m = c.rows, n = c.cols, k = ts == Trans::no ? s.cols : s.rows;
+    check_hbm(Op::spmm, {{"A (densified S)", s.rows, s.cols, 1}, {"B", k, n, 1}, {"C", m, n, 1}});
+    CallTimeline tl(p_);
+    tl.host(double(s.rows) * double(s.cols) * kF32 / (p_.densify_memset_gbps * 1e9) +
+            double(s.nnz()) * p_.densify_ns_per_nnz * 1e-9);
+    // Tensor arguments of the call: the three arrays of S, B and C.
+    launch_gemm(tl, ts, Trans::no, m, n, k, 1, beta != 0.0f, 5, {double(m * k), double(k * n)});
+    if (alpha == 0.0f) {
+      scale(c, beta);
+    } else {
+      const MatrixF dense = linalg::to_dense(s);
+      device_gemm(ts, Trans::no, alpha, linalg::view(dense), b, beta, c, bf16_, tile());
+    }
+    last_ = tl.finish();
+  }
+
+  neuron::NeuronParams p_;
+  neuron::CompileCache cache_;
+  bool bf16_ = false;
+  linalg::ModelledTime last_;
+};
+
+}  // namespace
+
+std::unique_ptr<linalg::Backend> make_neuron_backend(const std::string& device, const DeviceOptions& options) {
+  return std::make_unique<NeuronBackend>(device, options);
+}
+
+}  // namespace dfmp2::devices

@@ -1,0 +1,68 @@
+#pragma once
+// Parameters of the NeuronCore device models, read from devices/neuron/neuron_devices.yaml (embedded into the
+// binary at build time) and overridden per run by DeviceOptions::overrides. Each field below is one entry of
+// that file, in its unit; the file says where each value comes from (documentation, or a fit to the published
+// trn1 measurements and its physical reason).
+#include <string>
+#include <vector>
+
+#include "devices/device_options.hpp"
+
+namespace dfmp2::devices::neuron {
+
+struct NeuronParams {
+  std::string device;  // "trn1" or "trn2"
+  // Tensor Engine and the other engines
+  double pe_clock_ghz = 0;
+  double pe_rows = 0;            // partitions, also the K and M limit of a matmul tile
+  double moving_free_max = 0;    // N limit of the moving tile
+  double matmul_min_cycles = 0;  // floor of one matmul instruction: max(min(this, N_stationary), N_moving)
+  double fp32_cost_factor = 0;
+  double vector_clock_ghz = 0;
+  double scalar_clock_ghz = 0;
+  double engine_lanes = 0;
+  // On-chip memories
+  double sbuf_partition_kib = 0;
+  double psum_partition_kib = 0;
+  // DMA and HBM
+  double dma_engines = 0;
+  double dma_engine_gbps = 0;
+  double dma_fixed_us = 0;
+  double hbm_gib = 0;
+  double hbm_gbps = 0;
+  // Host side (calibrated)
+  double dispatch_ms = 0;
+  double dispatch_tensor_ms = 0;
+  double host_link_gbps = 0;
+  double host_copy_us = 0;
+  double host_gflops = 0;
+  double syrk_mirror_gbps = 0;
+  double densify_memset_gbps = 0;
+  double densify_ns_per_nnz = 0;
+  // Compiler and runtime
+  double compile_base_s = 0;
+  double compile_ms_per_instruction = 0;
+  double cache_load_ms = 0;
+  double queue_depth = 0;
+
+  // Derived quantities, in SI units.
+  double hbm_bytes() const { return hbm_gib * 1024.0 * 1024.0 * 1024.0; }
+  // Tensor Engine peak: one multiply-add per PE per cycle in bf16, fp32_cost_factor times slower in fp32.
+  double peak_flops(bool bf16) const {
+    return 2.0 * pe_rows * pe_rows * pe_clock_ghz * 1e9 / (bf16 ? 1.0 : fp32_cost_factor);
+  }
+};
+
+// The device names the data file describes ("trn1", "trn2").
+std::vector<std::string> neuron_devices();
+// Parameter names, in the order of NeuronParams (the same for every device).
+std::vector<std::string> neuron_parameter_names();
+// The parameters of `device` from the embedded data file, with options.overrides[device] applied. An unknown
+// device is an UnsupportedError; an unknown parameter name, or a value that is not positive (queue_depth: not a
+// whole number >= 1), is an InputError naming it (and listing the known names). The caller prefixes the input
+// file and key.
+NeuronParams load_neuron_params(const std::string& device, const DeviceOptions& options = {});
+// The embedded data file, as text.
+const char* neuron_devices_yaml();
+
+}  // namespace dfmp2::devices::neuron

@@ -1,0 +1,182 @@
+#include "devices/neuron/timing_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "linalg/errors.hpp"
+
+namespace dfmp2::devices::neuron {
+namespace {
+
+Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
+
+struct Engines {
+  double pe_cycles = 0;      // Tensor Engine
+  double scalar_cycles = 0;  // Scalar Engine: PSUM -> SBUF evacuation with the alpha scale fused in
+  double vector_cycles = 0;  // Vector Engine: beta C added to the evacuated tile; on-chip transpose copies
+  double dma_bytes = 0;
+  double dma_count = 0;
+  double flops = 0;
+  long matmuls = 0;
+  long evacuations = 0;
+};
+
+double matmul_cycles(const NeuronParams& p, bool bf16, Index m_stationary, Index n_moving) {
+  const double c = std::max(std::min(p.matmul_min_cycles, double(m_stationary)), double(n_moving));
+  return bf16 ? c : c * p.fp32_cost_factor;
+}
+
+// Elements per lane of an evacuation of a rows x cols PSUM tile (rows on partitions, one lane per partition).
+double lane_cycles(const NeuronParams& p, Index rows, Index cols) {
+  return std::ceil(double(rows) * double(cols) / std::min(p.engine_lanes, double(rows)));
+}
+
+void check_tiles(const NeuronParams& p, const Launch& l, double sbuf_per_partition, double psum_per_partition) {
+  const double sbuf = p.sbuf_partition_kib * 1024.0, psum = p.psum_partition_kib * 1024.0;
+  if (sbuf_per_partition > sbuf || psum_per_partition > psum)
+    throw ResourceError(fmt::format(
+        "{}: {} launch ({} x {} x {}) needs {:.1f} KiB of SBUF and {:.1f} KiB of PSUM per partition for its working "
+        "tiles; the NeuronCore has {} KiB and {} KiB",
+        p.device, l.kind == Launch::Kind::gemm ? "gemm" : "syrk", l.m, l.n, l.k, sbuf_per_partition / 1024.0,
+        psum_per_partition / 1024.0, p.sbuf_partition_kib, p.psum_partition_kib));
+}
+
+Engines gemm_engines(const NeuronParams& p, const Launch& l) {
+  const Index tm = static_cast<Index>(p.pe_rows), tn = static_cast<Index>(p.moving_free_max), tk = tm;
+  const double eb = l.bf16 ? 2.0 : 4.0;
+  // Working tiles, double-buffered: stationary tk x tm and moving tk x tn operands, the evacuated tm x tn fp32
+  // result (and the C tile when beta != 0); one PSUM bank of tn fp32 per partition per accumulation, two in flight.
+  check_tiles(p, l, 2.0 * (tm * eb + tn * eb + tn * 4.0 * (l.beta_nonzero ? 2 : 1)), 2.0 * tn * 4.0);
+  Engines e;
+  const Index mt = ceil_div(l.m, tm), nt = ceil_div(l.n, tn), kt = ceil_div(l.k, tk);
+  for (Index i = 0; i < mt; ++i) {
+    const Index mi = std::min(tm, l.m - i * tm);
+    for (Index j = 0; j < nt; ++j) {
+      const Index nj = std::min(tn, l.n - j * tn);
+      e.pe_cycles += double(kt) * matmul_cycles(p, l.bf16, mi, nj);
+      e.flops += 2.0 * double(kt * tk) * double(tm) * double(nj);
+      e.scalar_cycles += lane_cycles(p, mi, nj);
+      if (l.beta_nonzero) e.vector_cycles += lane_cycles(p, mi, nj);
+    }
+  }
+  e.matmuls = mt * nt * kt;
+  e.evacuations = mt * nt;
+  // A row strip (tm x K) stays in SBUF across the N tiles when it fits in a quarter of a partition; B is loaded
+  // once when all of it fits in half of SBUF, else once per M tile.
+  const double sbuf = p.sbuf_partition_kib * 1024.0;
+  const bool a_strip_fits = double(l.k) * eb <= sbuf / 4;
+  const bool b_fits = double(l.k) * double(l.n) * eb / p.pe_rows <= sbuf / 2;
+  const double a_loads = a_strip_fits ? 1 : double(nt), b_loads = b_fits ? 1 : double(mt);
+  e.dma_bytes = double(l.m) * double(l.k) * eb * a_loads + double(l.k) * double(l.n) * eb * b_loads +
+                double(l.m) * double(l.n) * 4.0 * (l.beta_nonzero ? 2 : 1);
+  e.dma_count = double(mt * kt) * a_loads + double(kt * nt) * b_loads + double(mt * nt) * (l.beta_nonzero ? 2 : 1);
+  const double c = double(l.count);
+  e.pe_cycles *= c, e.scalar_cycles *= c, e.vector_cycles *= c, e.dma_bytes *= c, e.dma_count *= c, e.flops *= c;
+  e.matmuls *= l.count, e.evacuations *= l.count;
+  return e;
+}
+
+Engines syrk_engines(const NeuronParams& p, const Launch& l) {
+  const Index t = static_cast<Index>(p.pe_rows);
+  const double eb = l.bf16 ? 2.0 : 4.0;
+  const Index mt = ceil_div(l.n, t), kt = ceil_div(l.k, t);
+  // A and its on-chip transpose stay resident when they fit in half of SBUF; otherwise each output tile streams
+  // its two row strips of A again.
+  const double resident = 2.0 * double(l.n) * double(l.k) * eb / p.pe_rows;
+  const bool fits = resident <= p.sbuf_partition_kib * 1024.0 / 2;
+  check_tiles(p, l, 2.0 * (2.0 * t * eb + t * 4.0 * (l.beta_nonzero ? 2 : 1)), 2.0 * t * 4.0);
+  Engines e;
+  const Index tiles = mt * (mt + 1) / 2;  // 128 x 128 output tiles on and below the diagonal
+  for (Index i = 0; i < mt; ++i) {
+    const Index mi = std::min(t, l.n - i * t);
+    for (Index j = 0; j <= i; ++j) {
+      const Index nj = std::min(t, l.n - j * t);
+      e.pe_cycles += double(kt) * matmul_cycles(p, l.bf16, mi, nj);
+      e.flops += 2.0 * double(kt * t) * double(t) * double(nj);
+      e.scalar_cycles += lane_cycles(p, mi, nj);
+      if (l.beta_nonzero) e.vector_cycles += lane_cycles(p, mi, nj);
+    }
+  }
+  // On-chip transposes: one identity matmul per 128 x 128 tile of A, evacuated by the Vector Engine.
+  const Index transposes = mt * kt;
+  e.pe_cycles += double(transposes) * matmul_cycles(p, l.bf16, t, t);
+  e.vector_cycles += double(transposes) * lane_cycles(p, t, t);
+  e.matmuls = tiles * kt + transposes;
+  e.evacuations = tiles + transposes;
+  const double a_bytes = double(l.n) * double(l.k) * eb;
+  const double a_loads = fits ? 1.0 : double(mt);
+  e.dma_bytes = a_bytes * a_loads + double(tiles) * double(t * t) * 4.0 * (l.beta_nonzero ? 2 : 1);
+  e.dma_count = double(transposes) * a_loads + double(tiles) * (l.beta_nonzero ? 2 : 1);
+  return e;
+}
+
+}  // namespace
+
+LaunchCost launch_cost(const NeuronParams& p, const Launch& l) {
+  const Engines e = l.kind == Launch::Kind::gemm ? gemm_engines(p, l) : syrk_engines(p, l);
+  LaunchCost c;
+  c.dispatch = p.dispatch_ms * 1e-3 + double(l.tensors) * p.dispatch_tensor_ms * 1e-3;
+  double copied = 0;
+  for (double b : l.copies_in) copied += b;
+  for (double b : l.copies_out) copied += b;
+  const double copies = double(l.copies_in.size() + l.copies_out.size());
+  c.transfer = copied / (p.host_link_gbps * 1e9) + copies * p.host_copy_us * 1e-6;
+  // Tile DMAs spread over the DMA queues; their aggregate rate is capped by the HBM.
+  const double dma_rate = std::min(p.dma_engines * p.dma_engine_gbps, p.hbm_gbps) * 1e9;
+  c.dma = e.dma_bytes / dma_rate + e.dma_count * p.dma_fixed_us * 1e-6 / p.dma_engines;
+  c.compute = std::max({e.pe_cycles / (p.pe_clock_ghz * 1e9), e.scalar_cycles / (p.scalar_clock_ghz * 1e9),
+                        e.vector_cycles / (p.vector_clock_ghz * 1e9)});
+  const bool any_work = e.matmuls > 0;
+  if (any_work) {
+    const double t = p.pe_rows, eb = l.bf16 ? 2.0 : 4.0;
+    const double first_tiles = (t * t + t * std::min(p.moving_free_max, double(std::max<Index>(l.n, 1)))) * eb;
+    c.fill = p.dma_fixed_us * 1e-6 + first_tiles / (p.dma_engine_gbps * 1e9) +
+             matmul_cycles(p, l.bf16, static_cast<Index>(t), static_cast<Index>(p.moving_free_max)) /
+                 (p.pe_clock_ghz * 1e9) +
+             p.moving_free_max / (p.scalar_clock_ghz * 1e9);
+  }
+  c.device = c.fill + std::max(c.dma, c.compute);
+  c.flops = e.flops;
+  c.instructions = e.matmuls + static_cast<long>(e.dma_count) + e.evacuations;
+  return c;
+}
+
+double compile_seconds(const NeuronParams& p, long instructions) {
+  return p.compile_base_s + double(instructions) * p.compile_ms_per_instruction * 1e-3;
+}
+
+void CallTimeline::host(double seconds, long wait_for) {
+  if (wait_for >= 0) host_t_ = std::max(host_t_, done_.at(static_cast<size_t>(wait_for)));
+  host_t_ += seconds;
+  sum_.host += seconds;
+}
+
+long CallTimeline::launch(const LaunchCost& c, CompileOutcome outcome, double compile_or_load_seconds) {
+  const long index = launches();
+  if (index >= depth_) host_t_ = std::max(host_t_, done_[static_cast<size_t>(index - depth_)]);
+  const double compile = outcome == CompileOutcome::resident ? 0.0 : compile_or_load_seconds;
+  host_t_ += c.dispatch + compile;
+  const double start = std::max(host_t_, device_free_);
+  device_free_ = start + c.transfer + c.device;
+  done_.push_back(device_free_);
+  sum_.dispatch += c.dispatch;
+  sum_.transfer += c.transfer;
+  sum_.dma += std::max(0.0, c.dma - c.compute);
+  sum_.compute += c.fill + c.compute;
+  sum_.compile += compile;
+  sum_.device_flops += c.flops;
+  sum_.launches += 1;
+  if (outcome == CompileOutcome::compiled) sum_.compiles += 1;
+  if (outcome == CompileOutcome::loaded) sum_.cache_loads += 1;
+  return index;
+}
+
+linalg::ModelledTime CallTimeline::finish() const {
+  linalg::ModelledTime t = sum_;
+  t.total = std::max(host_t_, device_free_);
+  return t;
+}
+
+}  // namespace dfmp2::devices::neuron

@@ -1,0 +1,488 @@
+// The Trainium device models (devices/neuron/): calibration against the published trn1 measurements, arithmetic
+// as the device does it (fp32 and bf16 against an fp64 reference), what the device refuses, HBM limits, the
+// compile cache, the launch queue and parameter overrides.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "devices/neuron/bf16.hpp"
+#include "devices/neuron/calibration.hpp"
+#include "devices/neuron/neuron_backend.hpp"
+#include "devices/neuron/neuron_params.hpp"
+#include "devices/registry.hpp"
+#include "linalg/errors.hpp"
+
+namespace {
+
+namespace la = dfmp2::linalg;
+namespace neuron = dfmp2::devices::neuron;
+using dfmp2::devices::DeviceOptions;
+using dfmp2::devices::make_backend;
+using la::Index;
+using la::Matrix;
+using la::MatrixF;
+using la::Trans;
+
+constexpr double kU32 = 0x1p-24;  // unit roundoff of fp32
+constexpr double kU16 = 0x1p-8;   // unit roundoff of bf16 (8 significant bits)
+
+// A fresh folder under the temp directory, removed at the end of the test.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    static int serial = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("dfmp2-test-neuron-" + std::to_string(::getpid()) + "-" + std::to_string(serial++));
+    std::filesystem::remove_all(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string str() const { return path.string(); }
+};
+
+MatrixF random_f(Index r, Index c, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  MatrixF m(r, c);
+  for (Index i = 0; i < m.size(); ++i) m.data()[i] = u(rng);
+  return m;
+}
+
+Matrix to_d(const MatrixF& m) { return m.cast<double>(); }
+
+// Largest |computed - reference| / (|A||B| bound) over the entries: below 1 means within gamma_k-style bounds.
+double max_ratio(const MatrixF& got, const Matrix& ref, const Matrix& scale, double per_entry_bound) {
+  double worst = 0;
+  for (Index i = 0; i < ref.size(); ++i)
+    worst = std::max(worst, std::abs(double(got.data()[i]) - ref.data()[i]) / (per_entry_bound * scale.data()[i] + 1e-300));
+  return worst;
+}
+
+double max_abs_err(const MatrixF& got, const Matrix& ref) { return (got.cast<double>() - ref).cwiseAbs().maxCoeff(); }
+
+// ---- Calibration ---------------------------------------------------------------------------------------------
+
+const std::vector<neuron::CalibrationRow>& calibration() {
+  static TempDir dir;
+  static const auto rows = neuron::run_calibration("trn1", dir.str());
+  return rows;
+}
+
+TEST(NeuronCalibration, EveryPublishedRowWithin25Percent) {
+  const auto& rows = calibration();
+  ASSERT_EQ(rows.size(), 2u + 1u + 4u + 2u + 12u);
+  for (const auto& r : rows) {
+    EXPECT_LE(std::abs(r.error), 0.25) << r.kernel << " " << r.shape << ": model " << r.model_s * 1e3
+                                       << " ms, published " << r.published_s * 1e3 << " ms";
+    EXPECT_TRUE(r.pass) << r.kernel << " " << r.shape;
+  }
+}
+
+TEST(NeuronCalibration, ColdRowsCompileOrLoad) {
+  for (const auto& r : calibration()) {
+    if (r.kernel == "gemm cold, disk cache") {
+      EXPECT_EQ(r.modelled.cache_loads, 1);
+      EXPECT_EQ(r.modelled.compiles, 0);
+    } else if (r.kernel == "syrk cold, no cache") {
+      EXPECT_EQ(r.modelled.compiles, 1);
+      EXPECT_GT(r.modelled.compile, 1.0);
+    } else {
+      EXPECT_EQ(r.modelled.compiles + r.modelled.cache_loads, 0) << r.kernel << " " << r.shape;
+      EXPECT_EQ(r.modelled.launches, 1);
+    }
+  }
+}
+
+// ---- Arithmetic ----------------------------------------------------------------------------------------------
+
+class NeuronArithmetic : public ::testing::Test {
+ protected:
+  std::unique_ptr<la::Backend> trn = make_backend("trn1");
+  std::mt19937_64 rng{7};
+};
+
+TEST_F(NeuronArithmetic, GemmFp32AllTransposesStridedWithinBounds) {
+  const Index m = 130, n = 600, k = 300;  // partial tiles in every dimension
+  for (Trans ta : {Trans::no, Trans::yes})
+    for (Trans tb : {Trans::no, Trans::yes}) {
+      const MatrixF a = ta == Trans::no ? random_f(m + 3, k, rng) : random_f(k + 3, m, rng);
+      const MatrixF b = tb == Trans::no ? random_f(k + 2, n, rng) : random_f(n + 2, k, rng);
+      const MatrixF c0 = random_f(m + 1, n, rng);
+      la::ConstMatrixViewF av{a.data(), ta == Trans::no ? m : k, ta == Trans::no ? k : m, a.rows()};
+      la::ConstMatrixViewF bv{b.data(), tb == Trans::no ? k : n, tb == Trans::no ? n : k, b.rows()};
+      MatrixF c = c0;
+      la::MatrixViewF cv{c.data(), m, n, c.rows()};
+      trn->gemm(ta, tb, 0.5f, av, bv, -2.0f, cv);
+      const Matrix ad = to_d(a).topRows(av.rows), bd = to_d(b).topRows(bv.rows);
+      const Matrix opa = ta == Trans::no ? ad : Matrix(ad.transpose());
+      const Matrix opb = tb == Trans::no ? bd : Matrix(bd.transpose());
+      const Matrix ref = 0.5 * opa * opb - 2.0 * to_d(c0).topRows(m);
+      const Matrix scale = 0.5 * opa.cwiseAbs() * opb.cwiseAbs() + 2.0 * to_d(c0).topRows(m).cwiseAbs();
+      EXPECT_LT(max_ratio(c.topRows(m), ref, scale, 1.1 * (k + 2) * kU32), 1.0);
+      EXPECT_EQ(c(m, 0), c0(m, 0)) << "row beyond the view written";
+      const auto* t = trn->last_modelled();
+      ASSERT_NE(t, nullptr);
+      EXPECT_EQ(t->launches, 1);
+      EXPECT_GT(t->total, 0);
+    }
+}
+
+TEST_F(NeuronArithmetic, BlasRulesForZeroAlphaAndBeta) {
+  MatrixF a = random_f(4, 4, rng), b = random_f(4, 4, rng);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  MatrixF c = MatrixF::Constant(4, 4, nan);
+  trn->gemm(Trans::no, Trans::no, 1.0f, la::view(std::as_const(a)), la::view(std::as_const(b)), 0.0f, la::view(c));
+  EXPECT_TRUE(c.allFinite()) << "beta 0 must not read C";
+  a.fill(nan);
+  MatrixF c2 = MatrixF::Ones(4, 4);
+  trn->gemm(Trans::no, Trans::no, 0.0f, la::view(std::as_const(a)), la::view(std::as_const(b)), 3.0f, la::view(c2));
+  EXPECT_TRUE((c2.array() == 3.0f).all()) << "alpha 0 must not read A";
+}
+
+TEST_F(NeuronArithmetic, GemmBatchedSharedOperand) {
+  const Index count = 5, m = 40, n = 70, k = 150;
+  const MatrixF a = random_f(m, k, rng);              // shared (stride 0)
+  const MatrixF b = random_f(k, n * count, rng);
+  MatrixF c(m, n * count);
+  trn->gemm_batched(Trans::no, Trans::no, count, {0, k * n, m * n}, 1.0f, la::view(a), {b.data(), k, n, k}, 0.0f,
+                    {c.data(), m, n, m});
+  const Matrix ref = to_d(a) * to_d(b);
+  const Matrix scale = to_d(a).cwiseAbs() * to_d(b).cwiseAbs();
+  EXPECT_LT(max_ratio(c, ref, scale, 1.1 * k * kU32), 1.0);
+  EXPECT_EQ(trn->last_modelled()->launches, 1) << "a batch is one device launch";
+}
+
+TEST_F(NeuronArithmetic, SyrkWritesOnlyItsTriangle) {
+  const Index n = 200, k = 260;
+  for (la::Uplo uplo : {la::Uplo::lower, la::Uplo::upper})
+    for (Trans tr : {Trans::no, Trans::yes}) {
+      const MatrixF a = tr == Trans::no ? random_f(n, k, rng) : random_f(k, n, rng);
+      const MatrixF c0 = random_f(n, n, rng);
+      MatrixF c = c0;
+      trn->syrk(uplo, tr, 1.5f, la::view(a), 0.5f, la::view(c));
+      const Matrix opa = tr == Trans::no ? to_d(a) : Matrix(to_d(a).transpose());
+      const Matrix ref = 1.5 * opa * opa.transpose() + 0.5 * to_d(c0);
+      const Matrix scale = 1.5 * opa.cwiseAbs() * opa.cwiseAbs().transpose() + 0.5 * to_d(c0).cwiseAbs();
+      for (Index j = 0; j < n; ++j)
+        for (Index i = 0; i < n; ++i) {
+          const bool in = uplo == la::Uplo::lower ? i >= j : i <= j;
+          if (in) ASSERT_LE(std::abs(c(i, j) - ref(i, j)), 1.1 * k * kU32 * scale(i, j)) << i << "," << j;
+          else ASSERT_EQ(c(i, j), c0(i, j)) << "outside the triangle " << i << "," << j;
+        }
+    }
+}
+
+// A well-conditioned triangle: unit-size diagonal, small off-diagonal.
+MatrixF triangle_operand(Index n, std::mt19937_64& rng) {
+  MatrixF a = random_f(n, n, rng) * (0.5f / std::sqrt(float(n)));
+  for (Index i = 0; i < n; ++i) a(i, i) = 1.0f + 0.5f * std::abs(a(i, i));
+  return a;
+}
+
+TEST_F(NeuronArithmetic, TrsmEveryVariantSolves) {
+  const Index n = 300, other = 70;  // three diagonal blocks, a partial one last
+  for (la::Side side : {la::Side::left, la::Side::right})
+    for (la::Uplo uplo : {la::Uplo::lower, la::Uplo::upper})
+      for (Trans tr : {Trans::no, Trans::yes})
+        for (la::Diag diag : {la::Diag::non_unit, la::Diag::unit}) {
+          const MatrixF a = triangle_operand(n, rng);
+          const MatrixF b0 = side == la::Side::left ? random_f(n, other, rng) : random_f(other, n, rng);
+          MatrixF x = b0;
+          trn->trsm(side, uplo, tr, diag, 2.0f, la::view(a), la::view(x));
+          Matrix t = uplo == la::Uplo::lower ? Matrix(to_d(a).triangularView<Eigen::Lower>())
+                                             : Matrix(to_d(a).triangularView<Eigen::Upper>());
+          if (diag == la::Diag::unit) t.diagonal().setOnes();
+          if (tr == Trans::yes) t.transposeInPlace();
+          const Matrix resid = side == la::Side::left ? Matrix(t * to_d(x) - 2.0 * to_d(b0))
+                                                      : Matrix(to_d(x) * t - 2.0 * to_d(b0));
+          EXPECT_LT(resid.cwiseAbs().maxCoeff(), 2e-5)
+              << int(side) << int(uplo) << int(tr) << int(diag);
+          EXPECT_EQ(trn->last_modelled()->launches, 3) << "block 1: next block row + the rest; block 2: next block row";
+        }
+}
+
+MatrixF spd_operand(Index n, std::mt19937_64& rng) {
+  const MatrixF g = random_f(n, n, rng);
+  MatrixF a = g * g.transpose() / float(n);
+  a.diagonal().array() += 1.0f;
+  return a;
+}
+
+TEST_F(NeuronArithmetic, CholeskyFactorsAndRefusesIndefinite) {
+  const Index n = 333;
+  const MatrixF a0 = spd_operand(n, rng);
+  for (la::Uplo uplo : {la::Uplo::lower, la::Uplo::upper}) {
+    MatrixF f = a0;
+    trn->cholesky(uplo, la::view(f));
+    const Matrix l = uplo == la::Uplo::lower ? Matrix(to_d(f).triangularView<Eigen::Lower>())
+                                             : Matrix(to_d(f).triangularView<Eigen::Upper>().transpose());
+    const double err = (l * l.transpose() - to_d(a0)).cwiseAbs().maxCoeff();
+    EXPECT_LT(err, 50 * n * kU32) << int(uplo);
+    // The other triangle is not written.
+    if (uplo == la::Uplo::lower) EXPECT_EQ(f(0, n - 1), a0(0, n - 1));
+    else EXPECT_EQ(f(n - 1, 0), a0(n - 1, 0));
+  }
+  MatrixF bad = a0;
+  bad(200, 200) = -50.0f;
+  try {
+    trn->cholesky(la::Uplo::lower, la::view(bad));
+    FAIL() << "indefinite matrix accepted";
+  } catch (const dfmp2::NumericalError& e) {
+    EXPECT_NE(std::string(e.what()).find("order 201"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(NeuronArithmetic, SpmmCsrAndBsrAsDenseGemm) {
+  const Index m = 300, k = 260, n = 40;
+  MatrixF s = random_f(m, k, rng);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (Index i = 0; i < s.size(); ++i)
+    if (u(rng) > 0.1f) s.data()[i] = 0.0f;
+  const auto csr = la::csr_from_dense(s);
+  const auto bsr = la::bsr_from_dense(s, 32, 32);
+  for (Trans ts : {Trans::no, Trans::yes}) {
+    const Index rows = ts == Trans::no ? m : k, inner = ts == Trans::no ? k : m;
+    const MatrixF b = random_f(inner, n, rng);
+    const MatrixF c0 = random_f(rows, n, rng);
+    const Matrix ops = ts == Trans::no ? to_d(s) : Matrix(to_d(s).transpose());
+    const Matrix ref = -1.0 * ops * to_d(b) + 0.25 * to_d(c0);
+    const Matrix scale = ops.cwiseAbs() * to_d(b).cwiseAbs() + 0.25 * to_d(c0).cwiseAbs();
+    MatrixF c = c0;
+    trn->spmm(ts, -1.0f, csr, la::view(b), 0.25f, la::view(c));
+    EXPECT_LT(max_ratio(c, ref, scale, 1.1 * inner * kU32), 1.0);
+    c = c0;
+    trn->spmm(ts, -1.0f, bsr, la::view(b), 0.25f, la::view(c));
+    EXPECT_LT(max_ratio(c, ref, scale, 1.1 * inner * kU32), 1.0);
+    EXPECT_GT(trn->last_modelled()->host, 0) << "densify on the host";
+  }
+}
+
+TEST_F(NeuronArithmetic, Bf16ErrorLargerThanFp32AndWithinBf16Bounds) {
+  const Index m = 128, n = 256, k = 512;
+  const MatrixF a = random_f(m, k, rng), b = random_f(k, n, rng);
+  const Matrix ref = to_d(a) * to_d(b);
+  const Matrix scale = to_d(a).cwiseAbs() * to_d(b).cwiseAbs();
+  MatrixF c32(m, n), c16(m, n);
+  trn->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(b), 0.0f, la::view(c32));
+  const double peak32 = trn->peak_flops();
+  trn->set_bf16(true);
+  trn->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(b), 0.0f, la::view(c16));
+  EXPECT_NEAR(trn->peak_flops() / peak32, 4.0, 1e-12);
+  EXPECT_NEAR(peak32, 2.0 * 128 * 128 * 2.8e9 / 4, 1e3);
+  const double e32 = max_abs_err(c32, ref), e16 = max_abs_err(c16, ref);
+  EXPECT_GT(e16, 20 * e32) << "bf16 operands must lose precision against fp32";
+  // Each operand carries a relative rounding error <= u16, each product <= 2 u16 (+u16^2), then fp32 sums.
+  EXPECT_LT(max_ratio(c16, ref, scale, 2.01 * kU16 + 1.1 * k * kU32), 1.0);
+  // And the bf16 result is exactly the fp32 product of the rounded operands, up to fp32 summation.
+  const MatrixF ar = a.unaryExpr([](float x) { return neuron::round_to_bf16(x); });
+  const MatrixF br = b.unaryExpr([](float x) { return neuron::round_to_bf16(x); });
+  EXPECT_LT(max_ratio(c16, to_d(ar) * to_d(br), scale, 1.1 * k * kU32), 1.0);
+}
+
+std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }
+float from_bits(std::uint32_t u) { return std::bit_cast<float>(u); }
+
+TEST(NeuronBf16, RoundsToNearestTiesToEven) {
+  using neuron::round_to_bf16;
+  EXPECT_EQ(bits(round_to_bf16(from_bits(0x3f800000))), 0x3f800000u);  // 1.0 exact
+  EXPECT_EQ(bits(round_to_bf16(from_bits(0x3f808000))), 0x3f800000u);  // tie, 0x3f80 even: down
+  EXPECT_EQ(bits(round_to_bf16(from_bits(0x3f818000))), 0x3f820000u);  // tie, 0x3f81 odd: up to even
+  EXPECT_EQ(bits(round_to_bf16(from_bits(0x3f808001))), 0x3f810000u);  // above the tie: up
+  EXPECT_EQ(bits(round_to_bf16(from_bits(0x3f807fff))), 0x3f800000u);  // below the tie: down
+  EXPECT_EQ(bits(round_to_bf16(from_bits(0xbf818000))), 0xbf820000u);  // negative tie to even
+  EXPECT_EQ(bits(round_to_bf16(from_bits(0x3f7fffff))), 0x3f800000u);  // carry into the exponent
+  EXPECT_EQ(bits(round_to_bf16(from_bits(0x7f7fffff))), 0x7f800000u);  // largest float rounds to inf
+  EXPECT_EQ(bits(round_to_bf16(from_bits(0x7f800000))), 0x7f800000u);  // inf stays
+  EXPECT_TRUE(std::isnan(round_to_bf16(from_bits(0x7f800001))));       // NaN with low payload stays NaN
+  EXPECT_EQ(bits(round_to_bf16(from_bits(0x00008000))), 0x00000000u);  // subnormal tie to even (zero)
+}
+
+TEST(NeuronBf16, BackendRoundsOperandsBeforeMultiplying) {
+  auto trn = make_backend("trn1");
+  trn->set_bf16(true);
+  MatrixF a(1, 1), b(1, 1), c(1, 1);
+  b(0, 0) = 1.0f;
+  a(0, 0) = from_bits(0x3f808000);  // 1 + 2^-8: a tie, rounds down to 1
+  trn->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(b), 0.0f, la::view(c));
+  EXPECT_EQ(c(0, 0), 1.0f);
+  a(0, 0) = from_bits(0x3f818000);  // 1 + 3 * 2^-8: a tie, rounds up to 1 + 2^-6
+  trn->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(b), 0.0f, la::view(c));
+  EXPECT_EQ(c(0, 0), 1.0f + 0x1p-6f);
+  trn->set_bf16(false);
+  trn->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(b), 0.0f, la::view(c));
+  EXPECT_EQ(c(0, 0), from_bits(0x3f818000));
+}
+
+// ---- What the device refuses ---------------------------------------------------------------------------------
+
+TEST(NeuronRefuses, Fp64AndEigh) {
+  for (const std::string device : {"trn1", "trn2"}) {
+    auto trn = make_backend(device);
+    for (la::Op op : la::kAllOps) {
+      EXPECT_FALSE(trn->supports(op, la::DType::fp64)) << la::op_name(op);
+      EXPECT_EQ(trn->supports(op, la::DType::fp32), op != la::Op::eigh) << la::op_name(op);
+    }
+    Matrix a = Matrix::Identity(4, 4), c(4, 4);
+    la::Vector w(4);
+    MatrixF af = MatrixF::Identity(4, 4);
+    la::VectorF wf(4);
+    auto expect_fp64 = [&](auto&& call) {
+      try {
+        call();
+        ADD_FAILURE() << "fp64 accepted";
+      } catch (const dfmp2::UnsupportedError& e) {
+        EXPECT_NE(std::string(e.what()).find("no fp64"), std::string::npos) << e.what();
+      }
+    };
+    expect_fp64([&] { trn->gemm(Trans::no, Trans::no, 1.0, la::view(a), la::view(a), 0.0, la::view(c)); });
+    expect_fp64([&] { trn->syrk(la::Uplo::lower, Trans::no, 1.0, la::view(a), 0.0, la::view(c)); });
+    expect_fp64([&] { trn->cholesky(la::Uplo::lower, la::view(c)); });
+    expect_fp64([&] { trn->gemm_batched(Trans::no, Trans::no, 1, {}, 1.0, la::view(a), la::view(a), 0.0, la::view(c)); });
+    expect_fp64([&] {
+      trn->trsm(la::Side::left, la::Uplo::lower, Trans::no, la::Diag::unit, 1.0, la::view(a), la::view(c));
+    });
+    expect_fp64([&] { trn->spmm(Trans::no, 1.0, la::csr_from_dense(a), la::view(a), 0.0, la::view(c)); });
+    expect_fp64([&] { trn->eigh(la::view(a), w.data()); });
+    EXPECT_THROW(trn->eigh(la::view(af), wf.data()), dfmp2::UnsupportedError);
+  }
+}
+
+TEST(NeuronResources, OperandsBeyondHbmAreAResourceError) {
+  // 0.001 GiB holds one 512 x 512 fp32 matrix (1 MiB) but not two.
+  auto trn = make_backend("trn1", DeviceOptions{.overrides = {{"trn1", {{"hbm_gib", 0.001}}}}, .compile_cache = {}});
+  const MatrixF a = MatrixF::Ones(512, 512);
+  MatrixF c(512, 512);
+  try {
+    trn->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(a), 0.0f, la::view(c));
+    FAIL() << "no ResourceError";
+  } catch (const dfmp2::ResourceError& e) {
+    const std::string msg = e.what();
+    for (const char* part : {"trn1", "gemm", "operand B", "512 x 512", "HBM", "0.001 GiB"})
+      EXPECT_NE(msg.find(part), std::string::npos) << part << " missing from: " << msg;
+  }
+  // The same call fits the real 16 GiB.
+  auto full = make_backend("trn1");
+  EXPECT_NO_THROW(full->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(a), 0.0f, la::view(c)));
+  // Working tiles larger than SBUF (by an override) are refused too.
+  auto tiny = make_backend("trn1", DeviceOptions{.overrides = {{"trn1", {{"sbuf_partition_kib", 1}}}}, .compile_cache = {}});
+  EXPECT_THROW(tiny->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(a), 0.0f, la::view(c)),
+               dfmp2::ResourceError);
+}
+
+// ---- Compile cache, queue, parameters ------------------------------------------------------------------------
+
+TEST(NeuronCompileCache, ColdThenDiskThenResident) {
+  TempDir dir;
+  const DeviceOptions options{.overrides = {}, .compile_cache = (dir.path / "nested" / "cache").string()};
+  const MatrixF a = MatrixF::Ones(256, 256);
+  MatrixF c(256, 256);
+  auto first = make_backend("trn1", options);
+  EXPECT_TRUE(std::filesystem::is_directory(options.compile_cache)) << "folder created";
+  first->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(a), 0.0f, la::view(c));
+  auto t = *first->last_modelled();
+  EXPECT_EQ(t.compiles, 1);
+  EXPECT_EQ(t.cache_loads, 0);
+  EXPECT_GT(t.compile, 0.4);
+  EXPECT_FALSE(std::filesystem::is_empty(options.compile_cache));
+
+  auto second = make_backend("trn1", options);  // a new session with the same cache folder
+  second->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(a), 0.0f, la::view(c));
+  t = *second->last_modelled();
+  EXPECT_EQ(t.compiles, 0);
+  EXPECT_EQ(t.cache_loads, 1);
+  EXPECT_NEAR(t.compile, 0.024, 1e-9);
+
+  second->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(a), 0.0f, la::view(c));
+  t = *second->last_modelled();
+  EXPECT_EQ(t.compiles, 0);
+  EXPECT_EQ(t.cache_loads, 0);
+  EXPECT_EQ(t.compile, 0.0);
+
+  // bf16 is another signature.
+  second->set_bf16(true);
+  second->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(a), 0.0f, la::view(c));
+  EXPECT_EQ(second->last_modelled()->compiles, 1);
+
+  // Without a disk cache every session starts cold.
+  auto nocache = make_backend("trn1");
+  nocache->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(a), 0.0f, la::view(c));
+  EXPECT_EQ(nocache->last_modelled()->compiles, 1);
+}
+
+TEST(NeuronCompileCache, UnwritableFolderIsAnOutputError) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path);
+  const auto file = dir.path / "not-a-folder";
+  std::ofstream(file) << "x";
+  EXPECT_THROW(make_backend("trn1", DeviceOptions{.overrides = {}, .compile_cache = file.string()}),
+               dfmp2::OutputError);
+}
+
+double trsm_total(double depth) {
+  auto trn = make_backend("trn1", DeviceOptions{.overrides = {{"trn1", {{"queue_depth", depth}}}}, .compile_cache = {}});
+  std::mt19937_64 rng(3);
+  const MatrixF a = triangle_operand(1024, rng);
+  MatrixF b = random_f(1024, 256, rng);
+  for (int call = 0; call < 2; ++call)  // the second call is warm
+    trn->trsm(la::Side::left, la::Uplo::lower, Trans::no, la::Diag::non_unit, 1.0f, la::view(a), la::view(b));
+  const auto t = *trn->last_modelled();
+  EXPECT_EQ(t.launches, 13);  // 8 blocks: 2 updates after blocks 1-6, 1 after block 7
+  EXPECT_EQ(t.compile, 0.0);
+  return t.total;
+}
+
+TEST(NeuronQueue, DeeperQueueOverlapsHostWork) {
+  // Depth 1: the host dispatches a launch only after the previous one finished. Deeper: dispatches and diagonal
+  // solves overlap queued device work (transfers and tiles), bounded by the look-ahead dependency.
+  const double serial = trsm_total(1), two = trsm_total(2), queued = trsm_total(4);
+  EXPECT_GT(serial - two, 2e-4) << "depth 1 " << serial << " s, depth 2 " << two << " s";
+  EXPECT_GE(two, queued) << "depth 2 " << two << " s, depth 4 " << queued << " s";
+}
+
+TEST(NeuronParams, OverridesAndUnknownNames) {
+  const auto names = neuron::neuron_parameter_names();
+  for (const char* n : {"pe_clock_ghz", "hbm_gib", "queue_depth", "dispatch_ms", "compile_base_s"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  EXPECT_EQ(neuron::load_neuron_params("trn1").hbm_gib, 16);
+  EXPECT_EQ(neuron::load_neuron_params("trn2").hbm_gib, 12);
+  EXPECT_EQ(neuron::load_neuron_params("trn1", {.overrides = {{"trn1", {{"dispatch_ms", 2.0}}}}, .compile_cache = {}})
+                .dispatch_ms,
+            2.0);
+  try {
+    make_backend("trn1", DeviceOptions{.overrides = {{"trn1", {{"hbm_size", 1.0}}}}, .compile_cache = {}});
+    FAIL() << "unknown parameter accepted";
+  } catch (const dfmp2::InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("hbm_size"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("hbm_gib"), std::string::npos) << "known names listed: " << msg;
+  }
+  EXPECT_THROW(make_backend("trn1", DeviceOptions{.overrides = {{"trn1", {{"queue_depth", 0}}}}, .compile_cache = {}}),
+               dfmp2::InputError);
+}
+
+TEST(NeuronRegistry, BuiltAfterTheCpuBackends) {
+  const auto built = dfmp2::devices::built_backends();
+  ASSERT_GE(built.size(), 4u);
+  EXPECT_EQ(built[0], "eigen");
+  EXPECT_EQ(built[1], "openblas");
+  EXPECT_EQ(built[2], "trn1");
+  EXPECT_EQ(built[3], "trn2");
+  for (const std::string device : {"trn1", "trn2"}) {
+    auto b = make_backend(device);
+    EXPECT_EQ(b->name(), device);
+    EXPECT_NE(b->details().find("model of NeuronCore"), std::string::npos) << b->details();
+    EXPECT_TRUE(b->supports_bf16());
+  }
+  EXPECT_EQ(make_backend("eigen")->last_modelled(), nullptr);
+}
+
+}  // namespace
