@@ -23,13 +23,15 @@ namespace {
 
 const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "basis",   "aux_basis",
                                         "scf",       "save_integrals", "frozen_core", "backends", "precision",
-                                        "metric",    "screening", "memory",      "threads",  "output"};
+                                        "metric",    "screening", "memory",      "threads",  "output",
+                                        "device"};
+const std::vector<std::string> kDeviceKeys = {"compile_cache", "host_fallback", "trn1", "trn2"};
 const std::vector<std::string> kMoleculeKeys = {"xyz", "file", "units", "charge", "multiplicity"};
 const std::vector<std::string> kScfKeys = {"type", "jk_basis", "e_convergence", "d_convergence", "max_iterations",
                                            "guess"};
 const std::vector<std::string> kScreeningKeys = {"threshold", "block", "compare"};
 const std::vector<std::string> kSyntheticKeys = {"shape", "nbasis", "nocc", "naux", "seed"};
-const std::vector<std::string> kPrecisions = {"fp64", "fp32", "mixed"};
+const std::vector<std::string> kPrecisions = {"fp64", "fp32", "mixed", "bf16"};  // order of chem::Precision
 const std::vector<std::string> kMetrics = {"cholesky", "eigh", "newton-schulz"};
 const std::vector<std::string> kMetricKeys = {"method", "threshold", "tolerance", "max_iterations"};
 
@@ -78,6 +80,17 @@ std::optional<long long> as_integer(const std::string& s) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+// $XDG_CACHE_HOME/dfmp2/neuron, else ~/.cache/dfmp2/neuron; empty (no persistent cache) when neither is set.
+std::string default_compile_cache() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return (fs::path(xdg) / "dfmp2" / "neuron").string();
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return (fs::path(home) / ".cache" / "dfmp2" / "neuron").string();
+  }
+  return {};
 }
 
 std::optional<bool> as_bool(const std::string& s) {
@@ -472,29 +485,46 @@ Input read_input(const std::string& path) {
   }
 
   if (const YAML::Node node = root["precision"]) {
-    // A single precision or a list of them; each backend runs in each, in order.
-    std::vector<YAML::Node> items;
-    if (node.IsSequence()) {
-      if (node.size() == 0) ctx.fail(node, "key 'precision': the list is empty; name at least one of fp64, fp32, mixed");
-      for (const auto& item : node) items.push_back(item);
+    // A single precision or a list of them, each backend running in each in order; or a mapping backend ->
+    // precision(s), so that, say, eigen in fp64 and trn1 in bf16 compare in one input.
+    auto parse_list = [&](const YAML::Node& n, const std::string& key) {
+      std::vector<YAML::Node> items;
+      if (n.IsSequence()) {
+        if (n.size() == 0) ctx.fail(n, fmt::format("key '{}': the list is empty; name at least one of {}", key,
+                                                   fmt::join(kPrecisions, ", ")));
+        for (const auto& item : n) items.push_back(item);
+      } else {
+        items.push_back(n);
+      }
+      std::vector<chem::Precision> out;
+      for (const auto& item : items) {
+        const std::string value = ctx.scalar(item, key, "fp64, fp32, mixed or bf16");
+        const auto it = std::find(kPrecisions.begin(), kPrecisions.end(), value);
+        if (it == kPrecisions.end()) {
+          const auto guess = nearest(value, kPrecisions);
+          ctx.fail(item, fmt::format("key '{}': unknown precision '{}'{} (expected one of {})", key, value,
+                                     guess ? fmt::format(" (did you mean '{}'?)", *guess) : "",
+                                     fmt::join(kPrecisions, ", ")));
+        }
+        const auto p = static_cast<chem::Precision>(it - kPrecisions.begin());
+        if (std::find(out.begin(), out.end(), p) != out.end()) {
+          ctx.fail(item, fmt::format("key '{}': '{}' is named twice", key, value));
+        }
+        out.push_back(p);
+      }
+      return out;
+    };
+    if (node.IsMap()) {
+      for (const auto& kv : node) {
+        const std::string backend = ctx.scalar(kv.first, "precision", "a backend name");
+        if (std::find(in.backends.begin(), in.backends.end(), backend) == in.backends.end()) {
+          ctx.fail(kv.first, fmt::format("key 'precision': '{}' is not one of the backends ({})", backend,
+                                         fmt::join(in.backends, ", ")));
+        }
+        in.backend_precisions[backend] = parse_list(kv.second, "precision." + backend);
+      }
     } else {
-      items.push_back(node);
-    }
-    in.precisions.clear();
-    for (const auto& item : items) {
-      const std::string value = ctx.scalar(item, "precision", "fp64, fp32 or mixed");
-      const auto it = std::find(kPrecisions.begin(), kPrecisions.end(), value);
-      if (it == kPrecisions.end()) {
-        const auto guess = nearest(value, kPrecisions);
-        ctx.fail(item, fmt::format("key 'precision': unknown precision '{}'{} (expected one of {})", value,
-                                   guess ? fmt::format(" (did you mean '{}'?)", *guess) : "",
-                                   fmt::join(kPrecisions, ", ")));
-      }
-      const auto p = static_cast<chem::Precision>(it - kPrecisions.begin());
-      if (std::find(in.precisions.begin(), in.precisions.end(), p) != in.precisions.end()) {
-        ctx.fail(item, fmt::format("key 'precision': '{}' is named twice", value));
-      }
-      in.precisions.push_back(p);
+      in.precisions = parse_list(node, "precision");
     }
   }
 
@@ -533,6 +563,51 @@ Input read_input(const std::string& path) {
       }
     } else {
       in.metric = method(node);
+    }
+  }
+
+  in.device.compile_cache = default_compile_cache();
+  if (const YAML::Node node = root["device"]) {
+    if (!node.IsMap()) {
+      ctx.fail(node, fmt::format("key 'device': expected a mapping {{compile_cache, host_fallback, trn1, trn2}}, got {}",
+                                 Context::kind(node)));
+    }
+    check_keys(node, ctx, "device", kDeviceKeys);
+    if (const YAML::Node n = node["compile_cache"]) {
+      const std::string value = ctx.scalar(n, "device.compile_cache", "a folder or false");
+      if (const auto b = as_bool(value); b && !*b) {
+        in.device.compile_cache.clear();
+      } else if (b) {
+        ctx.fail(n, "key 'device.compile_cache': expected a folder or false, got 'true'");
+      } else {
+        in.device.compile_cache = ctx.resolve(value).string();
+      }
+    }
+    if (const YAML::Node n = node["host_fallback"]) {
+      const auto b = as_bool(ctx.scalar(n, "device.host_fallback", "true or false"));
+      if (!b) ctx.fail(n, fmt::format("key 'device.host_fallback': expected true or false, got '{}'", n.Scalar()));
+      in.host_fallback = *b;
+    }
+    for (const char* device : {"trn1", "trn2"}) {
+      const YAML::Node params = node[device];
+      if (!params) continue;
+      const std::string key = fmt::format("device.{}", device);
+      if (!params.IsMap()) {
+        ctx.fail(params, fmt::format("key '{}': expected a mapping of parameter: value, got {}", key,
+                                     Context::kind(params)));
+      }
+      for (const auto& kv : params) {
+        const std::string name = ctx.scalar(kv.first, key, "a parameter name");
+        const std::string value = ctx.scalar(kv.second, key + "." + name, "a number");
+        try {
+          std::size_t used = 0;
+          const double v = std::stod(value, &used);
+          if (used != value.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(value);
+          in.device.overrides[device][name] = v;
+        } catch (const std::exception&) {
+          ctx.fail(kv.second, fmt::format("key '{}.{}': expected a number >= 0, got '{}'", key, name, value));
+        }
+      }
     }
   }
 

@@ -22,8 +22,10 @@
 //                                                     of (P|mn) (AO-form input); compare also runs unscreened
 //   memory       size string or bytes    "2 GiB"      bound on the working set; chooses the block sizes
 //   threads      integer >= 1            all cores    threads for the backends and the pair-energy reduction
+//   device       mapping                 see README   device models: compile_cache, host_fallback, trn1/trn2 overrides
 //   output       string (path)           (none)       results file (QCSchema JSON), relative to the YAML file's
 //                                                     folder; --json on the command line overrides it
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +35,7 @@
 #include "chem/dfmp2.hpp"
 #include "chem/scf.hpp"
 #include "chem/synthetic.hpp"
+#include "devices/device_options.hpp"
 #include "devices/registry.hpp"
 
 namespace dfmp2::app {
@@ -57,6 +60,12 @@ struct Input {
   FrozenCore frozen_core;
   std::vector<std::string> backends = {devices::default_backend()};
   std::vector<chem::Precision> precisions = {chem::Precision::fp64};
+  // precision as a mapping: the precisions per backend (a backend not named runs in `precisions`).
+  std::map<std::string, std::vector<chem::Precision>> backend_precisions;
+  const std::vector<chem::Precision>& precisions_of(const std::string& backend) const {
+    const auto it = backend_precisions.find(backend);
+    return it == backend_precisions.end() ? precisions : it->second;
+  }
   chem::MetricMethod metric = chem::MetricMethod::cholesky;
   double eigh_threshold = linalg::kDefaultEighThreshold;
   linalg::NewtonSchulzOptions newton_schulz;
@@ -66,6 +75,10 @@ struct Input {
   std::string memory_text = "2 GiB";
   int threads = 0;  // filled with the machine's core count when absent
   std::optional<std::string> output;  // resolved path
+  // Device models (key `device`): compile cache folder, parameter overrides; host_fallback lets ops a device
+  // cannot run go to the host backend (counted in the report) instead of stopping the run.
+  devices::DeviceOptions device;
+  bool host_fallback = false;
   nlohmann::json as_read;             // the input as read, for the results file
 };
 

@@ -27,7 +27,15 @@ std::string format_header(const Calculation& calc) {
                      p.nbf > 0 ? fmt::format("{}", p.nbf) : std::string("-"), p.nmo, p.nocc, calc.nfrozen,
                      p.nocc - calc.nfrozen, p.nmo - p.nocc, p.naux);
   std::vector<std::string> precisions;
-  for (const auto p : calc.input.precisions) precisions.push_back(chem::precision_name(p));
+  if (calc.input.backend_precisions.empty()) {
+    for (const auto p : calc.input.precisions) precisions.push_back(chem::precision_name(p));
+  } else {
+    for (const auto& b : calc.input.backends) {
+      std::vector<std::string> names;
+      for (const auto p : calc.input.precisions_of(b)) names.push_back(chem::precision_name(p));
+      precisions.push_back(fmt::format("{}: {}", b, fmt::join(names, "+")));
+    }
+  }
   out += fmt::format("  run          backends {}  precision {}  metric {}  threads {}  memory {}\n",
                      fmt::join(calc.input.backends, ", "), fmt::join(precisions, ", "),
                      chem::metric_name(calc.input.metric), calc.input.threads, calc.input.memory_text);
@@ -94,24 +102,63 @@ std::string format_energies(const Calculation& calc, const BackendRun& run) {
 }
 
 std::string format_kernel_table(const BackendRun& run) {
-  return format_kernel_table(fmt::format("Kernel timings on backend {}", run.backend), run.log, run.wall_seconds);
+  std::string out = format_kernel_table(fmt::format("Kernel timings on backend {}", run.backend), run.log,
+                                        run.wall_seconds);
+  if (run.modelled()) out += format_modelled_table(run);
+  const long fallbacks = run.log.fallback_calls();
+  if (fallbacks > 0) {
+    out += fmt::format("  host fallback: {} call{} ran on the host instead of {} (device.host_fallback: true)\n",
+                       fallbacks, fallbacks == 1 ? "" : "s", run.backend);
+  }
+  return out;
 }
 
 std::string format_kernel_table(const std::string& title, const linalg::KernelLog& log, double wall_seconds) {
+  std::size_t wb = 9;  // backend column: fallbacks are named "<host> (fallback from <device>)"
+  for (const auto& k : log.records()) wb = std::max(wb, k.backend.size());
   std::string out = fmt::format("\n  {} (wall {:.3f} s)\n", title, wall_seconds);
-  out += fmt::format("  {:<14} {:<13} {:<9} {:<5} {:>7} {:>11} {:>10} {:>7}\n", "step", "kernel", "backend", "dtype",
-                     "calls", "seconds", "GFLOP/s", "share");
+  out += fmt::format("  {:<14} {:<13} {:<{}} {:<5} {:>7} {:>11} {:>10} {:>7}\n", "step", "kernel", "backend", wb,
+                     "dtype", "calls", "seconds", "GFLOP/s", "share");
   double accounted = 0;
   for (const auto& k : log.records()) {
     accounted += k.seconds;
     const std::string rate = k.flops > 0 && k.seconds > 0 ? fmt::format("{:.2f}", k.flops / k.seconds * 1e-9) : "-";
-    out += fmt::format("  {:<14} {:<13} {:<9} {:<5} {:>7} {:>11.6f} {:>10} {:>6.1f}%\n", k.step, k.kernel, k.backend,
-                       k.dtype.empty() ? "-" : k.dtype, k.calls, k.seconds, rate,
+    out += fmt::format("  {:<14} {:<13} {:<{}} {:<5} {:>7} {:>11.6f} {:>10} {:>6.1f}%\n", k.step, k.kernel, k.backend,
+                       wb, k.dtype.empty() ? "-" : k.dtype, k.calls, k.seconds, rate,
                        wall_seconds > 0 ? 100.0 * k.seconds / wall_seconds : 0.0);
   }
   const double other = std::max(0.0, wall_seconds - accounted);
-  out += fmt::format("  {:<14} {:<13} {:<9} {:<5} {:>7} {:>11.6f} {:>10} {:>6.1f}%\n", "other", "(untimed)", "host", "-",
-                     "-", other, "-", wall_seconds > 0 ? 100.0 * other / wall_seconds : 0.0);
+  out += fmt::format("  {:<14} {:<13} {:<{}} {:<5} {:>7} {:>11.6f} {:>10} {:>6.1f}%\n", "other", "(untimed)", "host",
+                     wb, "-", "-", other, "-", wall_seconds > 0 ? 100.0 * other / wall_seconds : 0.0);
+  return out;
+}
+
+std::string format_modelled_table(const BackendRun& run) {
+  std::string out = fmt::format(
+      "\n  Modelled device time on {} (a prediction of the device model; 'host s' is the measured time of the "
+      "emulation here)\n",
+      run.backend);
+  out += fmt::format("  {:<14} {:<13} {:>6} {:>8} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>6}\n",
+                     "step", "kernel", "calls", "launches", "host s", "model s", "dispatch", "transfer", "dma",
+                     "compute", "host", "compile", "TFLOPS", "peak");
+  linalg::ModelledTime sum;
+  for (const auto& k : run.log.records()) {
+    if (!k.modelled) continue;
+    sum += k.model;
+    const double tflops = k.model.total > 0 ? k.flops / k.model.total * 1e-12 : 0.0;
+    out += fmt::format(
+        "  {:<14} {:<13} {:>6} {:>8} {:>10.4f} {:>10.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} "
+        "{:>8.4g} {:>5.1f}%\n",
+        k.step, k.kernel, k.calls, k.model.launches, k.seconds, k.model.total, k.model.dispatch, k.model.transfer,
+        k.model.dma, k.model.compute, k.model.host, k.model.compile, tflops,
+        run.peak_flops > 0 ? 100.0 * tflops * 1e12 / run.peak_flops : 0.0);
+  }
+  out += fmt::format("  {:<14} {:<13} {:>6} {:>8} {:>10} {:>10.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f}\n",
+                     "total", "(kernels)", "", sum.launches, "", sum.total, sum.dispatch, sum.transfer, sum.dma,
+                     sum.compute, sum.host, sum.compile);
+  out += fmt::format("  compiles {}  cache loads {}  peak {:.1f} TFLOPS; run on the device: {:.4f} s (kernels as "
+                     "modelled, host steps as measured)\n",
+                     sum.compiles, sum.cache_loads, run.peak_flops * 1e-12, run.modelled_seconds());
   return out;
 }
 
@@ -137,20 +184,30 @@ std::string format_scf(const Calculation& calc) {
   return out;
 }
 
+// The fp64 run a run's energy is compared with: the same backend's, else the first fp64 run of any backend.
+const BackendRun* fp64_reference(const Calculation& calc, const BackendRun& run) {
+  if (const BackendRun* same = fp64_run(calc, run.backend)) return same;
+  for (const auto& r : calc.runs)
+    if (r.precision == chem::Precision::fp64) return &r;
+  return nullptr;
+}
+
 std::string format_comparison(const Calculation& calc) {
   std::string out = "\n  ==> Backend comparison <==\n\n";
-  out += fmt::format("  {:<10} {:<9} {:>24} {:>16} {:>16} {:>12}\n", "backend", "precision", "correlation [Eh]",
-                     "diff first [Eh]", "diff fp64 [Eh]", "wall [s]");
+  out += fmt::format("  {:<10} {:<9} {:>24} {:>16} {:>16} {:>12} {:>13}\n", "backend", "precision", "correlation [Eh]",
+                     "diff first [Eh]", "diff fp64 [Eh]", "wall [s]", "modelled [s]");
   const double first = calc.runs.front().result.correlation();
   for (const auto& run : calc.runs) {
-    const BackendRun* reference = fp64_run(calc, run.backend);
-    out += fmt::format("  {:<10} {:<9} {:>24.16f} {:>16.3e} {:>16} {:>12.4f}\n", run.backend,
+    const BackendRun* reference = fp64_reference(calc, run);
+    out += fmt::format("  {:<10} {:<9} {:>24.16f} {:>16.3e} {:>16} {:>12.4f} {:>13}\n", run.backend,
                        chem::precision_name(run.precision), run.result.correlation(),
                        run.result.correlation() - first,
                        reference ? fmt::format("{:.3e}", run.result.correlation() - reference->result.correlation())
                                  : std::string("-"),
-                       run.wall_seconds);
+                       run.wall_seconds, run.modelled() ? fmt::format("{:.4f}", run.modelled_seconds()) : "-");
   }
+  out += "  diff fp64: against the same backend's fp64 run, or the first fp64 run when it has none; modelled: the\n"
+         "  device model's prediction for device backends (wall: the emulation's time on this machine)\n";
   return out;
 }
 

@@ -11,10 +11,14 @@ std::string format_header(const Calculation& calc);
 std::string format_energies(const Calculation& calc, const BackendRun& run);
 std::string format_kernel_table(const BackendRun& run);
 std::string format_kernel_table(const std::string& title, const linalg::KernelLog& log, double wall_seconds);
+// Device backends: the modelled time per kernel with its breakdown, achieved TFLOPS and share of peak.
+std::string format_modelled_table(const BackendRun& run);
 // With `molecule:` input: the RHF summary and the integral/SCF kernel table.
 std::string format_scf(const Calculation& calc);
 std::string format_comparison(const Calculation& calc);
 // The fp64 run of `backend` in this calculation, if there is one (for differences from fp64).
 const BackendRun* fp64_run(const Calculation& calc, const std::string& backend);
+// The fp64 run a run's energy is compared with: the same backend's, else the first fp64 run of any backend.
+const BackendRun* fp64_reference(const Calculation& calc, const BackendRun& run);
 
 }  // namespace dfmp2::app

@@ -49,7 +49,15 @@ nlohmann::json kernels(const linalg::KernelLog& log) {
                     {"seconds", k.seconds},
                     {"flops", k.flops},
                     {"bytes", k.bytes},
-                    {"gflops_per_second", k.seconds > 0 ? k.flops / k.seconds * 1e-9 : 0.0}});
+                    {"gflops_per_second", k.seconds > 0 ? k.flops / k.seconds * 1e-9 : 0.0},
+                    {"fallback", k.fallback}});
+    if (k.modelled) {
+      const auto& m = k.model;
+      rows.back()["modelled"] = {{"seconds", m.total},       {"dispatch", m.dispatch}, {"transfer", m.transfer},
+                                 {"dma", m.dma},             {"compute", m.compute},   {"host", m.host},
+                                 {"compile", m.compile},     {"launches", m.launches}, {"compiles", m.compiles},
+                                 {"cache_loads", m.cache_loads}, {"device_flops", m.device_flops}};
+    }
   }
   return rows;
 }
@@ -97,7 +105,7 @@ nlohmann::json results_json(const Calculation& calc) {
       metric["iterations"] = r.metric_report.iterations;
       metric["residual"] = r.metric_report.residual;
     }
-    const BackendRun* reference = fp64_run(calc, run.backend);
+    const BackendRun* reference = fp64_reference(calc, run);
     nlohmann::json screening = nullptr;
     if (r.screening.enabled) {
       screening = {{"threshold", calc.input.screening.threshold},
@@ -119,6 +127,9 @@ nlohmann::json results_json(const Calculation& calc) {
                         {"properties", properties(calc, run)},
                         {"scs_mp2_correlation_energy", r.scs_correlation()},
                         {"wall_time_seconds", run.wall_seconds},
+                        {"modelled_seconds", run.modelled() ? nlohmann::json(run.modelled_seconds()) : nlohmann::json(nullptr)},
+                        {"peak_flops", run.modelled() ? nlohmann::json(run.peak_flops) : nlohmann::json(nullptr)},
+                        {"fallback_calls", run.log.fallback_calls()},
                         {"blocking",
                          {{"aux_block", r.plan.aux_block},
                           {"occupied_block", r.plan.occupied_block},

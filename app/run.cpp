@@ -10,6 +10,19 @@
 
 namespace dfmp2::app {
 
+bool BackendRun::modelled() const {
+  for (const auto& r : log.records())
+    if (r.modelled) return true;
+  return false;
+}
+
+double BackendRun::modelled_seconds() const {
+  double t = wall_seconds;
+  for (const auto& r : log.records())
+    if (r.modelled) t += r.model.total - r.seconds;
+  return t;
+}
+
 int resolve_frozen_core(const Input& input, const Problem& problem) {
   int n = 0;
   switch (input.frozen_core.kind) {
@@ -34,6 +47,54 @@ int resolve_frozen_core(const Input& input, const Problem& problem) {
 }
 
 namespace {
+
+// The ops DF-MP2 will call with these options, each with the element types it needs (chem/dfmp2.hpp).
+std::vector<std::pair<linalg::Op, linalg::DType>> required_ops(const Input& input, chem::Precision precision) {
+  using linalg::DType;
+  using linalg::Op;
+  std::vector<Op> ops = {Op::gemm, Op::gemm_batched, Op::syrk};
+  switch (input.metric) {
+    case chem::MetricMethod::cholesky: ops.insert(ops.end(), {Op::cholesky, Op::trsm}); break;
+    case chem::MetricMethod::eigh: ops.push_back(Op::eigh); break;
+    case chem::MetricMethod::newton_schulz: break;  // GEMMs only
+  }
+  if (input.screening.enabled) ops.push_back(Op::spmm);
+  std::vector<DType> types;
+  switch (precision) {
+    case chem::Precision::fp64: types = {DType::fp64}; break;
+    case chem::Precision::fp32:
+    case chem::Precision::bf16: types = {DType::fp32}; break;
+    case chem::Precision::mixed: types = {DType::fp32, DType::fp64}; break;
+  }
+  std::vector<std::pair<Op, DType>> out;
+  for (DType t : types)
+    for (Op op : ops) out.emplace_back(op, t);
+  return out;
+}
+
+// Stops with one line naming the key when a backend cannot run what the input asks of it, unless the input
+// allows the host fallback and the host can.
+void check_backend_can_run(const Input& input, linalg::Backend& backend, linalg::Backend* fallback) {
+  for (const chem::Precision precision : input.precisions_of(backend.name())) {
+    if (precision == chem::Precision::bf16 && !backend.supports_bf16()) {
+      throw UnsupportedError(fmt::format("{}: key 'precision': backend '{}' has no bf16 arithmetic (bf16 is for the "
+                                         "device models trn1 and trn2; use fp64, fp32 or mixed)",
+                                         input.path, backend.name()));
+    }
+    for (const auto& [op, dtype] : required_ops(input, precision)) {
+      if (backend.supports(op, dtype)) continue;
+      if (fallback != nullptr && fallback->supports(op, dtype)) continue;  // allowed, and counted in the report
+      const bool metric_op = op == linalg::Op::eigh || op == linalg::Op::cholesky || op == linalg::Op::trsm;
+      throw UnsupportedError(fmt::format(
+          "{}: key '{}': backend '{}' cannot run {} in {} (needed by precision {}{}); choose another {}, or set "
+          "device.host_fallback: true to run such ops on the host",
+          input.path, metric_op ? "metric" : "precision", backend.name(), linalg::op_name(op),
+          linalg::dtype_name(dtype), chem::precision_name(precision),
+          metric_op ? fmt::format(" with metric {}", chem::metric_name(input.metric)) : std::string(),
+          metric_op ? "metric" : "precision"));
+    }
+  }
+}
 
 void describe_integral_file(const chem::IntegralFile& f, Problem& p) {
   p.kind = "integrals";
@@ -177,18 +238,45 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   Calculation calc;
   calc.input = input;
   omp_set_num_threads(input.threads);
-  // Make every backend before running any, so a backend that cannot be had stops the run before work is done.
+  // Make every backend before running any, so a backend that cannot be had, or cannot run what the input asks
+  // (an element type, bf16, an op of the chosen metric), stops the run before any work is done.
   std::vector<std::unique_ptr<linalg::Backend>> backends;
   for (const auto& name : input.backends) {
-    backends.push_back(devices::make_backend(name));
+    try {
+      backends.push_back(devices::make_backend(name, input.device));
+    } catch (const InputError& e) {  // a device parameter override the model does not know
+      throw InputError(fmt::format("{}: key 'device.{}': {}", input.path, name, e.what()));
+    }
     backends.back()->set_threads(input.threads);
+  }
+  std::unique_ptr<linalg::Backend> fallback;
+  if (input.host_fallback) {
+    fallback = devices::make_backend(devices::default_backend());
+    fallback->set_threads(input.threads);
+  }
+  for (const auto& backend : backends) check_backend_can_run(input, *backend, fallback.get());
+
+  // The SCF is fp64 throughout: it runs on the first listed backend with fp64 arithmetic, or on the build's
+  // default CPU backend when the list holds only device models (the report names the one it ran on).
+  linalg::Backend* scf_backend = nullptr;
+  std::unique_ptr<linalg::Backend> scf_own;
+  for (const auto& backend : backends) {
+    if (scf_backend == nullptr && backend->supports(linalg::Op::gemm, linalg::DType::fp64) &&
+        backend->supports(linalg::Op::eigh, linalg::DType::fp64)) {
+      scf_backend = backend.get();
+    }
+  }
+  if (scf_backend == nullptr && input.molecule) {
+    scf_own = devices::make_backend(devices::default_backend());
+    scf_own->set_threads(input.threads);
+    scf_backend = scf_own.get();
   }
 
   if (input.synthetic) {
     calc.synthetic = std::make_unique<chem::SyntheticProblem>(*input.synthetic);
     describe_synthetic(*calc.synthetic, input.synthetic_name, calc.problem);
   } else if (input.molecule) {
-    run_molecule(input, *backends.front(), calc, progress);
+    run_molecule(input, *scf_backend, calc, progress);
   } else {
     calc.integrals = chem::IntegralFile::open(input.integrals);
     describe_integral_file(*calc.integrals, calc.problem);
@@ -210,20 +298,26 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
 
   for (auto& backend : backends) {
     backend->set_threads(input.threads);
-    for (const chem::Precision precision : input.precisions) {
+    for (const chem::Precision precision : input.precisions_of(backend->name())) {
       BackendRun run;
       run.backend = backend->name();
       run.details = backend->details();
+      if (precision == chem::Precision::bf16) backend->set_bf16(true);  // checked above: the backend has bf16
+      run.peak_flops = backend->peak_flops();
+      if (precision == chem::Precision::bf16) backend->set_bf16(false);
       run.precision = precision;
       options.precision = precision;
       linalg::Kernels kernels(*backend, run.log);
+      kernels.set_fallback(fallback.get());
       linalg::Stopwatch wall;
       run.result = chem::run_dfmp2(calc.problem.dfmp2_input, options, kernels);
       run.wall_seconds = wall.seconds();
+
       if (input.screening.enabled && input.screening_compare) {
         // The unscreened reference is logged apart, so the run's kernel table stays the screened run's.
         linalg::KernelLog reference_log;
         linalg::Kernels reference_kernels(*backend, reference_log);
+        reference_kernels.set_fallback(fallback.get());
         chem::DfMp2Options unscreened = options;
         unscreened.screening.enabled = false;
         run.unscreened_correlation =

@@ -24,6 +24,11 @@ struct BackendRun {
   std::optional<double> unscreened_correlation;  // with screening.compare: the same run without screening
   linalg::KernelLog log;
   double wall_seconds = 0;
+  double peak_flops = 0;  // device models: Tensor Engine peak for the run's precision (Backend::peak_flops)
+  bool modelled() const;  // a device model ran at least one kernel
+  // Device models: the run's time on the device, i.e. the wall time with each modelled kernel's measured host
+  // time replaced by its modelled time (host steps and fallbacks keep their measured times).
+  double modelled_seconds() const;
 };
 
 // What the calculation is about, whichever input kind it came from: what the report and the results file say.

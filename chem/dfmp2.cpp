@@ -28,7 +28,7 @@ std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(
 // Element sizes of the three precisions' parts: W for the GEMMs and the fitted tensor, F for the metric and the
 // fitting.
 double work_bytes(Precision p) { return p == Precision::fp64 ? 8.0 : 4.0; }
-double fit_bytes(Precision p) { return p == Precision::fp32 ? 4.0 : 8.0; }
+double fit_bytes(Precision p) { return p == Precision::fp32 || p == Precision::bf16 ? 4.0 : 8.0; }
 
 template <class T>
 std::string dtype() {
@@ -55,6 +55,7 @@ std::string precision_name(Precision p) {
     case Precision::fp64: return "fp64";
     case Precision::fp32: return "fp32";
     case Precision::mixed: return "mixed";
+    case Precision::bf16: return "bf16";
   }
   return "?";
 }
@@ -394,6 +395,17 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg:
     case Precision::fp64: run_typed<double, double, double>(in, options, kernels, result); break;
     case Precision::fp32: run_typed<float, float, float>(in, options, kernels, result); break;
     case Precision::mixed: run_typed<float, double, double>(in, options, kernels, result); break;
+    case Precision::bf16: {
+      kernels.set_bf16(true);  // UnsupportedError on a backend without bf16 arithmetic
+      try {
+        run_typed<float, float, float>(in, options, kernels, result);
+      } catch (...) {
+        kernels.set_bf16(false);
+        throw;
+      }
+      kernels.set_bf16(false);
+      break;
+    }
   }
   return result;
 }

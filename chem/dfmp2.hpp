@@ -8,7 +8,8 @@
 //                  then E_os += (ia|jb)^2 / D, E_ss += (ia|jb)[(ia|jb) - (ib|ja)] / D, D = e_i + e_j - e_a - e_b
 //
 // Precision: fp64 does everything in double; fp32 everything in float (energy sums included); mixed runs the
-// GEMMs of steps 2 and 4 in float and the metric, the fitting and the energy sums in double.
+// GEMMs of steps 2 and 4 in float and the metric, the fitting and the energy sums in double; bf16 is fp32 with the
+// matrix-multiply operands rounded to bfloat16 by the backend (device models only; others refuse it).
 //
 // A row of A and B is one (i, a) pair with the virtual index fastest (row a + nvir*i), so the rows of one
 // occupied block are contiguous. An occupied block pair is a self-contained unit of work: given B and the
@@ -23,7 +24,7 @@
 
 namespace dfmp2::chem {
 
-enum class Precision { fp64, fp32, mixed };
+enum class Precision { fp64, fp32, mixed, bf16 };
 enum class MetricMethod { cholesky, eigh, newton_schulz };
 std::string precision_name(Precision p);
 std::string metric_name(MetricMethod m);

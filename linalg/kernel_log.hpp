@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "linalg/backend.hpp"
 #include "linalg/cost.hpp"
 
 namespace dfmp2::linalg {
@@ -18,12 +19,20 @@ struct KernelRecord {
   double seconds = 0;
   double flops = 0;
   double bytes = 0;
+  // Device models only: the modelled cost summed over the calls (see linalg/backend.hpp).
+  bool modelled = false;
+  ModelledTime model;
+  bool fallback = false;  // ran on the host fallback instead of the backend that was asked for
 };
 
 class KernelLog {
  public:
   void add(const std::string& step, const std::string& kernel, const std::string& backend, double seconds,
-           const Cost& cost, const std::string& dtype = "");
+           const Cost& cost, const std::string& dtype = "", const ModelledTime* model = nullptr,
+           bool fallback = false);
+  // Sum of the modelled totals of the records that have one (0 when none do).
+  double modelled_seconds() const;
+  long fallback_calls() const;
   const std::vector<KernelRecord>& records() const { return records_; }
   double total_seconds() const;
   void clear() { records_.clear(); }

@@ -28,11 +28,26 @@ Index cols_of(const ConstMatrixViewT<T>& v, Trans t) { return t == Trans::no ? v
 
 }  // namespace
 
-void Kernels::require(Op op, DType dtype) const {
-  if (!backend_.supports(op, dtype)) {
-    throw UnsupportedError(
-        fmt::format("backend '{}' does not support {} in {}", backend_.name(), op_name(op), dtype_name(dtype)));
+Backend& Kernels::require(Op op, DType dtype) {
+  ran_on_ = &backend_;
+  if (backend_.supports(op, dtype)) return backend_;
+  if (fallback_ != nullptr && fallback_->supports(op, dtype)) {
+    ran_on_ = fallback_;  // allowed by the input; recorded as a fallback so the report counts it
+    return *fallback_;
   }
+  throw UnsupportedError(fmt::format("backend '{}' does not support {} in {}{}", backend_.name(), op_name(op),
+                                     dtype_label(dtype),
+                                     fallback_ == nullptr ? "" : " (nor does the host fallback)"));
+}
+
+std::string Kernels::dtype_label(DType dtype) const {
+  if (dtype == DType::fp32 && bf16_) return "bf16";
+  return std::string(dtype_name(dtype));
+}
+
+void Kernels::set_bf16(bool on) {
+  backend_.set_bf16(on);  // a backend without bf16 arithmetic throws UnsupportedError here
+  bf16_ = on;
 }
 
 template <class T>
@@ -42,13 +57,18 @@ void Kernels::record(const std::string& step, Op op, double seconds, const Cost&
 
 template <class T>
 void Kernels::record(const std::string& step, const std::string& kernel, double seconds, const Cost& cost) {
-  log_.add(step, kernel, backend_.name(), seconds, cost, std::string(dtype_name(dtype_of<T>())));
+  const bool fallback = ran_on_ != &backend_;
+  // A fallback ran at the host backend's own precision: bf16 applies to the device only.
+  const std::string dtype = fallback ? std::string(dtype_name(dtype_of<T>())) : dtype_label(dtype_of<T>());
+  const std::string who = fallback ? fmt::format("{} (fallback from {})", ran_on_->name(), backend_.name())
+                                   : backend_.name();
+  log_.add(step, kernel, who, seconds, cost, dtype, fallback ? nullptr : backend_.last_modelled(), fallback);
 }
 
 template <class T>
 void Kernels::gemm(const std::string& step, Trans ta, Trans tb, T alpha, Same<ConstMatrixViewT<T>> a, Same<ConstMatrixViewT<T>> b,
                    T beta, Same<MatrixViewT<T>> c) {
-  require(Op::gemm, dtype_of<T>());
+  Backend& run_on = require(Op::gemm, dtype_of<T>());
   check_view(a, Op::gemm, "A");
   check_view(b, Op::gemm, "B");
   check_view(ConstMatrixViewT<T>(c), Op::gemm, "C");
@@ -56,14 +76,14 @@ void Kernels::gemm(const std::string& step, Trans ta, Trans tb, T alpha, Same<Co
   check(rows_of(b, tb) == k, Op::gemm, fmt::format("inner dimensions {} and {} differ", k, rows_of(b, tb)));
   check(c.rows == m && c.cols == n, Op::gemm, fmt::format("C is {}x{}, expected {}x{}", c.rows, c.cols, m, n));
   Stopwatch sw;
-  backend_.gemm(ta, tb, alpha, a, b, beta, c);
+  run_on.gemm(ta, tb, alpha, a, b, beta, c);
   record<T>(step, Op::gemm, sw.seconds(), gemm_cost(m, n, k, beta != T(0)));
 }
 
 template <class T>
 void Kernels::gemm_batched(const std::string& step, Trans ta, Trans tb, Index count, const BatchStrides& s, T alpha,
                            Same<ConstMatrixViewT<T>> a, Same<ConstMatrixViewT<T>> b, T beta, Same<MatrixViewT<T>> c) {
-  require(Op::gemm_batched, dtype_of<T>());
+  Backend& run_on = require(Op::gemm_batched, dtype_of<T>());
   check(count >= 0, Op::gemm_batched, "negative batch count");
   check_view(a, Op::gemm_batched, "A");
   check_view(b, Op::gemm_batched, "B");
@@ -75,55 +95,55 @@ void Kernels::gemm_batched(const std::string& step, Trans ta, Trans tb, Index co
   // Outputs of different problems must not overlap, or the result would depend on the order of the batch.
   check(count <= 1 || m == 0 || n == 0 || s.c >= c.ld * (n - 1) + m, Op::gemm_batched, "C stride makes outputs overlap");
   Stopwatch sw;
-  backend_.gemm_batched(ta, tb, count, s, alpha, a, b, beta, c);
+  run_on.gemm_batched(ta, tb, count, s, alpha, a, b, beta, c);
   record<T>(step, Op::gemm_batched, sw.seconds(), gemm_batched_cost(count, m, n, k, beta != T(0)));
 }
 
 template <class T>
 void Kernels::syrk(const std::string& step, Uplo uplo, Trans trans, T alpha, Same<ConstMatrixViewT<T>> a, T beta,
                    Same<MatrixViewT<T>> c) {
-  require(Op::syrk, dtype_of<T>());
+  Backend& run_on = require(Op::syrk, dtype_of<T>());
   check_view(a, Op::syrk, "A");
   check_view(ConstMatrixViewT<T>(c), Op::syrk, "C");
   const Index n = rows_of(a, trans), k = cols_of(a, trans);
   check(c.rows == n && c.cols == n, Op::syrk, fmt::format("C is {}x{}, expected {}x{}", c.rows, c.cols, n, n));
   Stopwatch sw;
-  backend_.syrk(uplo, trans, alpha, a, beta, c);
+  run_on.syrk(uplo, trans, alpha, a, beta, c);
   record<T>(step, Op::syrk, sw.seconds(), syrk_cost(n, k));
 }
 
 template <class T>
 void Kernels::trsm(const std::string& step, Side side, Uplo uplo, Trans trans, Diag diag, T alpha,
                    Same<ConstMatrixViewT<T>> a, Same<MatrixViewT<T>> b) {
-  require(Op::trsm, dtype_of<T>());
+  Backend& run_on = require(Op::trsm, dtype_of<T>());
   check_view(a, Op::trsm, "A");
   check_view(ConstMatrixViewT<T>(b), Op::trsm, "B");
   const Index order = side == Side::left ? b.rows : b.cols;
   check(a.rows == order && a.cols == order, Op::trsm,
         fmt::format("A is {}x{}, expected {}x{}", a.rows, a.cols, order, order));
   Stopwatch sw;
-  backend_.trsm(side, uplo, trans, diag, alpha, a, b);
+  run_on.trsm(side, uplo, trans, diag, alpha, a, b);
   record<T>(step, Op::trsm, sw.seconds(), trsm_cost(side, b.rows, b.cols));
 }
 
 template <class T>
 void Kernels::cholesky(const std::string& step, Uplo uplo, MatrixViewT<T> a) {
-  require(Op::cholesky, dtype_of<T>());
+  Backend& run_on = require(Op::cholesky, dtype_of<T>());
   check_view(ConstMatrixViewT<T>(a), Op::cholesky, "A");
   check(a.rows == a.cols, Op::cholesky, fmt::format("A is {}x{}, not square", a.rows, a.cols));
   Stopwatch sw;
-  backend_.cholesky(uplo, a);
+  run_on.cholesky(uplo, a);
   record<T>(step, Op::cholesky, sw.seconds(), cholesky_cost(a.rows));
 }
 
 template <class T>
 void Kernels::eigh(const std::string& step, MatrixViewT<T> a, T* w) {
-  require(Op::eigh, dtype_of<T>());
+  Backend& run_on = require(Op::eigh, dtype_of<T>());
   check_view(ConstMatrixViewT<T>(a), Op::eigh, "A");
   check(a.rows == a.cols, Op::eigh, fmt::format("A is {}x{}, not square", a.rows, a.cols));
   check(a.rows == 0 || w != nullptr, Op::eigh, "no eigenvalue output");
   Stopwatch sw;
-  backend_.eigh(a, w);
+  run_on.eigh(a, w);
   record<T>(step, Op::eigh, sw.seconds(), eigh_cost(a.rows));
 }
 
@@ -147,11 +167,11 @@ Index check_spmm_shapes(Trans ts, Index s_rows, Index s_cols, const ConstMatrixV
 template <class T>
 void Kernels::spmm(const std::string& step, Trans ts, T alpha, const Same<CsrMatrix<T>>& s,
                    Same<ConstMatrixViewT<T>> b, T beta, Same<MatrixViewT<T>> c) {
-  require(Op::spmm, dtype_of<T>());
+  Backend& run_on = require(Op::spmm, dtype_of<T>());
   validate(s);
   const Index n = check_spmm_shapes<T>(ts, s.rows, s.cols, b, c);
   Stopwatch sw;
-  backend_.spmm(ts, alpha, s, b, beta, c);
+  run_on.spmm(ts, alpha, s, b, beta, c);
   record<T>(step, "spmm_csr", sw.seconds(),
             spmm_csr_cost(s.nnz(), n, b.rows, c.rows, beta != T(0), sizeof(T), sizeof(Index)));
 }
@@ -159,11 +179,11 @@ void Kernels::spmm(const std::string& step, Trans ts, T alpha, const Same<CsrMat
 template <class T>
 void Kernels::spmm(const std::string& step, Trans ts, T alpha, const Same<BsrMatrix<T>>& s,
                    Same<ConstMatrixViewT<T>> b, T beta, Same<MatrixViewT<T>> c) {
-  require(Op::spmm, dtype_of<T>());
+  Backend& run_on = require(Op::spmm, dtype_of<T>());
   validate(s);
   const Index n = check_spmm_shapes<T>(ts, s.rows, s.cols, b, c);
   Stopwatch sw;
-  backend_.spmm(ts, alpha, s, b, beta, c);
+  run_on.spmm(ts, alpha, s, b, beta, c);
   record<T>(step, "spmm_bsr", sw.seconds(),
             spmm_bsr_cost(s.nblocks(), s.block_rows, s.block_cols, n, b.rows, c.rows, beta != T(0), sizeof(T),
                           sizeof(Index)));

@@ -22,6 +22,14 @@ class Kernels {
   Kernels(Backend& backend, KernelLog& log) : backend_(backend), log_(log) {}
 
   Backend& backend() const { return backend_; }
+
+  // Explicit host fallback (input key device.host_fallback): an op or element type the backend does not support
+  // runs on `host` instead of failing, and is logged as "<host> (fallback from <backend>)". nullptr (the
+  // default) means no fallback: such an op is an UnsupportedError.
+  void set_fallback(Backend* host) { fallback_ = host; }
+  // bf16 operands on a device backend (precision bf16): fp32 ops are logged with dtype "bf16". Throws
+  // UnsupportedError when the backend has no bf16 arithmetic.
+  void set_bf16(bool on);
   KernelLog& log() const { return log_; }
 
   template <class T>
@@ -63,7 +71,9 @@ class Kernels {
                    const std::string& dtype = "");
 
  private:
-  void require(Op op, DType dtype) const;
+  // The backend the op runs on: the configured one, or the fallback when allowed; throws UnsupportedError.
+  Backend& require(Op op, DType dtype);
+  std::string dtype_label(DType dtype) const;
   template <class T>
   void record(const std::string& step, Op op, double seconds, const Cost& cost);
   // Logs under a kernel name that is not the op's (spmm_csr, spmm_bsr); bytes as given (not scaled).
@@ -71,6 +81,9 @@ class Kernels {
   void record(const std::string& step, const std::string& kernel, double seconds, const Cost& cost);
   Backend& backend_;
   KernelLog& log_;
+  Backend* fallback_ = nullptr;
+  Backend* ran_on_ = nullptr;  // who ran the current call, set by require()
+  bool bf16_ = false;
 };
 
 }  // namespace dfmp2::linalg

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "devices/registry.hpp"
+#include "../support/test_support.hpp"
 #include "linalg/backend.hpp"
 #include "linalg/cost.hpp"
 #include "linalg/errors.hpp"
@@ -555,14 +556,14 @@ const std::set<std::pair<Op, DType>> kFakeRefuses = {
     {Op::cholesky, DType::fp32}, {Op::eigh, DType::fp64},        {Op::spmm, DType::fp32}};
 
 bool is_built(const std::string& name) {
-  const auto built = dfmp2::devices::built_backends();
+  const auto built = dfmp2::testing::cpu_backends();
   return std::find(built.begin(), built.end(), name) != built.end();
 }
 
-std::string fake_name() { return "partial_" + dfmp2::devices::built_backends().back(); }
+std::string fake_name() { return "partial_" + dfmp2::testing::cpu_backends().back(); }
 
 std::vector<std::string> subject_names() {
-  std::vector<std::string> names = dfmp2::devices::built_backends();
+  std::vector<std::string> names = dfmp2::testing::cpu_backends();
   names.push_back(fake_name());
   return names;
 }
@@ -572,7 +573,7 @@ CountingBackend& subject(const std::string& name) {
   auto& slot = backends[name];
   if (!slot) {
     if (name == fake_name()) {
-      slot = std::make_unique<CountingBackend>(dfmp2::devices::make_backend(dfmp2::devices::built_backends().back()),
+      slot = std::make_unique<CountingBackend>(dfmp2::devices::make_backend(dfmp2::testing::cpu_backends().back()),
                                                name, kFakeRefuses);
     } else {
       slot = std::make_unique<CountingBackend>(dfmp2::devices::make_backend(name), name,
@@ -664,7 +665,7 @@ class SummaryPrinter : public ::testing::Environment {
     std::printf("\nBackend conformance against '%s' (cases passed / failed / unsupported; worst error / tolerance)\n",
                 kReference.c_str());
     std::printf("  fake backend %s wraps %s and refuses:", fake_name().c_str(),
-                dfmp2::devices::built_backends().back().c_str());
+                dfmp2::testing::cpu_backends().back().c_str());
     for (const auto& [op, dt] : kFakeRefuses)
       std::printf(" %s/%s", std::string(la::op_name(op)).c_str(), std::string(la::dtype_name(dt)).c_str());
     std::printf("\n  %-18s %-28s %-26s %-26s\n", "backend", "op", "fp64", "fp32");
@@ -1427,7 +1428,7 @@ TEST(ConformanceTable, CoversEveryOpDtypeAndShapeClass) {
 // The fake backend refuses exactly its list, forwards everything else to the real backend, and a refused op throws
 // UnsupportedError from Kernels without reaching the wrapped backend or the log.
 TEST(ConformanceFakeBackend, RefusesItsOpsWithoutCallingTheWrappedBackend) {
-  CountingBackend fake(dfmp2::devices::make_backend(dfmp2::devices::built_backends().back()), "fake", kFakeRefuses);
+  CountingBackend fake(dfmp2::devices::make_backend(dfmp2::testing::cpu_backends().back()), "fake", kFakeRefuses);
   for (Op op : la::kAllOps)
     for (DType dt : la::kAllDTypes) EXPECT_EQ(fake.supports(op, dt), kFakeRefuses.count({op, dt}) == 0);
   KernelLog log;
@@ -1482,7 +1483,7 @@ bool detects(const Spec& s, CountingBackend& broken, std::string& why) {
 
 TEST(ConformanceSelfCheck, CatchesLostPrecisionAndStrayWrites) {
   if (!is_built(kReference)) GTEST_SKIP() << "the reference backend '" << kReference << "' is not built";
-  const std::string inner = dfmp2::devices::built_backends().back();
+  const std::string inner = dfmp2::testing::cpu_backends().back();
   for (Fault fault : {Fault::precision, Fault::stray}) {
     CountingBackend broken(dfmp2::devices::make_backend(inner), "broken_" + inner, {});
     broken.set_fault(fault);

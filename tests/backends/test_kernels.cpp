@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "devices/registry.hpp"
+#include "../support/test_support.hpp"
 #include "linalg/backend.hpp"
 #include "linalg/cost.hpp"
 #include "linalg/errors.hpp"
@@ -737,6 +738,59 @@ TEST_P(BackendOps, UnsupportedOpIsRefusedNotRerouted) {
   EXPECT_NO_THROW(k().gemm("s", Trans::no, Trans::no, 1.0, view(a), view(a), 0.0, view(c)));
 }
 
+// With an explicit host fallback (input key device.host_fallback) an unsupported op runs on the fallback, is
+// logged under "<host> (fallback from <backend>)" with the fallback flag, and counted; supported ops still run
+// on the backend asked for.
+TEST_P(BackendOps, FallbackRunsOnTheHostAndIsCounted) {
+  struct FloatOnly final : dfmp2::linalg::Backend {
+    std::unique_ptr<dfmp2::linalg::Backend> inner = dfmp2::devices::make_backend("eigen");
+    std::string name() const override { return "floatonly"; }
+    bool supports(Op, dfmp2::linalg::DType t) const override { return t == dfmp2::linalg::DType::fp32; }
+    void set_threads(int) override {}
+    void gemm(Trans, Trans, double, ConstMatrixView, ConstMatrixView, double, MatrixView) override { ADD_FAILURE(); }
+    void gemm(Trans ta, Trans tb, float al, ConstMatrixViewF a, ConstMatrixViewF b, float be, MatrixViewF c) override {
+      inner->gemm(ta, tb, al, a, b, be, c);
+    }
+    void gemm_batched(Trans, Trans, Index, const BatchStrides&, double, ConstMatrixView, ConstMatrixView, double,
+                      MatrixView) override {}
+    void gemm_batched(Trans, Trans, Index, const BatchStrides&, float, ConstMatrixViewF, ConstMatrixViewF, float,
+                      MatrixViewF) override {}
+    void syrk(Uplo, Trans, double, ConstMatrixView, double, MatrixView) override {}
+    void syrk(Uplo, Trans, float, ConstMatrixViewF, float, MatrixViewF) override {}
+    void trsm(Side, Uplo, Trans, Diag, double, ConstMatrixView, MatrixView) override {}
+    void trsm(Side, Uplo, Trans, Diag, float, ConstMatrixViewF, MatrixViewF) override {}
+    void cholesky(Uplo, MatrixView) override {}
+    void cholesky(Uplo, MatrixViewF) override {}
+    void eigh(MatrixView, double*) override {}
+    void eigh(MatrixViewF, float*) override {}
+    void spmm(Trans, double, const CsrMatrix<double>&, ConstMatrixView, double, MatrixView) override {}
+    void spmm(Trans, float, const CsrMatrix<float>&, ConstMatrixViewF, float, MatrixViewF) override {}
+    void spmm(Trans, double, const BsrMatrix<double>&, ConstMatrixView, double, MatrixView) override {}
+    void spmm(Trans, float, const BsrMatrix<float>&, ConstMatrixViewF, float, MatrixViewF) override {}
+  } device;
+  KernelLog log;
+  Kernels kd(device, log);
+  using dfmp2::linalg::view;
+  Matrix a = Matrix::Identity(2, 2), c = Matrix::Zero(2, 2);
+  EXPECT_THROW(kd.gemm("s", Trans::no, Trans::no, 1.0, view(a), view(a), 0.0, view(c)), dfmp2::UnsupportedError);
+  kd.set_fallback(backend_.get());
+  a(0, 1) = 3.0;
+  kd.gemm("s", Trans::no, Trans::no, 2.0, view(a), view(a), 0.0, view(c));
+  kd.gemm("s", Trans::no, Trans::no, 2.0, view(a), view(a), 0.0, view(c));
+  EXPECT_DOUBLE_EQ(c(0, 1), 12.0);  // 2 * (A A)_01 = 2 * (1*3 + 3*1)
+  Eigen::MatrixXf af = a.cast<float>(), cf = Eigen::MatrixXf::Zero(2, 2);
+  kd.gemm("s", Trans::no, Trans::no, 1.0f, view(af), view(af), 0.0f, view(cf));
+  ASSERT_EQ(log.records().size(), 2u);
+  EXPECT_EQ(log.records()[0].backend, GetParam() + " (fallback from floatonly)");
+  EXPECT_TRUE(log.records()[0].fallback);
+  EXPECT_EQ(log.records()[0].dtype, "fp64");
+  EXPECT_EQ(log.records()[1].backend, "floatonly");
+  EXPECT_FALSE(log.records()[1].fallback);
+  EXPECT_EQ(log.fallback_calls(), 2);
+  // bf16 on a backend without it is refused, not ignored.
+  EXPECT_THROW(kd.set_bf16(true), dfmp2::UnsupportedError);
+}
+
 // BLAS: with alpha == 0 the operands are not read (trsm: B is set to 0), so NaN operands must not leak out.
 TEST_P(BackendOps, AlphaZeroReadsNoOperands) {
   using dfmp2::linalg::view;
@@ -753,7 +807,7 @@ TEST_P(BackendOps, AlphaZeroReadsNoOperands) {
   EXPECT_TRUE((b.array() == 0.0).all()) << b;
 }
 
-INSTANTIATE_TEST_SUITE_P(Built, BackendOps, ::testing::ValuesIn(dfmp2::devices::built_backends()),
+INSTANTIATE_TEST_SUITE_P(Built, BackendOps, ::testing::ValuesIn(dfmp2::testing::cpu_backends()),
                          backend_param_name);
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "devices/registry.hpp"
+#include "../support/test_support.hpp"
 #include "linalg/backend.hpp"
 #include "linalg/cost.hpp"
 #include "linalg/kernel_log.hpp"
@@ -757,7 +758,7 @@ TEST_P(SparseOps, KernelLogRecordsSpmmCsrAndBsrWithTheirCosts) {
 
 std::string backend_param_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
 
-INSTANTIATE_TEST_SUITE_P(Built, SparseOps, ::testing::ValuesIn(dfmp2::devices::built_backends()),
+INSTANTIATE_TEST_SUITE_P(Built, SparseOps, ::testing::ValuesIn(dfmp2::testing::cpu_backends()),
                          backend_param_name);
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -799,7 +800,7 @@ void cross_backend_agree(Kernels& ke, Kernels& ko) {
 }
 
 TEST(SparseCrossBackend, EigenAndOpenblasAgree) {
-  const auto built = dfmp2::devices::built_backends();
+  const auto built = dfmp2::testing::cpu_backends();
   for (const char* name : {"eigen", "openblas"})
     if (std::find(built.begin(), built.end(), name) == built.end()) GTEST_SKIP() << name << " is not built";
   auto eigen = dfmp2::devices::make_backend("eigen");

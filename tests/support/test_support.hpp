@@ -6,12 +6,26 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <vector>
 #include <sys/wait.h>
 
 #include "chem/three_index_source.hpp"
+#include "devices/registry.hpp"
 #include "linalg/matrix_view.hpp"
 
 namespace dfmp2::testing {
+
+// The built backends with fp64 arithmetic (eigen, openblas): the ones the fp64 test suites run on. The device
+// models (trn1, trn2) have no fp64; tests/devices/ covers them.
+inline std::vector<std::string> cpu_backends() {
+  std::vector<std::string> out;
+  for (const auto& name : dfmp2::devices::built_backends()) {
+    if (dfmp2::devices::make_backend(name)->supports(dfmp2::linalg::Op::gemm, dfmp2::linalg::DType::fp64)) {
+      out.push_back(name);
+    }
+  }
+  return out;
+}
 
 // A fresh folder under the system temp folder, removed with its contents at the end of the test.
 class TempDir {

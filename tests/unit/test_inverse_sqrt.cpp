@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "devices/registry.hpp"
+#include "../support/test_support.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/inverse_sqrt.hpp"
 
@@ -107,7 +108,7 @@ TEST_P(InverseSqrt, NewtonSchulzFailsClearlyWhenNotConverged) {
                dfmp2::NumericalError);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, InverseSqrt, ::testing::ValuesIn(dfmp2::devices::built_backends()),
+INSTANTIATE_TEST_SUITE_P(Backends, InverseSqrt, ::testing::ValuesIn(dfmp2::testing::cpu_backends()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

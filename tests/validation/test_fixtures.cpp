@@ -7,6 +7,7 @@
 
 #include "app/run.hpp"
 #include "devices/registry.hpp"
+#include "../support/test_support.hpp"
 
 namespace {
 
@@ -37,11 +38,11 @@ class FixtureEnergies : public ::testing::TestWithParam<Fixture> {};
 
 TEST_P(FixtureEnergies, MatchPsi4OnEveryBackend) {
   const Fixture f = GetParam();
-  const auto calc = run(f, dfmp2::devices::built_backends());
+  const auto calc = run(f, dfmp2::testing::cpu_backends());
   const auto& refs = calc.integrals->references();
   ASSERT_TRUE(refs.count(f.nfrozen)) << "no Psi4 reference for " << f.nfrozen << " frozen orbitals in " << f.file;
   const auto& ref = refs.at(f.nfrozen);
-  ASSERT_EQ(calc.runs.size(), dfmp2::devices::built_backends().size());
+  ASSERT_EQ(calc.runs.size(), dfmp2::testing::cpu_backends().size());
   for (const auto& r : calc.runs) {
     SCOPED_TRACE(r.backend);
     EXPECT_NEAR(r.result.opposite_spin, ref.opposite_spin, kTolerance);
@@ -108,7 +109,7 @@ class MetricMethods : public ::testing::TestWithParam<Fixture> {};
 TEST_P(MetricMethods, AgreeWithCholesky) {
   using dfmp2::chem::MetricMethod;
   const Fixture f = GetParam();
-  const auto backends = dfmp2::devices::built_backends();
+  const auto backends = dfmp2::testing::cpu_backends();
   const auto chol = run(f, backends, MetricMethod::cholesky);
   const auto eigh = run(f, backends, MetricMethod::eigh);
   const auto ns = run(f, backends, MetricMethod::newton_schulz);
@@ -165,7 +166,7 @@ namespace {
 // Screening at a tight threshold drops only negligible tiles: the energy stays within 1e-10 Eh of the unscreened
 // one. At a loose threshold it skips more tiles and the energy moves, and it moves less as the threshold tightens.
 TEST(Screening, TightThresholdKeepsTheEnergyLooseOneSkipsTiles) {
-  for (const std::string& backend : dfmp2::devices::built_backends()) {
+  for (const std::string& backend : dfmp2::testing::cpu_backends()) {
     SCOPED_TRACE(backend);
     dfmp2::app::Input in;
     in.path = "(test)";
