@@ -332,3 +332,91 @@ TEST(Cli, JsonFlagOverridesOutputKeyAndFrozenCoreTrueUsesPsi4Rule) {
 }
 
 }  // namespace
+
+namespace {
+
+nlohmann::json run_json(const TempDir& dir, const std::string& yaml, dfmp2::testing::CommandResult* out = nullptr) {
+  dir.file("in.yaml", yaml);
+  const auto json = (dir.path() / "out.json").string();
+  const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string() + " --json " + json, dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (out != nullptr) *out = r;
+  std::ifstream in(json);
+  return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+// A device model next to the reference in one input: the trn1 runs differ from fp64 as fp32 and bf16 arithmetic
+// do (bf16 clearly more), the report has the modelled table, and the second process finds its kernels in the
+// compile cache (warm: cache loads instead of compiles, and a shorter modelled time).
+TEST(Cli, DeviceModelNextToTheReferenceColdThenWarm) {
+  TempDir dir;
+  const std::string cache = (dir.path() / "cache").string();
+  const std::string yaml = "synthetic: {nbasis: 60, nocc: 8, naux: 150, seed: 3}\nbackends: [eigen, trn1]\n"
+                           "precision: {eigen: fp64, trn1: [fp32, bf16]}\ndevice: {compile_cache: " + cache + "}\n";
+  dfmp2::testing::CommandResult cold_out, warm_out;
+  const auto cold = run_json(dir, yaml, &cold_out);
+  const auto warm = run_json(dir, yaml, &warm_out);
+  for (const auto* j : {&cold, &warm}) {
+    const auto& b = (*j)["extras"]["dfmp2"]["backends"];
+    ASSERT_EQ(b.size(), 3u);
+    EXPECT_EQ(b[0]["backend"], "eigen");
+    EXPECT_TRUE(b[0]["modelled_seconds"].is_null());
+    const double ref = b[0]["properties"]["mp2_correlation_energy"];
+    const double fp32 = b[1]["properties"]["mp2_correlation_energy"];
+    const double bf16 = b[2]["properties"]["mp2_correlation_energy"];
+    EXPECT_EQ(b[1]["precision"], "fp32");
+    EXPECT_EQ(b[2]["precision"], "bf16");
+    EXPECT_GT(std::abs(fp32 - ref), 0.0);           // not the fp64 numbers
+    EXPECT_LT(std::abs(fp32 - ref), 1e-5 * std::abs(ref));
+    EXPECT_GT(std::abs(bf16 - ref), 10 * std::abs(fp32 - ref));  // bf16 operands: 8 bits of mantissa, not 24
+    EXPECT_LT(std::abs(bf16 - ref), 1e-2 * std::abs(ref));
+    EXPECT_DOUBLE_EQ(double(b[1]["difference_from_fp64"]), fp32 - ref);  // against eigen's fp64 run
+    EXPECT_GT(double(b[1]["modelled_seconds"]), 0.0);
+    EXPECT_GT(double(b[1]["peak_flops"]), 1e12);
+    EXPECT_GT(double(b[2]["peak_flops"]), 3.5 * double(b[1]["peak_flops"]));  // bf16 at 4x the fp32 rate
+    EXPECT_EQ(b[1]["fallback_calls"], 0);
+  }
+  auto sum = [](const nlohmann::json& run, const char* field) {
+    double s = 0;
+    for (const auto& k : run["kernels"])
+      if (k.contains("modelled")) s += double(k["modelled"][field]);
+    return s;
+  };
+  const auto& c1 = cold["extras"]["dfmp2"]["backends"][1];
+  const auto& w1 = warm["extras"]["dfmp2"]["backends"][1];
+  EXPECT_GT(sum(c1, "compiles"), 0);
+  EXPECT_EQ(sum(c1, "cache_loads"), 0);
+  EXPECT_EQ(sum(w1, "compiles"), 0);
+  EXPECT_EQ(sum(w1, "cache_loads"), sum(c1, "compiles"));
+  EXPECT_LT(double(w1["modelled_seconds"]), double(c1["modelled_seconds"]));
+  EXPECT_NE(cold_out.out.find("Modelled device time on trn1"), std::string::npos);
+  EXPECT_NE(cold_out.out.find("modelled [s]"), std::string::npos);
+}
+
+// fp64 on a device model runs only when the input allows the host fallback, and then every fallback call is
+// counted and shown; the energy is the host's fp64 energy.
+TEST(Cli, HostFallbackIsExplicitAndCounted) {
+  TempDir dir;
+  dfmp2::testing::CommandResult out;
+  const auto j = run_json(dir,
+                          "synthetic: {nbasis: 40, nocc: 6, naux: 90, seed: 11}\nbackends: [eigen, trn1]\n"
+                          "device: {host_fallback: true, compile_cache: false}\n",
+                          &out);
+  const auto& b = j["extras"]["dfmp2"]["backends"];
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0]["fallback_calls"], 0);
+  EXPECT_GT(int(b[1]["fallback_calls"]), 0);
+  long counted = 0;
+  for (const auto& k : b[1]["kernels"]) {
+    if (k["fallback"]) {
+      counted += long(k["calls"]);
+      EXPECT_NE(std::string(k["backend"]).find("(fallback from trn1)"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(counted, int(b[1]["fallback_calls"]));
+  EXPECT_NEAR(double(b[1]["properties"]["mp2_correlation_energy"]), double(b[0]["properties"]["mp2_correlation_energy"]),
+              1e-12);
+  EXPECT_NE(out.out.find("host fallback: "), std::string::npos);
+}
