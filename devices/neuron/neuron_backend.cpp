@@ -317,8 +317,18 @@ class NeuronBackend final : public linalg::Backend {
   }
 
   // A trailing update of the blocked TRSM or Cholesky: C (m x n) -= P (m x k) Q (k x n).
+  // The update kernel is compiled for a few padded sizes, not for every shape the blocking produces: each
+  // dimension rounds up to a power of two (at least one 128 tile), so a blocked solve of order n compiles about
+  // log2(n / 128) kernels per dimension instead of one per diagonal block (static shapes, as on the device).
+  // The device then computes the padded problem; the host copies only the real data.
+  static Index padded(Index x) {
+    Index p = 128;
+    while (p < x) p *= 2;
+    return p;
+  }
   long launch_update(CallTimeline& tl, Index m, Index n, Index k) {
-    return launch_gemm(tl, Trans::no, Trans::no, m, n, k, 1, true, 3, {double(m * k), double(k * n)});
+    return launch_gemm(tl, Trans::no, Trans::no, padded(m), padded(n), padded(k), 1, true, 3,
+                       {double(m * k), double(k * n)});
   }
 
   void syrk_arith(Uplo uplo, Trans trans, float alpha, ConstMatrixViewF a, float beta, MatrixViewF c) const {
