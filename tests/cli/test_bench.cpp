@@ -242,7 +242,8 @@ TEST(Bench, ShippedTraceOnTrn1ShowsThePublishedTime) {
   ASSERT_EQ(doc["rows"].size(), 7u);
   double sum = 0;
   for (std::size_t i = 0; i < 6; ++i) sum += doc["rows"][i]["model_warm_s"].get<double>();
-  EXPECT_NEAR(doc["rows"][6]["model_warm_s"].get<double>(), sum, 1e-9 + 1e-6 * sum);
+  // The rows and the total are medians over passes of a deterministic model; allow their rounding only.
+  EXPECT_NEAR(doc["rows"][6]["model_warm_s"].get<double>(), sum, 1e-9 + 1e-4 * sum);
 }
 
 TEST(Bench, TraceErrorsNameFileAndEntry) {
