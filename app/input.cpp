@@ -528,6 +528,15 @@ Input read_input(const std::string& path) {
     }
   }
 
+  if (!root["precision"] || root["precision"].IsMap()) {
+    // A backend whose precision is not given runs in fp64 on a CPU backend and in fp32 on a device model (it has
+    // no fp64). A precision that is given is taken as given: fp64 on a device model is then an error (or a
+    // counted host fallback).
+    for (const auto& name : in.backends)
+      if (devices::is_device_model(name) && !in.backend_precisions.count(name))
+        in.backend_precisions[name] = {chem::Precision::fp32};
+  }
+
   if (const YAML::Node node = root["metric"]) {
     auto method = [&](const YAML::Node& n) {
       const std::string value = ctx.scalar(n, "metric", "cholesky, eigh or newton-schulz");

@@ -16,6 +16,8 @@ std::vector<std::string> built_backends() { return {"eigen", "openblas", "trn1",
 
 std::vector<std::string> known_backends() { return {"eigen", "openblas", "trn1", "trn2"}; }
 
+bool is_device_model(const std::string& name) { return name == "trn1" || name == "trn2"; }
+
 std::string default_backend() {
 #ifdef DFMP2_NATIVE_BUILD
   return "eigen";

@@ -22,5 +22,7 @@ std::unique_ptr<linalg::Backend> make_backend(const std::string& name, const Dev
 // on CPUs that OpenBLAS does not recognise; a portable build leaves Eigen at the x86-64 baseline, so there
 // OpenBLAS, which picks its kernels at run time, is the faster one.
 std::string default_backend();
+// True for the device models (trn1, trn2): no fp64 arithmetic, so an input without `precision` runs them in fp32.
+bool is_device_model(const std::string& name);
 
 }  // namespace dfmp2::devices

@@ -141,7 +141,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"backend_unknown", "integrals: @water\nbackends: [openbals]\n", 2,
                  "in.yaml:2:12: key 'backends': unknown backend 'openbals' (did you mean 'openblas'?) (built: eigen, openblas, trn1, trn2)"},
         BadInput{"backend_twice", "integrals: @water\nbackends: [eigen, eigen]\n", 2, "backend 'eigen' is named twice"},
-        BadInput{"device_without_fp64", "integrals: @water\nbackends: [openblas, trn1]\n", 4,
+        BadInput{"device_without_fp64", "integrals: @water\nbackends: [openblas, trn1]\nprecision: fp64\n", 4,
                  "in.yaml: key 'precision': backend 'trn1' cannot run gemm in fp64 (needed by precision fp64); "
                  "choose another precision, or set device.host_fallback: true"},
         BadInput{"bf16_on_cpu", "integrals: @water\nbackends: [eigen]\nprecision: bf16\n", 4,
@@ -402,7 +402,7 @@ TEST(Cli, HostFallbackIsExplicitAndCounted) {
   dfmp2::testing::CommandResult out;
   const auto j = run_json(dir,
                           "synthetic: {nbasis: 40, nocc: 6, naux: 90, seed: 11}\nbackends: [eigen, trn1]\n"
-                          "device: {host_fallback: true, compile_cache: false}\n",
+                          "precision: fp64\ndevice: {host_fallback: true, compile_cache: false}\n",
                           &out);
   const auto& b = j["extras"]["dfmp2"]["backends"];
   ASSERT_EQ(b.size(), 2u);
@@ -419,4 +419,20 @@ TEST(Cli, HostFallbackIsExplicitAndCounted) {
   EXPECT_NEAR(double(b[1]["properties"]["mp2_correlation_energy"]), double(b[0]["properties"]["mp2_correlation_energy"]),
               1e-12);
   EXPECT_NE(out.out.find("host fallback: "), std::string::npos);
+}
+
+// Without `precision`, the CPU backend runs in fp64 and the device model in fp32 (it has no fp64), and the
+// device's difference is taken against the CPU's fp64 run.
+TEST(Cli, DeviceModelDefaultsToFp32WithoutPrecision) {
+  TempDir dir;
+  const auto j = run_json(dir, "synthetic: {nbasis: 40, nocc: 6, naux: 90, seed: 11}\nbackends: [eigen, trn1]\n"
+                               "device: {compile_cache: false}\n");
+  const auto& b = j["extras"]["dfmp2"]["backends"];
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0]["precision"], "fp64");
+  EXPECT_EQ(b[1]["precision"], "fp32");
+  EXPECT_EQ(b[1]["fallback_calls"], 0);
+  const double diff = b[1]["difference_from_fp64"];
+  EXPECT_GT(std::abs(diff), 0.0);
+  EXPECT_LT(std::abs(diff), 1e-5);
 }
