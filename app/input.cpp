@@ -8,18 +8,28 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <regex>
 #include <set>
 #include <thread>
 
+#include <sched.h>
+
 #include "devices/registry.hpp"
+#include "linalg/bytes.hpp"
 #include "linalg/errors.hpp"
 
 namespace dfmp2::app {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Limits on the input itself (README "Errors"): far above any real input, they keep a damaged or hostile file from
+// tying the program up.
+constexpr std::uintmax_t kMaxInputBytes = 64 << 20;
+constexpr std::size_t kMaxInputNodes = 100000;
+constexpr double kMaxMemoryBytes = 1125899906842624.0;  // 1 PiB
 
 const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "basis",   "aux_basis",
                                         "scf",       "save_integrals", "frozen_core", "backends", "precision",
@@ -105,7 +115,7 @@ std::optional<bool> as_bool(const std::string& s) {
 nlohmann::json to_json(const YAML::Node& node) {
   if (node.IsMap()) {
     nlohmann::json j = nlohmann::json::object();
-    for (const auto& kv : node) j[kv.first.Scalar()] = to_json(kv.second);
+    for (const auto& kv : node) j[kv.first.IsScalar() ? kv.first.Scalar() : std::string("?")] = to_json(kv.second);
     return j;
   }
   if (node.IsSequence()) {
@@ -125,6 +135,44 @@ nlohmann::json to_json(const YAML::Node& node) {
   } catch (const std::exception&) {
   }
   return s;
+}
+
+// Whether the input, walked as the program walks it (aliases expanded), has at most `left` nodes and nests at
+// most 64 levels. YAML anchors and aliases let 450 bytes stand for 10^7 nodes ("billion laughs"): such an input is
+// refused before anything walks it in full.
+bool within_budget(const YAML::Node& node, std::size_t& left, int depth = 0) {
+  if (depth > 64 || left == 0) return false;
+  --left;
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      if (left == 0) return false;
+      --left;  // the key
+      if (!within_budget(kv.second, left, depth + 1)) return false;
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& v : node) {
+      if (!within_budget(v, left, depth + 1)) return false;
+    }
+  }
+  return true;
+}
+
+// Hardware threads this process may run on (its CPU affinity), which is what `threads` can usefully use.
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// Only regular files are read: a FIFO would block the run forever, a folder or a device is a mistake.
+void require_regular_file(const fs::path& path, const std::function<void(const std::string&)>& fail) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) fail(fmt::format("'{}' does not exist", path.string()));
+  if (fs::is_directory(status)) fail(fmt::format("'{}' is a folder, expected a file", path.string()));
+  if (!fs::is_regular_file(status)) {
+    fail(fmt::format("'{}' is not a regular file (a FIFO, socket or device?)", path.string()));
+  }
 }
 
 }  // namespace
@@ -159,7 +207,8 @@ std::optional<double> parse_memory_size(const std::string& text) {
   static const std::regex size(R"(^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$)");
   std::smatch m;
   if (!std::regex_match(text, m, size)) return std::nullopt;
-  const double value = std::stod(m[1].str());
+  // strtod, not stod: an out-of-range number ("1e400", "1e-400") is a bad size, not an exception.
+  const double value = std::strtod(m[1].str().c_str(), nullptr);
   std::string unit = m[2].str();
   std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
   const std::vector<std::pair<std::string, double>> units = {
@@ -229,8 +278,10 @@ void read_molecule_input(const YAML::Node& root, const Context& ctx, Input& in) 
     in.molecule_source = ctx.where(n) + " (molecule.xyz)";
   } else if (const YAML::Node n = node["file"]) {
     const fs::path path = ctx.resolve(ctx.scalar(n, "molecule.file", "a file path"));
+    require_regular_file(path, [&](const std::string& what) { ctx.fail(n, "key 'molecule.file': " + what); });
     std::ifstream f(path);
     if (!f) ctx.fail(n, fmt::format("key 'molecule.file': cannot read '{}'", path.string()));
+    in.molecule_file = path.string();
     text.assign(std::istreambuf_iterator<char>(f), {});
     // A standard .xyz file starts with the atom count and a comment line.
     std::istringstream lines(text);
@@ -257,6 +308,7 @@ void read_molecule_input(const YAML::Node& root, const Context& ctx, Input& in) 
       ctx.fail(n, fmt::format("key 'molecule.units': expected angstrom or bohr, got '{}'", units));
     }
   }
+  chem::check_geometry(mol, in.molecule_source);
   if (const YAML::Node n = node["charge"]) {
     const auto q = as_integer(ctx.scalar(n, "molecule.charge", "an integer"));
     if (!q || std::abs(*q) > 1000) ctx.fail(n, fmt::format("key 'molecule.charge': expected an integer, got '{}'", n.Scalar()));
@@ -345,14 +397,32 @@ Input read_input(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw InputError(fmt::format("{}: no such file", path));
   if (fs::is_directory(path, ec)) throw InputError(fmt::format("{}: is a directory, expected a YAML file", path));
+  if (!fs::is_regular_file(path, ec)) {
+    throw InputError(fmt::format("{}: not a regular file (a FIFO, socket or device?), expected a YAML file", path));
+  }
+  if (fs::file_size(path, ec) > kMaxInputBytes) {
+    throw InputError(fmt::format("{}: {} bytes; a dfmp2 input is at most {} (put large molecules in molecule.file)",
+                                 path, fs::file_size(path, ec), linalg::format_bytes(double(kMaxInputBytes))));
+  }
 
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    // All documents, so that a second one (after '---') is refused rather than silently ignored.
+    const std::vector<YAML::Node> documents = YAML::LoadAllFromFile(path);
+    if (documents.size() > 1) {
+      throw InputError(fmt::format("{}: holds {} YAML documents (separated by '---'); an input is one", path,
+                                   documents.size()));
+    }
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::ParserException& e) {
     throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
-  } catch (const YAML::BadFile&) {
-    throw InputError(fmt::format("{}: cannot be read", path));
+  } catch (const YAML::Exception& e) {  // BadFile, and yaml-cpp's other refusals (e.g. nesting too deep)
+    throw InputError(fmt::format("{}: cannot be read as YAML: {}", path, e.msg));
+  }
+  if (std::size_t left = kMaxInputNodes; !within_budget(root, left)) {
+    ctx.fail(fmt::format("the input expands to more than {} YAML nodes (anchors and aliases, or nesting deeper than 64 "
+                         "levels); a dfmp2 input is a few dozen keys",
+                         kMaxInputNodes));
   }
   if (root.IsNull()) ctx.fail("the input is empty; expected a mapping with at least 'integrals'");
   if (!root.IsMap()) ctx.fail(root, fmt::format("expected a mapping of keys (integrals, backends, ...), got {}", Context::kind(root)));
@@ -398,6 +468,7 @@ Input read_input(const std::string& path) {
     if (!fs::exists(resolved, ec)) {
       ctx.fail(node, fmt::format("key 'integrals': file '{}' does not exist", resolved.string()));
     }
+    require_regular_file(resolved, [&](const std::string& what) { ctx.fail(node, "key 'integrals': " + what); });
     in.integrals = resolved.string();
   }
   if (const YAML::Node node = root["synthetic"]) {
@@ -561,7 +632,15 @@ Input read_input(const std::string& path) {
       only_for("threshold", chem::MetricMethod::eigh);
       only_for("tolerance", chem::MetricMethod::newton_schulz);
       only_for("max_iterations", chem::MetricMethod::newton_schulz);
-      if (node["threshold"]) in.eigh_threshold = positive_number(node["threshold"], ctx, "metric.threshold");
+      if (node["threshold"]) {
+        in.eigh_threshold = positive_number(node["threshold"], ctx, "metric.threshold");
+        // Relative to the largest eigenvalue: at 1 or above nothing but (at most) the largest would be kept.
+        if (in.eigh_threshold >= 1) {
+          ctx.fail(node["threshold"], fmt::format("key 'metric.threshold': {} would drop every eigenvalue of the metric "
+                                                  "(it is relative to the largest); expected a number below 1, such as 1e-10",
+                                                  node["threshold"].Scalar()));
+        }
+      }
       if (node["tolerance"]) in.newton_schulz.tolerance = positive_number(node["tolerance"], ctx, "metric.tolerance");
       if (const YAML::Node n = node["max_iterations"]) {
         const auto count = as_integer(ctx.scalar(n, "metric.max_iterations", "a count >= 1"));
@@ -661,15 +740,27 @@ Input read_input(const std::string& path) {
     const std::string value = ctx.scalar(node, "memory", "a size such as '2 GiB'");
     const auto bytes = parse_memory_size(value);
     if (!bytes) ctx.fail(node, fmt::format("key 'memory': expected a size such as '2 GiB' or '500 MB', got '{}'", value));
+    if (*bytes > kMaxMemoryBytes) {
+      ctx.fail(node, fmt::format("key 'memory': '{}' is {}, beyond any machine (at most {})", value,
+                                 linalg::format_bytes(*bytes), linalg::format_bytes(kMaxMemoryBytes)));
+    }
     in.memory_bytes = *bytes;
     in.memory_text = value;
   }
 
-  in.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = available_cores();
+  in.threads = cores;
   if (const YAML::Node node = root["threads"]) {
     const std::string value = ctx.scalar(node, "threads", "a number of threads >= 1");
     const auto n = as_integer(value);
-    if (!n || *n < 1 || *n > 4096) ctx.fail(node, fmt::format("key 'threads': expected a number of threads >= 1, got '{}'", value));
+    if (!n || *n < 1) ctx.fail(node, fmt::format("key 'threads': expected a number of threads >= 1, got '{}'", value));
+    // More threads than cores only slows the kernels down (they contend for the same cores); a larger number is
+    // far more likely a slip than a wish.
+    if (*n > cores) {
+      ctx.fail(node, fmt::format("key 'threads': {} is more than the {} cores this run may use; give at most {} (or "
+                                 "leave 'threads' out to use them all)",
+                                 value, cores, cores));
+    }
     in.threads = static_cast<int>(*n);
   }
 

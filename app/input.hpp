@@ -53,6 +53,7 @@ struct Input {
   // With `molecule`: the program computes integrals and runs RHF itself.
   std::optional<chem::Molecule> molecule;
   std::string molecule_source;  // "molecule.xyz" (inline) or the resolved .xyz path
+  std::string molecule_file;    // the resolved .xyz path with molecule.file, else empty
   std::string basis, aux_basis, jk_basis;
   std::string basis_dir;  // the basis set library
   chem::ScfOptions scf;

@@ -15,12 +15,38 @@
 #include "app/report.hpp"
 #include "app/results.hpp"
 #include "app/run.hpp"
+#include "chem/temporary_files.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
 
 namespace {
 
 namespace bench = dfmp2::app::bench;
+
+// Every error is one line (README "Errors"), whatever the input put into the message: a key or a file name with a
+// newline or a terminal escape in it is shown escaped, and a message grown huge by a pasted value is cut.
+std::string one_line(std::string_view message) {
+  constexpr std::size_t kMaxLength = 2000;
+  std::string out;
+  for (const char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
+    else out += c;
+    if (out.size() > kMaxLength) {
+      out += " [...]";
+      break;
+    }
+  }
+  return out;
+}
+
+void print_error(const char* prefix, std::string_view message, const char* suffix = "") {
+  std::fflush(stdout);
+  std::fprintf(stderr, "dfmp2: %s%s%s\n", prefix, one_line(message).c_str(), suffix);
+}
 
 // The flags of `dfmp2 bench`, as given (strings for the lists, checked by bench::validate with the flag's name).
 struct BenchFlags {
@@ -122,7 +148,7 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return cli.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "dfmp2: error: %s (run 'dfmp2 --help')\n", e.what());
+    print_error("error: ", e.what(), " (run 'dfmp2 --help')");
     return dfmp2::InputError("").exit_code();
   }
   if (*bench_cmd) {
@@ -135,7 +161,7 @@ int run(int argc, char** argv) {
   const dfmp2::app::Input input = dfmp2::app::read_input(input_path);
   std::optional<std::string> output = input.output;
   if (!json_path.empty()) output = json_path;
-  if (output) dfmp2::app::check_output_path(*output);
+  dfmp2::app::check_output_paths(input, output);
 
   // Long phases (the SCF, the DF-MP2 transformation and pair loop) report as they go; the results are printed at
   // the end, in one piece.
@@ -167,17 +193,17 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dfmp2::chem::remove_temporary_files_on_signals();
   try {
     return run(argc, argv);
   } catch (const dfmp2::Error& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "dfmp2: error: %s\n", e.what());
+    print_error("error: ", e.what());
     return e.exit_code();
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "dfmp2: error: out of memory; lower 'memory' or use a machine with more\n");
+    print_error("error: ", "out of memory; lower 'memory' or use a machine with more");
     return dfmp2::ResourceError("").exit_code();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "dfmp2: internal error: %s (this is a bug; please report it)\n", e.what());
+    print_error("internal error: ", e.what(), " (this is a bug; please report it)");
     return 70;
   }
 }

@@ -19,10 +19,25 @@ std::string line(const char* label, double value, const char* unit) {
 std::string missing(const char* label) { return fmt::format("\t {:<26}= {:>24} [Eh]\n", label, "(no SCF energy in input)"); }
 }  // namespace
 
+std::string integrity_summary(const chem::IntegralFile& file) {
+  const auto& unchecked = file.unchecked_datasets();
+  if (file.metadata_checksummed() && unchecked.empty()) {
+    return "checksums verified as read (file metadata, and every dataset's data)";
+  }
+  if (!file.metadata_checksummed()) {
+    return "no checksums (HDF5 file format older than 1.8, as older writers make it): damage to this file cannot be "
+           "detected beyond the range checks";
+  }
+  return fmt::format("no checksums on dataset(s) {} (written without Fletcher32 or compact layout): damage to them "
+                     "cannot be detected beyond the range checks",
+                     fmt::join(unchecked, ", "));
+}
+
 std::string format_header(const Calculation& calc) {
   const Problem& p = calc.problem;
   std::string out = fmt::format("dfmp2 {}: DF-MP2 for {}\n", DFMP2_VERSION, calc.input.path);
   out += fmt::format("  {:<12} {}\n", p.kind, p.description);
+  if (calc.integrals) out += fmt::format("  integrity    {}\n", integrity_summary(*calc.integrals));
   out += fmt::format("  orbitals     nbf {}  nmo {}  nocc {}  frozen {}  active {}  nvir {}  naux {}\n",
                      p.nbf > 0 ? fmt::format("{}", p.nbf) : std::string("-"), p.nmo, p.nocc, calc.nfrozen,
                      p.nocc - calc.nfrozen, p.nmo - p.nocc, p.naux);

@@ -7,6 +7,8 @@
 
 namespace dfmp2::app {
 
+// One line on what of an integral file was verified by checksums as it was read (docs/integral-file-format.md).
+std::string integrity_summary(const chem::IntegralFile& file);
 std::string format_header(const Calculation& calc);
 std::string format_energies(const Calculation& calc, const BackendRun& run);
 std::string format_kernel_table(const BackendRun& run);

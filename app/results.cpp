@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "app/report.hpp"
+#include "chem/temporary_files.hpp"
 #include "linalg/errors.hpp"
 
 namespace dfmp2::app {
@@ -145,6 +146,9 @@ nlohmann::json results_json(const Calculation& calc) {
   if (calc.integrals) {
     problem["path"] = calc.integrals->path();
     problem["generator"] = f.metadata.generator;
+    problem["integrity"] = {{"metadata_checksummed", calc.integrals->metadata_checksummed()},
+                            {"unchecked_datasets", calc.integrals->unchecked_datasets()},
+                            {"summary", integrity_summary(*calc.integrals)}};
   }
   if (calc.synthetic) {
     const auto& shape = calc.synthetic->shape();
@@ -171,36 +175,61 @@ nlohmann::json results_json(const Calculation& calc) {
   return j;
 }
 
-void check_output_path(const std::string& path) {
+void check_output_path(const std::string& path, const std::string& key) {
   const fs::path p(path);
   const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
   std::error_code ec;
+  if (p.filename().empty()) throw OutputError(fmt::format("{}: cannot write '{}': it names a folder, not a file", key, path));
   if (!fs::is_directory(dir, ec)) {
-    throw OutputError(fmt::format("output: cannot write '{}': folder '{}' does not exist", path, dir.string()));
+    throw OutputError(fmt::format("{}: cannot write '{}': folder '{}' does not exist", key, path, dir.string()));
   }
-  if (fs::is_directory(p, ec)) throw OutputError(fmt::format("output: cannot write '{}': it is a folder", path));
+  const auto status = fs::status(p, ec);
+  if (fs::is_directory(status)) throw OutputError(fmt::format("{}: cannot write '{}': it is a folder", key, path));
+  if (fs::exists(status) && !fs::is_regular_file(status)) {
+    throw OutputError(fmt::format("{}: cannot write '{}': it exists and is not a regular file", key, path));
+  }
   if (::access(dir.c_str(), W_OK) != 0) {
-    throw OutputError(fmt::format("output: cannot write '{}': folder '{}' is not writable", path, dir.string()));
+    throw OutputError(fmt::format("{}: cannot write '{}': folder '{}' is not writable", key, path, dir.string()));
   }
 }
 
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw OutputError(fmt::format("output: cannot write '{}': {}", path, std::strerror(errno)));
+void check_output_paths(const Input& input, const std::optional<std::string>& output) {
+  // Every file the run will write, with its key, and every file it reads that must not be overwritten.
+  std::vector<std::pair<std::string, std::string>> writes;
+  if (output) writes.emplace_back("output", *output);
+  if (input.save_integrals) writes.emplace_back("save_integrals", *input.save_integrals);
+  for (const auto& [key, path] : writes) check_output_path(path, key);
+  auto same = [](const std::string& a, const std::string& b) {
+    std::error_code ec;
+    if (fs::equivalent(a, b, ec)) return true;
+    return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+  };
+  if (writes.size() == 2 && same(writes[0].second, writes[1].second)) {
+    throw OutputError(fmt::format("output: '{}' is also the save_integrals file; give them different names",
+                                  writes[0].second));
+  }
+  std::vector<std::pair<std::string, std::string>> reads = {{"the input file", input.path}};
+  if (!input.integrals.empty()) reads.emplace_back("the integral file", input.integrals);
+  if (!input.molecule_file.empty()) reads.emplace_back("the molecule file", input.molecule_file);
+  for (const auto& [key, path] : writes) {
+    for (const auto& [what, read] : reads) {
+      if (same(path, read)) {
+        throw OutputError(fmt::format("{}: '{}' is {}; writing it would overwrite what the run reads", key, path, what));
+      }
     }
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw OutputError(fmt::format("output: cannot write '{}': {}", path, ec.message()));
+}
+
+void write_atomically(const std::string& path, const std::string& text, const std::string& key) {
+  chem::TemporaryFile tmp(path);
+  {
+    std::ofstream out(tmp.path(), std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw OutputError(fmt::format("{}: cannot write '{}': {}", key, path, std::strerror(errno)));
+  }
+  if (const std::string why = tmp.commit(); !why.empty()) {
+    throw OutputError(fmt::format("{}: cannot write '{}': {}", key, path, why));
   }
 }
 

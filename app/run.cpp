@@ -143,10 +143,11 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
   auto m = std::make_unique<MoleculeRun>();
   const chem::Molecule& mol = *input.molecule;
   m->backend = backend.name();
-  m->basis = chem::load_basis(input.basis, mol, input.basis_dir, "basis");
-  m->aux_basis = chem::load_basis(input.aux_basis, mol, input.basis_dir, "aux_basis");
+  const int orbital_l = chem::max_orbital_angular_momentum(), fitting_l = chem::max_fitting_angular_momentum();
+  m->basis = chem::load_basis(input.basis, mol, input.basis_dir, "basis", orbital_l);
+  m->aux_basis = chem::load_basis(input.aux_basis, mol, input.basis_dir, "aux_basis", fitting_l);
   if (input.scf.type == chem::ScfType::df) {
-    m->jk_basis = chem::load_basis(input.jk_basis, mol, input.basis_dir, "scf.jk_basis");
+    m->jk_basis = chem::load_basis(input.jk_basis, mol, input.basis_dir, "scf.jk_basis", fitting_l);
   }
   // As Psi4 1.3.2 does, the JK fitting set takes the orbital basis's form (cartesian d and higher for a cartesian
   // basis such as 6-31G*), while the MP2 fitting set keeps its file's form. Measured: with 6-31G* water, either
@@ -272,6 +273,14 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
     scf_backend = scf_own.get();
   }
 
+  if (input.molecule) {
+    // The frozen-core count is known from the molecule alone: checked before the SCF, not after it.
+    Problem before_scf;
+    before_scf.nocc = chem::closed_shell_occupied(*input.molecule);
+    before_scf.metadata.molecule = *input.molecule;
+    before_scf.description = "the molecule";
+    resolve_frozen_core(input, before_scf);
+  }
   if (input.synthetic) {
     calc.synthetic = std::make_unique<chem::SyntheticProblem>(*input.synthetic);
     describe_synthetic(*calc.synthetic, input.synthetic_name, calc.problem);

@@ -22,9 +22,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// What a shell may hold. Far beyond every basis set in the library (exponents 0.0066 to 1.2e7), they keep a damaged
+// file from reaching the integral code with numbers it cannot handle (overflow in the Boys function, a
+// normalisation of zero).
+constexpr int kMaxPrimitives = 100;
+constexpr double kMinScale = 1e-2, kMaxScale = 1e2;
+constexpr double kMinExponent = 1e-6, kMaxExponent = 1e11;
+constexpr double kMaxCoefficient = 1e6;
+
 // One contracted shell as read from a file, before it is placed on an atom.
 struct RawShell {
   int l = 0;
+  int line = 0;  // of the shell's header line, for messages
   std::vector<double> exponents;
   std::vector<double> coefficients;
 };
@@ -137,6 +146,7 @@ class LineReader {
   }
 
   int number() const { return number_; }
+  const std::string& file() const { return file_; }
   const std::string& last() const { return last_; }  // the last line next() returned
   long returned() const { return returned_; }        // lines next() has returned from the file
 
@@ -209,12 +219,18 @@ std::vector<RawShell> read_shells(LineReader& reader, std::string line, const st
                       symbol, trimmed(line)));
     }
     const std::string what = sp ? "SP" : l_letter(l);
-    if (nprim < 1) reader.fail(fmt::format("{} shell of {}: {} primitives (must be at least 1)", what, symbol, nprim));
-    if (!(scale > 0))
-      reader.fail(fmt::format("{} shell of {}: scale factor {} (must be positive)", what, symbol, f[2]));
+    if (nprim < 1 || nprim > kMaxPrimitives) {
+      reader.fail(fmt::format("{} shell of {}: {} primitives (must be 1 to {})", what, symbol, nprim, kMaxPrimitives));
+    }
+    if (!(scale >= kMinScale && scale <= kMaxScale)) {
+      reader.fail(fmt::format("{} shell of {}: scale factor {} (must be from {} to {}; it multiplies the exponents by "
+                              "its square)",
+                              what, symbol, f[2], kMinScale, kMaxScale));
+    }
     RawShell s, p;
     s.l = l;
     p.l = 1;
+    s.line = p.line = reader.number();
     for (int k = 0; k < nprim; ++k) {
       if (!reader.next(line)) {
         reader.fail(
@@ -230,12 +246,31 @@ std::vector<RawShell> read_shells(LineReader& reader, std::string line, const st
       }
       if (!(exponent > 0)) reader.fail(fmt::format("{} shell of {}: exponent {} is not positive", what, symbol, g[0]));
       exponent *= scale * scale;
+      if (exponent < kMinExponent || exponent > kMaxExponent) {
+        reader.fail(fmt::format("{} shell of {}: exponent {} (scaled {:.6g}) is outside {:.0e} to {:.0e} bohr^-2, the "
+                                "range the integrals are accurate in",
+                                what, symbol, g[0], exponent, kMinExponent, kMaxExponent));
+      }
+      for (const double c : {c1, c2}) {
+        if (std::abs(c) > kMaxCoefficient) {
+          reader.fail(fmt::format("{} shell of {}: contraction coefficient {:.6g} is beyond {:.0e}", what, symbol, c,
+                                  kMaxCoefficient));
+        }
+      }
       s.exponents.push_back(exponent);
       s.coefficients.push_back(c1);
       if (sp) {
         p.exponents.push_back(exponent);
         p.coefficients.push_back(c2);
       }
+    }
+    // A shell whose coefficients are all zero is no function at all (its normalisation divides by zero).
+    auto all_zero = [](const RawShell& r) {
+      return std::all_of(r.coefficients.begin(), r.coefficients.end(), [](double c) { return c == 0; });
+    };
+    if (all_zero(s) || (sp && all_zero(p))) {
+      throw InputError(fmt::format("{}:{}: {} shell of {}: every contraction coefficient is zero", reader.file(),
+                                   s.line, what, symbol));
     }
     shells.push_back(std::move(s));
     if (sp) shells.push_back(std::move(p));
@@ -418,7 +453,7 @@ std::string basis_file_name(const std::string& name) {
 }
 
 BasisSet load_basis(const std::string& name, const Molecule& molecule, const std::string& library_dir,
-                    const std::string& key) {
+                    const std::string& key, int max_l) {
   if (name.empty()) throw InputError(fmt::format("key '{}': empty basis set name", key));
   fs::path path;
   if (is_path(name)) {
@@ -461,6 +496,11 @@ BasisSet load_basis(const std::string& name, const Molecule& molecule, const std
     }
     const std::array<double, 3> center{atom.x * kBohrPerAngstrom, atom.y * kBohrPerAngstrom, atom.z * kBohrPerAngstrom};
     for (const RawShell& raw : it->second.shells) {
+      if (raw.l > max_l) {
+        throw InputError(fmt::format("{}:{}: {} shell of {}: angular momentum {} is beyond what the integral library "
+                                     "of this build supports for key '{}' (at most {})",
+                                     path.string(), raw.line, l_letter(raw.l), element_symbol(z), raw.l, key, max_l));
+      }
       Shell s;
       s.l = raw.l;
       s.pure = raw.l <= 1 ? true : parsed->pure;

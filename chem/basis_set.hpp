@@ -52,8 +52,10 @@ struct BasisSet {
 // and the basis when an element of the molecule is missing from it (or needs an effective core potential).
 // A malformed file throws InputError "<file>:<line>: <what>". Parsed files are cached per process (keyed by
 // path, modification time and size), so loading the same basis for many molecules reads the file once.
+// A shell of angular momentum above `max_l` (what the integral code can do for the basis's role, see
+// chem/integrals.hpp) is an InputError naming the file and line.
 BasisSet load_basis(const std::string& name, const Molecule& molecule, const std::string& library_dir,
-                    const std::string& key);
+                    const std::string& key, int max_l = 6);
 
 // The Psi4 file name for a basis name ("6-31G*" -> "6-31gs.gbs", "6-31G(d,p)" -> "6-31g_d_p_.gbs").
 std::string basis_file_name(const std::string& name);

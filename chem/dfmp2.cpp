@@ -6,6 +6,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "linalg/bytes.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/sparse.hpp"
 
@@ -23,7 +24,6 @@ using linalg::VectorT;
 
 namespace {
 
-std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(1 << 30)); }
 
 // Element sizes of the three precisions' parts: W for the GEMMs and the fitted tensor, F for the metric and the
 // fitting.
@@ -45,6 +45,19 @@ void convert(const From* from, Index count, To* to, linalg::Kernels& kernels, co
     std::transform(from, from + count, to, [](From x) { return static_cast<To>(x); });
     kernels.record_host(step, "convert", clock.seconds(), {0, double(count) * (sizeof(To) + sizeof(From))},
                         dtype<To>());
+  }
+}
+
+// A non-finite number at any step makes every energy after it meaningless: stop there and name the step (an
+// overflow from integrals of absurd magnitude, a metric that underflows, NaN from a damaged input).
+template <class T>
+void require_finite(const std::string& step, const char* what, const T* data, Index count) {
+  for (Index i = 0; i < count; ++i) {
+    if (!std::isfinite(data[i])) {
+      throw NumericalError(fmt::format("DF-MP2 step '{}': {} holds a non-finite value ({}, element {}); the numbers "
+                                       "overflowed (are the integrals of a sensible magnitude?)",
+                                       step, what, double(data[i]), i));
+    }
   }
 }
 
@@ -98,7 +111,7 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
     throw ResourceError(fmt::format(
         "memory: {} is too small for this calculation; it needs at least {} (fitted tensor {}, metric {}), "
         "raise 'memory'",
-        gib(memory_bytes), gib(plan.fixed_bytes + phase_min), gib(fitted), gib(metric_bytes)));
+        linalg::format_bytes(memory_bytes), linalg::format_bytes(plan.fixed_bytes + phase_min), linalg::format_bytes(fitted), linalg::format_bytes(metric_bytes)));
   }
   const Index rows = nact * nvir;
   plan.aux_block = std::clamp<Index>(static_cast<Index>(available / per_aux), 1, std::max<Index>(naux, 1));
@@ -150,6 +163,7 @@ MatrixT<F> metric_factor(const Matrix& metric, const DfMp2Options& options, lina
   } catch (const NumericalError& e) {
     throw NumericalError(fmt::format("metric (P|Q), {}: {}", metric_name(options.metric), e.what()));
   }
+  require_finite("metric", "the metric factor", factor.data(), factor.size());
   return factor;
 }
 
@@ -226,6 +240,12 @@ MatrixT<W> transform(const DfMp2Input& in, const DfMp2Options& options, const Bl
                          ConstMatrixViewT<W>{half.data(), nact, nbf, nact}, W(0), MatrixViewT<W>{out, nvir, nact, nvir});
     if (options.progress) options.progress("MP2 transform", p0 + np, naux);
   }
+  require_finite("transform", "the transformed integrals (P|ia)", a.data(), a.size());
+  if (options.screening.enabled && screening.blocks_kept == 0) {
+    throw NumericalError(fmt::format("DF-MP2 step 'transform': screening threshold {:.3e} drops all {} tiles of (P|mn); "
+                                     "every energy would be 0 (lower screening.threshold)",
+                                     options.screening.threshold, screening.blocks_total));
+  }
   return a;
 }
 
@@ -269,6 +289,7 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
   result.screening.enabled = options.screening.enabled;
   MatrixT<W> fitted = transform<W>(in, options, result.plan, kernels, result.screening);
   fit<W, F>(fitted, factor, options.metric, result.plan, kernels);
+  require_finite("fitting", "the fitted tensor B", fitted.data(), fitted.size());
 
   const Vector eps_occ = eps.segment(options.nfrozen, nact);
   const Vector eps_vir = eps.tail(nvir);
@@ -286,6 +307,8 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
   }
   result.opposite_spin = double(os);
   result.same_spin = double(ss);
+  const double energies[] = {result.opposite_spin, result.same_spin};
+  require_finite("pair_energy", "the pair-energy sum", energies, 2);
 }
 
 }  // namespace
@@ -310,12 +333,17 @@ PairEnergy block_pair_energy(const OccupiedBlockPair& pair, const MatrixT<W>& fi
   Stopwatch reduce_clock;
   const VectorT<Acc> eps_occ = eps_occ_in.cast<Acc>();
   const VectorT<Acc> eps_vir = eps_vir_in.cast<Acc>();
-  Acc os = 0, ss = 0;
+  // One value per orbital pair (i, j), summed afterwards in pair order: the energy is bitwise the same for any
+  // number of threads and any schedule (an OpenMP reduction adds the threads' partial sums in whatever order they
+  // finish), which the MPI distribution needs for any number of ranks too.
   const Index npairs = ni * nj;
-#pragma omp parallel for schedule(dynamic) reduction(+ : os, ss)
+  std::vector<Acc> per_pair_os(static_cast<std::size_t>(npairs), Acc(0)), per_pair_ss(per_pair_os.size(), Acc(0));
+#pragma omp parallel for schedule(dynamic)
   for (Index ij = 0; ij < npairs; ++ij) {
     const Index li = ij / nj, lj = ij % nj;
     if (pair.diagonal() && lj > li) continue;
+    Acc& os = per_pair_os[static_cast<std::size_t>(ij)];
+    Acc& ss = per_pair_ss[static_cast<std::size_t>(ij)];
     const Acc eij = eps_occ[pair.i0 + li] + eps_occ[pair.j0 + lj];
     const W* gij = &g(nvir * li, nvir * lj);
     const Index ld = g.ld;
@@ -345,6 +373,11 @@ PairEnergy block_pair_energy(const OccupiedBlockPair& pair, const MatrixT<W>& fi
       os += Acc(2) * pair_os;
       ss += Acc(2) * pair_ss;
     }
+  }
+  Acc os = 0, ss = 0;
+  for (Index ij = 0; ij < npairs; ++ij) {
+    os += per_pair_os[static_cast<std::size_t>(ij)];
+    ss += per_pair_ss[static_cast<std::size_t>(ij)];
   }
   const double elements = double(ni) * double(nj) * double(nvir) * double(nvir) * (pair.diagonal() ? 0.5 : 1.0);
   kernels.record_host("pair_energy", "pair_reduce", reduce_clock.seconds(),

@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <vector>
 
+#include "chem/temporary_files.hpp"
 #include "linalg/errors.hpp"
 
 namespace dfmp2::chem {
@@ -29,6 +31,7 @@ class Handle {
   }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
+  Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
 
@@ -37,9 +40,36 @@ class Handle {
   herr_t (*close_)(hid_t);
 };
 
+// The innermost description on HDF5's error stack ("data error detected by Fletcher32 checksum", "inflate()
+// failed", "incorrect metadata checksum ..."), for the one-line message; empty when the stack holds none.
+std::string hdf5_reason() {
+  std::string reason;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned n, const H5E_error2_t* e, void* out) -> herr_t {
+        if (n == 0 && e->desc != nullptr) *static_cast<std::string*>(out) = e->desc;
+        return 0;
+      },
+      &reason);
+  return reason;
+}
+
+std::string with_reason(const std::string& what) {
+  const std::string reason = hdf5_reason();
+  return reason.empty() ? what : fmt::format("{} ({})", what, reason);
+}
+
+// Elements no integral file can declare: 2^40 float64 values are 8 TiB. A larger shape is a corrupt header, and
+// refusing it here keeps the reader from trying to allocate it.
+constexpr double kMaxElements = 1099511627776.0;
+constexpr std::size_t kMaxAttributeBytes = 16 << 20;  // string attributes: a molecule's xyz lines at most
+
 class Reader {
  public:
-  Reader(std::string path, hid_t file) : path_(std::move(path)), file_(file) {}
+  Reader(std::string path, hid_t file) : path_(std::move(path)), file_(file) {
+    H5F_info2_t info;
+    metadata_checksummed_ = H5Fget_info2(file, &info) >= 0 && info.super.version >= 2;
+  }
 
   [[noreturn]] void fail(const std::string& what) const {
     throw IntegralFileError(fmt::format("{}: {}", path_, what));
@@ -47,11 +77,42 @@ class Reader {
 
   bool has(const char* name) const { return H5Lexists(file_, name, H5P_DEFAULT) > 0; }
 
-  // Opens a dataset and checks that its elements are of the given class (and 8 bytes when floating point).
+  // The HDF5 1.8+ format checksums all metadata; compact data lives in the (checksummed) object header, chunked
+  // data may carry the Fletcher32 filter, which HDF5 verifies on every read. Contiguous data has no checksum.
+  bool metadata_checksummed() const { return metadata_checksummed_; }
+  bool checksummed(hid_t ds) const {
+    if (!metadata_checksummed_) return false;
+    Handle props(H5Dget_create_plist(ds), H5Pclose);
+    switch (H5Pget_layout(props.get())) {
+      case H5D_COMPACT: return true;
+      case H5D_CHUNKED: {
+        unsigned flags = 0;
+        std::size_t count = 0;
+        return H5Pget_filter_by_id2(props.get(), H5Z_FILTER_FLETCHER32, &flags, &count, nullptr, 0, nullptr,
+                                    nullptr) >= 0;
+      }
+      default: return false;
+    }
+  }
+
+  // Opens a dataset and checks that its elements are of the given class (and 8 bytes when floating point), that
+  // its declared shape is one a file can hold, and that data was written for all of it: a dataset whose storage
+  // was never (or only partly) written reads back as zeros, which would give a wrong energy without a word.
   std::vector<Index> shape(const char* name, H5T_class_t want) const {
     if (!has(name)) fail(fmt::format("dataset '{}' is missing", name));
+    require_stored_here(name);
     Handle ds(H5Dopen2(file_, name, H5P_DEFAULT), H5Dclose);
-    if (!ds.valid()) fail(fmt::format("'{}' is not a dataset", name));
+    if (!ds.valid()) fail(with_reason(fmt::format("'{}' is not a readable dataset", name)));
+    {
+      Handle props(H5Dget_create_plist(ds.get()), H5Pclose);
+      const H5D_layout_t layout = H5Pget_layout(props.get());
+      if (H5Pget_external_count(props.get()) != 0 ||
+          (layout != H5D_COMPACT && layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED)) {
+        fail(fmt::format("dataset '{}' keeps its data outside the file (external storage or a virtual dataset); "
+                         "dfmp2 reads only data stored in the integral file",
+                         name));
+      }
+    }
     Handle type(H5Dget_type(ds.get()), H5Tclose);
     const H5T_class_t cls = H5Tget_class(type.get());
     if (want == H5T_FLOAT && (cls != H5T_FLOAT || H5Tget_size(type.get()) != 8)) {
@@ -60,11 +121,66 @@ class Reader {
     if (want == H5T_INTEGER && cls != H5T_INTEGER) fail(fmt::format("dataset '{}' must hold an integer", name));
     Handle space(H5Dget_space(ds.get()), H5Sclose);
     const int rank = H5Sget_simple_extent_ndims(space.get());
-    if (rank < 0) fail(fmt::format("dataset '{}' has an unreadable shape", name));
+    if (rank < 0 || rank > 8) fail(fmt::format("dataset '{}' has an unreadable shape", name));
     std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
     H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    double elements = 1;
+    for (const auto d : dims) elements *= double(d);
+    if (elements > kMaxElements) {
+      fail(fmt::format("dataset '{}' declares shape [{}] ({:.3g} elements), more than any integral file holds",
+                       name, fmt::join(dims, ", "), elements));
+    }
+    check_written(name, ds.get(), dims, H5Tget_size(type.get()), elements);
+    if (!checksummed(ds.get())) unchecked_.insert(name);
     return {dims.begin(), dims.end()};
   }
+
+  // Every step of the path must be a hard link: a soft or external link can lead anywhere, a FIFO or a device
+  // included, where reading would block or never end.
+  void require_stored_here(const std::string& name) const {
+    for (std::size_t end = name.find('/'); ; end = name.find('/', end + 1)) {
+      const std::string step = name.substr(0, end);
+      H5L_info_t info;
+      if (H5Lget_info(file_, step.c_str(), &info, H5P_DEFAULT) < 0) {
+        fail(with_reason(fmt::format("'{}' is unreadable", step)));
+      }
+      if (info.type != H5L_TYPE_HARD) {
+        fail(fmt::format("'{}' is a link to another object or file; expected a dataset stored in the integral file",
+                         step));
+      }
+      if (end == std::string::npos) break;
+    }
+  }
+
+  void check_written(const char* name, hid_t ds, const std::vector<hsize_t>& dims, std::size_t element_bytes,
+                     double elements) const {
+    if (elements == 0) return;
+    Handle props(H5Dget_create_plist(ds), H5Pclose);
+    const H5D_layout_t layout = H5Pget_layout(props.get());
+    if (layout == H5D_CONTIGUOUS) {
+      const double stored = double(H5Dget_storage_size(ds));
+      if (stored < elements * double(element_bytes)) {
+        fail(fmt::format("dataset '{}' holds {:.0f} bytes of data for {:.0f} elements; the file is incomplete", name,
+                         stored, elements));
+      }
+    } else if (layout == H5D_CHUNKED) {
+      std::vector<hsize_t> chunk(dims.size());
+      H5Pget_chunk(props.get(), int(chunk.size()), chunk.data());
+      double expected = 1;
+      for (std::size_t i = 0; i < dims.size(); ++i) {
+        expected *= std::ceil(double(dims[i]) / double(std::max<hsize_t>(chunk[i], 1)));
+      }
+      hsize_t allocated = 0;
+      Handle space(H5Dget_space(ds), H5Sclose);  // HDF5 1.10.8 refuses H5S_ALL here
+      if (H5Dget_num_chunks(ds, space.get(), &allocated) < 0 || double(allocated) < expected) {
+        fail(fmt::format("dataset '{}' has data for {} of its {:.0f} chunks; the file is incomplete", name, allocated,
+                         expected));
+      }
+    }
+  }
+
+  // Datasets read so far that carry no checksum (see checksummed()).
+  const std::set<std::string>& unchecked() const { return unchecked_; }
 
   std::vector<Index> expect_rank(const char* name, H5T_class_t cls, int rank, const char* meaning) const {
     auto dims = shape(name, cls);
@@ -100,7 +216,7 @@ class Reader {
     std::vector<double> out(count);
     Handle ds(H5Dopen2(file_, name, H5P_DEFAULT), H5Dclose);
     if (count > 0 && H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0) {
-      fail(fmt::format("dataset '{}' could not be read", name));
+      fail(with_reason(fmt::format("dataset '{}' could not be read", name)));
     }
     check_finite(name, out.data(), out.size());
     return out;
@@ -118,15 +234,27 @@ class Reader {
     Handle ds(H5Dopen2(file_, name, H5P_DEFAULT), H5Dclose);
     long long value = 0;
     if (H5Dread(ds.get(), H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0) {
-      fail(fmt::format("dataset '{}' could not be read", name));
+      fail(with_reason(fmt::format("dataset '{}' could not be read", name)));
     }
     return value;
+  }
+
+  // Opens an attribute that must hold exactly one value (an attribute with more would overrun the one-value
+  // buffer it is read into).
+  Handle single_attribute(const char* object, const char* attr) const {
+    Handle a(H5Aopen_by_name(file_, object, attr, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    if (!a.valid()) fail(with_reason(fmt::format("attribute '{}' of '{}' is unreadable", attr, object)));
+    Handle space(H5Aget_space(a.get()), H5Sclose);
+    if (H5Sget_simple_extent_npoints(space.get()) != 1) {
+      fail(fmt::format("attribute '{}' of '{}' must hold one value", attr, object));
+    }
+    return a;
   }
 
   // String attribute of an object (fixed or variable length); nullopt when absent.
   std::optional<std::string> string_attribute(const char* object, const char* attr) const {
     if (H5Aexists_by_name(file_, object, attr, H5P_DEFAULT) <= 0) return std::nullopt;
-    Handle a(H5Aopen_by_name(file_, object, attr, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    Handle a = single_attribute(object, attr);
     Handle type(H5Aget_type(a.get()), H5Tclose);
     if (H5Tget_class(type.get()) != H5T_STRING) fail(fmt::format("attribute '{}' of '{}' must be a string", attr, object));
     if (H5Tis_variable_str(type.get()) > 0) {
@@ -140,6 +268,9 @@ class Reader {
       return out;
     }
     const std::size_t size = H5Tget_size(type.get());
+    if (size == 0 || size > kMaxAttributeBytes) {
+      fail(fmt::format("attribute '{}' of '{}' declares a string of {} bytes", attr, object, size));
+    }
     std::string out(size, '\0');
     Handle mem(H5Tcopy(type.get()), H5Tclose);
     if (H5Aread(a.get(), mem.get(), out.data()) < 0) fail(fmt::format("attribute '{}' of '{}' is unreadable", attr, object));
@@ -150,7 +281,7 @@ class Reader {
 
   std::optional<long long> integer_attribute(const char* object, const char* attr) const {
     if (H5Aexists_by_name(file_, object, attr, H5P_DEFAULT) <= 0) return std::nullopt;
-    Handle a(H5Aopen_by_name(file_, object, attr, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    Handle a = single_attribute(object, attr);
     Handle type(H5Aget_type(a.get()), H5Tclose);
     if (H5Tget_class(type.get()) != H5T_INTEGER) fail(fmt::format("attribute '{}' of '{}' must be an integer", attr, object));
     long long value = 0;
@@ -164,9 +295,10 @@ class Reader {
     Handle g(H5Gopen2(file_, group, H5P_DEFAULT), H5Gclose);
     if (!g.valid()) fail(fmt::format("'{}' is not a group", group));
     H5G_info_t info;
-    H5Gget_info(g.get(), &info);
+    if (H5Gget_info(g.get(), &info) < 0) fail(with_reason(fmt::format("group '{}' is unreadable", group)));
     for (hsize_t i = 0; i < info.nlinks; ++i) {
       const ssize_t len = H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+      if (len < 0 || len > 4096) fail(with_reason(fmt::format("group '{}' has an unreadable member name", group)));
       std::string name(static_cast<std::size_t>(len) + 1, '\0');
       H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
       name.resize(static_cast<std::size_t>(len));
@@ -178,11 +310,75 @@ class Reader {
  private:
   std::string path_;
   hid_t file_;
+  bool metadata_checksummed_ = false;
+  mutable std::set<std::string> unchecked_;
 };
 
 linalg::Matrix row_major_to_matrix(const std::vector<double>& data, Index rows, Index cols) {
   return Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(data.data(), rows,
                                                                                                    cols);
+}
+
+}  // namespace
+
+namespace {
+
+// Bounds that physics puts on the stored numbers, so that a file damaged where no checksum reaches (an older
+// writer's), or written in the wrong units, is refused instead of giving a wrong energy. Each bound is far above
+// what any basis set gives (docs/integral-file-format.md, "Integrity"), so only gross damage trips it.
+namespace bounds {
+// Orbital energies, Eh: a 1s orbital of element 118 lies near -7000 Eh; virtuals of the tightest basis functions
+// rise to a few thousand.
+constexpr double kOrbitalEnergy = 1e6;
+// (P|P) of a normalised fitting function with exponent a is 4 pi / a for an s function: 1e8 allows a down to 1e-7.
+constexpr double kMetricDiagonal = 1e8;
+// MO coefficients over a normalised basis grow as 1/sqrt of the overlap's smallest eigenvalue.
+constexpr double kMoCoefficient = 1e8;
+}  // namespace bounds
+
+// Returns, per auxiliary function, the largest |(P|mn)| a normalised basis allows (read_block checks it).
+std::vector<double> check_magnitudes(const Reader& r, const linalg::Vector& eps, const linalg::Matrix& c,
+                                     const linalg::Matrix& j) {
+  for (Index p = 0; p < eps.size(); ++p) {
+    if (std::abs(eps[p]) > bounds::kOrbitalEnergy) {
+      r.fail(fmt::format("dataset 'orbital_energies': element {} is {:.6g} Eh, beyond any orbital energy (|e| <= {:.0e})",
+                         p, eps[p], bounds::kOrbitalEnergy));
+    }
+  }
+  if (c.size() > 0) {
+    Index row = 0, col = 0;
+    const double largest = c.cwiseAbs().maxCoeff(&row, &col);
+    if (largest > bounds::kMoCoefficient) {
+      r.fail(fmt::format("dataset 'mo_coefficients': element [{}, {}] is {:.6g}, beyond any coefficient over a "
+                         "normalised basis (|C| <= {:.0e})", row, col, c(row, col), bounds::kMoCoefficient));
+    }
+  }
+  // The metric (P|Q) is a Gram matrix of the Coulomb inner product: symmetric, a positive diagonal, and
+  // |(P|Q)| <= sqrt((P|P) (Q|Q)) (Cauchy-Schwarz). Positive definiteness itself is the Cholesky's to find.
+  const Index naux = j.rows();
+  std::vector<double> pair_bound(static_cast<std::size_t>(naux));
+  for (Index p = 0; p < naux; ++p) {
+    const double d = j(p, p);
+    if (!(d > 0) || d > bounds::kMetricDiagonal) {
+      r.fail(fmt::format("dataset 'metric': diagonal element ({}, {}) is {:.6g}; (P|P) of a fitting function lies in "
+                         "(0, {:.0e}]", p, p, d, bounds::kMetricDiagonal));
+    }
+    pair_bound[static_cast<std::size_t>(p)] = IntegralFile::kMaxPairNorm * std::sqrt(d);
+  }
+  for (Index q = 0; q < naux; ++q) {
+    for (Index p = q + 1; p < naux; ++p) {
+      const double scale = std::sqrt(j(p, p)) * std::sqrt(j(q, q));  // no underflow for tiny diagonals
+      if (std::abs(j(p, q) - j(q, p)) > 1e-8 * scale) {
+        r.fail(fmt::format("dataset 'metric' is not symmetric: ({}, {}) = {:.17g} but ({}, {}) = {:.17g}", p, q,
+                           j(p, q), q, p, j(q, p)));
+      }
+      if (std::abs(j(p, q)) > (1 + 1e-8) * scale) {
+        r.fail(fmt::format("dataset 'metric': |({}, {})| = {:.6g} exceeds sqrt((P|P)(Q|Q)) = {:.6g} (Cauchy-Schwarz); "
+                           "the metric is corrupt", p, q, std::abs(j(p, q)), scale));
+      }
+    }
+  }
+  return pair_bound;
 }
 
 }  // namespace
@@ -193,9 +389,13 @@ std::unique_ptr<IntegralFile> IntegralFile::open(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw IntegralFileError(fmt::format("{}: no such file", path));
   if (fs::is_directory(path, ec)) throw IntegralFileError(fmt::format("{}: is a directory, expected an HDF5 file", path));
-  if (H5Fis_hdf5(path.c_str()) <= 0) throw IntegralFileError(fmt::format("{}: not an HDF5 file", path));
+  // A FIFO or a device would block (or never end) on the first read: only regular files are opened.
+  if (!fs::is_regular_file(path, ec)) {
+    throw IntegralFileError(fmt::format("{}: not a regular file (a FIFO, socket or device?), expected an HDF5 file", path));
+  }
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw IntegralFileError(with_reason(fmt::format("{}: not an HDF5 file", path)));
   const hid_t fid = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (fid < 0) throw IntegralFileError(fmt::format("{}: cannot open the HDF5 file", path));
+  if (fid < 0) throw IntegralFileError(with_reason(fmt::format("{}: cannot open the HDF5 file", path)));
 
   std::unique_ptr<IntegralFile> f(new IntegralFile());
   f->path_ = path;
@@ -245,6 +445,7 @@ std::unique_ptr<IntegralFile> IntegralFile::open(const std::string& path) {
   const auto eps = r.doubles("orbital_energies");
   f->orbital_energies_ = Eigen::Map<const linalg::Vector>(eps.data(), nmo);
   f->metric_ = row_major_to_matrix(r.doubles("metric"), f->naux_, f->naux_);
+  f->pair_bound_ = check_magnitudes(r, f->orbital_energies_, f->mo_coefficients_, f->metric_);
 
   if (r.has("scf_energy")) f->scf_energy_ = r.scalar_double("scf_energy");
   if (r.has("nuclear_repulsion_energy")) f->nuclear_repulsion_ = r.scalar_double("nuclear_repulsion_energy");
@@ -257,7 +458,15 @@ std::unique_ptr<IntegralFile> IntegralFile::open(const std::string& path) {
       } catch (const InputError& e) {
         r.fail(e.what());
       }
-      if (auto charge = r.integer_attribute("metadata", "charge")) md.molecule->charge = static_cast<int>(*charge);
+      if (auto charge = r.integer_attribute("metadata", "charge")) {
+        if (std::abs(*charge) > 1000) r.fail(fmt::format("metadata attribute 'charge' is {}", *charge));
+        md.molecule->charge = static_cast<int>(*charge);
+      }
+      try {
+        check_geometry(*md.molecule, "metadata attribute 'molecule'");
+      } catch (const InputError& e) {
+        r.fail(e.what());
+      }
     }
     md.basis = r.string_attribute("metadata", "basis").value_or("");
     md.aux_basis = r.string_attribute("metadata", "aux_basis").value_or("");
@@ -286,6 +495,13 @@ std::unique_ptr<IntegralFile> IntegralFile::open(const std::string& path) {
       f->references_[n] = ref;
     }
   }
+  f->metadata_checksummed_ = r.metadata_checksummed();
+  f->unchecked_ = {r.unchecked().begin(), r.unchecked().end()};
+  // (P|mn) is read block by block later: whether its blocks are verified is known from its layout now.
+  {
+    Handle ds(H5Dopen2(fid, f->form_ == ThreeIndexForm::ao ? "ao_3index" : "mo_3index", H5P_DEFAULT), H5Dclose);
+    if (!r.checksummed(ds.get())) f->unchecked_.push_back(f->form_ == ThreeIndexForm::ao ? "ao_3index" : "mo_3index");
+  }
   return f;
 }
 
@@ -313,22 +529,38 @@ void IntegralFile::read_block(Index p0, Index count, double* out) const {
   H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, block, nullptr);
   Handle mem(H5Screate_simple(3, block, nullptr), H5Sclose);
   if (H5Dread(ds.get(), H5T_NATIVE_DOUBLE, mem.get(), space.get(), H5P_DEFAULT, out) < 0) {
-    r.fail(fmt::format("dataset '{}' could not be read (functions {}..{})", name, p0, p0 + count - 1));
+    r.fail(with_reason(fmt::format("dataset '{}' could not be read (functions {}..{})", name, p0, p0 + count - 1)));
   }
-  r.check_finite(name, out, static_cast<std::size_t>(count * block_stride()),
-                 static_cast<std::size_t>(p0 * block_stride()));
+  const Index stride = block_stride();
+  r.check_finite(name, out, static_cast<std::size_t>(count * stride), static_cast<std::size_t>(p0 * stride));
+  // |(P|mn)| <= sqrt((P|P)) sqrt((mn|mn)), and sqrt((mn|mn)) of normalised functions stays below kMaxPairNorm.
+  for (Index p = 0; p < count; ++p) {
+    const double bound = pair_bound_[static_cast<std::size_t>(p0 + p)];
+    const double* row = out + p * stride;
+    for (Index k = 0; k < stride; ++k) {
+      if (std::abs(row[k]) > bound) {
+        r.fail(fmt::format("dataset '{}': element {} (auxiliary function {}) is {:.6g}, beyond the Cauchy-Schwarz bound "
+                           "sqrt((P|P)) x {:.0e} = {:.6g} of a normalised basis; the file is corrupt or not in atomic "
+                           "units", name, (p0 + p) * stride + k, p0 + p, row[k], kMaxPairNorm, bound));
+      }
+    }
+  }
 }
 
 namespace {
 
+// Fixed-length strings: they live in the attribute's object header, under the HDF5 1.8 metadata checksum. (HDF5
+// keeps variable-length strings in a global heap that carries no checksum, and a damaged heap entry makes the
+// library read out of bounds.)
 void write_attribute(hid_t object, const char* name, const std::string& value) {
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_size(type.get(), std::max<std::size_t>(1, value.size()));
+  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
   H5Tset_cset(type.get(), H5T_CSET_UTF8);
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle a(H5Acreate2(object, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  const char* data = value.c_str();
-  H5Awrite(a.get(), type.get(), &data);
+  std::string padded = value.empty() ? std::string(1, '\0') : value;
+  H5Awrite(a.get(), type.get(), padded.data());
 }
 
 void write_attribute(hid_t object, const char* name, long long value) {
@@ -337,34 +569,57 @@ void write_attribute(hid_t object, const char* name, long long value) {
   H5Awrite(a.get(), H5T_NATIVE_LLONG, &value);
 }
 
-// A row-major float64 dataset of the given shape; large ones are chunked and compressed like the exporter's.
-bool write_doubles(hid_t file, const char* name, const std::vector<hsize_t>& dims, const double* data) {
-  Handle space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(int(dims.size()), dims.data(), nullptr),
-               H5Sclose);
+// Every dataset is protected by a checksum that the reader verifies (docs/integral-file-format.md, "Integrity"):
+// small ones (scalars, short vectors) are stored compact, inside their object header, which the HDF5 1.8 file
+// format checksums with the rest of the file's metadata; larger ones are chunked with the Fletcher32 filter,
+// which HDF5 checks on every read of a chunk, so a block read alone is verified too.
+constexpr std::size_t kCompactBytes = 16 * 1024;  // HDF5 allows compact data up to 64 KiB per object header
+
+Handle dataset_properties(const std::vector<hsize_t>& dims, std::size_t element_bytes) {
   Handle props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   std::size_t count = 1;
   for (auto d : dims) count *= d;
-  if (dims.size() >= 2 && count > 4096 && dims[0] > 0) {
-    std::vector<hsize_t> chunk = dims;
-    const hsize_t row = count / dims[0];
-    chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(dims[0], (1 << 17) / std::max<hsize_t>(row, 1)));
-    H5Pset_chunk(props.get(), int(chunk.size()), chunk.data());
-    H5Pset_shuffle(props.get());
-    H5Pset_deflate(props.get(), 4);
+  if (count * element_bytes <= kCompactBytes) {
+    H5Pset_layout(props.get(), H5D_COMPACT);
+    return props;
   }
-  Handle ds(H5Dcreate2(file, name, H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, props.get(), H5P_DEFAULT), H5Dclose);
-  return ds.valid() && H5Dwrite(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+  // Chunks of about 1 MiB of whole leading-index slices, as the exporter writes them; (P|mn) is read by blocks of P.
+  std::vector<hsize_t> chunk = dims;
+  const hsize_t row = count / dims[0];
+  chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(dims[0], (1 << 17) / std::max<hsize_t>(row, 1)));
+  H5Pset_chunk(props.get(), int(chunk.size()), chunk.data());
+  H5Pset_shuffle(props.get());
+  H5Pset_deflate(props.get(), 4);
+  H5Pset_fletcher32(props.get());
+  return props;
+}
+
+bool write_dataset(hid_t file, const char* name, const std::vector<hsize_t>& dims, hid_t file_type, hid_t mem_type,
+                   std::size_t element_bytes, const void* data) {
+  Handle space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(int(dims.size()), dims.data(), nullptr),
+               H5Sclose);
+  Handle props = dataset_properties(dims, element_bytes);
+  Handle ds(H5Dcreate2(file, name, file_type, space.get(), H5P_DEFAULT, props.get(), H5P_DEFAULT), H5Dclose);
+  return ds.valid() && H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+}
+
+// A row-major float64 dataset of the given shape (a scalar when `dims` is empty).
+bool write_doubles(hid_t file, const char* name, const std::vector<hsize_t>& dims, const double* data) {
+  return write_dataset(file, name, dims, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 8, data);
 }
 
 }  // namespace
 
 void write_integral_file(const std::string& path, const IntegralFileContents& c) {
   static SilenceHdf5 silence;
-  const std::string tmp = path + ".tmp";
+  TemporaryFile tmp(path);  // removed on failure and on SIGINT/SIGTERM
   const Index nbf = c.mo_coefficients->rows(), nmo = c.mo_coefficients->cols(), naux = c.metric->rows();
   bool ok = true;
   {
-    Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    // The HDF5 1.8 file format (superblock 2, object header 2) checksums all metadata, compact data included.
+    Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    H5Pset_libver_bounds(access.get(), H5F_LIBVER_V18, H5F_LIBVER_V18);
+    Handle file(H5Fcreate(tmp.path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()), H5Fclose);
     if (!file.valid()) throw OutputError(fmt::format("save_integrals: cannot create '{}'", path));
     write_attribute(file.get(), "dfmp2_format", std::string("dfmp2-integrals"));
     write_attribute(file.get(), "dfmp2_format_version", static_cast<long long>(kIntegralFormatVersion));
@@ -373,13 +628,8 @@ void write_integral_file(const std::string& path, const IntegralFileContents& c)
     const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> c_rows = *c.mo_coefficients;
     ok &= write_doubles(file.get(), "mo_coefficients", {hsize_t(nbf), hsize_t(nmo)}, c_rows.data());
     ok &= write_doubles(file.get(), "orbital_energies", {hsize_t(nmo)}, c.orbital_energies->data());
-    {
-      Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-      Handle ds(H5Dcreate2(file.get(), "nocc", H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                H5Dclose);
-      const long long nocc = c.nocc;
-      ok &= H5Dwrite(ds.get(), H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, &nocc) >= 0;
-    }
+    const long long nocc = c.nocc;
+    ok &= write_dataset(file.get(), "nocc", {}, H5T_STD_I64LE, H5T_NATIVE_LLONG, 8, &nocc);
     ok &= write_doubles(file.get(), "ao_3index", {hsize_t(naux), hsize_t(nbf), hsize_t(nbf)}, c.ao_3index->data());
     ok &= write_doubles(file.get(), "metric", {hsize_t(naux), hsize_t(naux)}, c.metric->data());  // symmetric
     if (c.scf_energy) ok &= write_doubles(file.get(), "scf_energy", {}, &*c.scf_energy);
@@ -400,16 +650,11 @@ void write_integral_file(const std::string& path, const IntegralFileContents& c)
     write_attribute(md.get(), "aux_basis", c.aux_basis);
     write_attribute(md.get(), "scf_type", c.scf_type);
     write_attribute(md.get(), "generator", c.generator);
+    ok &= H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0;
   }
-  std::error_code ec;
-  if (!ok) {
-    std::filesystem::remove(tmp, ec);
-    throw OutputError(fmt::format("save_integrals: writing '{}' failed", path));
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw OutputError(fmt::format("save_integrals: cannot write '{}': {}", path, ec.message()));
+  if (!ok) throw OutputError(fmt::format("save_integrals: writing '{}' failed (disk full?)", path));
+  if (const std::string why = tmp.commit(); !why.empty()) {
+    throw OutputError(fmt::format("save_integrals: cannot write '{}': {}", path, why));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "chem/molecule.hpp"
 #include "chem/three_index_source.hpp"
@@ -72,6 +73,15 @@ class IntegralFile final : public ThreeIndexSource {
   const IntegralFileMetadata& metadata() const { return metadata_; }
   // Keyed by the number of frozen core orbitals.
   const std::map<int, ReferenceEnergies>& references() const { return references_; }
+  // Integrity (docs/integral-file-format.md): whether the file's metadata is checksummed (HDF5 1.8+ format), and
+  // the datasets whose data carries no checksum (contiguous layout, or chunked without Fletcher32). Files from
+  // older writers are accepted; the report says what could not be verified.
+  bool metadata_checksummed() const { return metadata_checksummed_; }
+  const std::vector<std::string>& unchecked_datasets() const { return unchecked_; }
+
+  // sqrt((mn|mn)) of normalised functions (and sqrt((ia|ia)) of normalised orbitals) stays below this for any
+  // basis set: a primitive with exponent a has (ss|ss) = sqrt(4a/pi), so 1e3 allows a up to about 7e11.
+  static constexpr double kMaxPairNorm = 1e3;
 
  private:
   IntegralFile() = default;
@@ -84,6 +94,9 @@ class IntegralFile final : public ThreeIndexSource {
   std::optional<double> scf_energy_, nuclear_repulsion_;
   IntegralFileMetadata metadata_;
   std::map<int, ReferenceEnergies> references_;
+  bool metadata_checksummed_ = false;
+  std::vector<std::string> unchecked_;
+  std::vector<double> pair_bound_;  // per auxiliary function: kMaxPairNorm * sqrt((P|P))
 };
 
 }  // namespace dfmp2::chem

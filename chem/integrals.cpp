@@ -190,6 +190,12 @@ ShellPairs make_shell_pairs(const LibintBasis& b) {
 
 }  // namespace
 
+int max_orbital_angular_momentum() {
+  return std::min({LIBINT2_MAX_AM_overlap, LIBINT2_MAX_AM_kinetic, LIBINT2_MAX_AM_elecpot, LIBINT2_MAX_AM_eri});
+}
+
+int max_fitting_angular_momentum() { return std::min(LIBINT2_MAX_AM_2eri, LIBINT2_MAX_AM_3eri); }
+
 double nuclear_repulsion_energy(const Molecule& molecule) {
   double e = 0;
   const auto& atoms = molecule.atoms;

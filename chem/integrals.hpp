@@ -21,6 +21,11 @@
 
 namespace dfmp2::chem {
 
+// The highest angular momentum this build's libint2 computes for an orbital basis (one-electron, three-centre and
+// four-centre integrals) and for a fitting basis ((P|Q) and (P|mn)); load_basis refuses shells above them.
+int max_orbital_angular_momentum();
+int max_fitting_angular_momentum();
+
 double nuclear_repulsion_energy(const Molecule& molecule);
 
 linalg::Matrix overlap_matrix(const BasisSet& basis);

@@ -28,6 +28,13 @@ std::string element_symbol(int z);
 // skipped. Throws InputError naming `where` and the line.
 Molecule parse_xyz_lines(const std::string& text, const std::string& where);
 
+// Geometry a calculation can use: every coordinate within kMaxCoordinate angstrom of the origin and no two atoms
+// closer than kMinDistance angstrom (coincident atoms make the basis linearly dependent and the nuclear repulsion
+// infinite). Throws InputError naming `where` and the atoms.
+inline constexpr double kMaxCoordinate = 1e4;  // 1 micrometre: far beyond any molecule
+inline constexpr double kMinDistance = 0.1;    // the shortest bond (H2) is 0.74 angstrom
+void check_geometry(const Molecule& molecule, const std::string& where);
+
 // Psi4's `freeze_core true`: each atom freezes the orbitals of the previous noble-gas shell.
 int frozen_core_orbitals(int atomic_number);
 int frozen_core_orbitals(const Molecule& molecule);

@@ -274,6 +274,11 @@ ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk
     const double energy = d.cwiseProduct(h + fock).sum() + result.nuclear_repulsion;
     const Matrix error = x.transpose() * (fock * d * s - s * d * fock) * x;
     const double rms = std::sqrt(error.squaredNorm() / double(error.size()));
+    // An overflow anywhere upstream (integrals, J/K) shows here first; diagonalising NaNs would fail less clearly.
+    if (!std::isfinite(energy) || !std::isfinite(rms)) {
+      throw NumericalError(fmt::format("SCF iteration {}: the energy ({}) or the orbital gradient ({}) is not finite", it,
+                                       energy, rms));
+    }
     orb = diagonalise(diis.extrapolate(fock, error), x, kernels);
     c_occ = orb.c.leftCols(result.nocc);
 

@@ -40,6 +40,11 @@ InverseSqrtReport inverse_sqrt_eigh(Kernels& kernels, const std::string& step, M
   }
   kernels.record_host(step, "eigh_scale", scale_clock.seconds(), {double(n) * double(n), 2.0 * sizeof(T) * n * n},
                       std::string(dtype_name(dtype_of<T>())));
+  if (report.dropped == n) {  // the inverse square root would be zero, and so would every energy after it
+    throw NumericalError(fmt::format("inverse square root: the threshold {:.3e} x the largest eigenvalue {:.3e} drops "
+                                     "all {} eigenvalues",
+                                     relative_threshold, report.largest, n));
+  }
 
   kernels.syrk(step, Uplo::lower, Trans::no, T(1), view(scaled), T(0), a);
   for (Index j = 0; j < n; ++j)

@@ -264,50 +264,72 @@ def chunk_rows(row_elems, target_bytes=1 << 20):
     return max(1, target_bytes // (8 * max(1, row_elems)))
 
 
+# Every dataset carries a checksum that dfmp2 verifies as it reads (docs/integral-file-format.md, "Integrity"): the
+# file uses the HDF5 1.8 format, whose metadata is checksummed; small datasets are stored compact, inside their
+# (checksummed) object header; larger ones are chunked with the Fletcher32 filter. String attributes are
+# fixed-length (np.bytes_), so they too live in the checksummed object headers (variable-length strings go to a
+# global heap that has no checksum).
+COMPACT_BYTES = 16 * 1024
+
+
+def create_dataset(h5py, np, group, name, data, dtype, chunks=None):
+    data = np.asarray(data, dtype=dtype)
+    if data.nbytes <= COMPACT_BYTES:
+        space = h5py.h5s.create_simple(data.shape) if data.shape else h5py.h5s.create(h5py.h5s.SCALAR)
+        props = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        props.set_layout(h5py.h5d.COMPACT)
+        file_type = h5py.h5t.IEEE_F64LE if data.dtype.kind == "f" else h5py.h5t.STD_I64LE
+        ds = h5py.h5d.create(group.id, name.encode(), file_type, space, dcpl=props)
+        ds.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(data))
+        return
+    group.create_dataset(name, data=data, dtype=dtype, chunks=chunks, compression="gzip", compression_opts=6,
+                         shuffle=True, fletcher32=True)
+
+
 def write_file(h5py, np, path, args, atoms, res):
     tmp = path + ".tmp"
-    comp = dict(compression="gzip", compression_opts=6, shuffle=True)
+
+    def put(group, name, data, dtype="f8", chunks=None):
+        create_dataset(h5py, np, group, name, data, dtype, chunks)
+
     try:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["dfmp2_format"] = "dfmp2-integrals"
+        with h5py.File(tmp, "w", libver=("v108", "v108")) as f:
+            f.attrs["dfmp2_format"] = np.bytes_("dfmp2-integrals")
             f.attrs["dfmp2_format_version"] = np.int64(1)
-            f.attrs["form"] = args.form
+            f.attrs["form"] = np.bytes_(args.form)
             nocc, naux, nbf, nmo = res["nocc"], res["naux"], res["nbf"], res["nmo"]
             if args.form == "ao":
-                f.create_dataset("mo_coefficients", data=res["C"], dtype="f8",
-                                 chunks=(min(nbf, chunk_rows(nmo)), nmo), **comp)
-                f.create_dataset("ao_3index", data=res["Pmn"], dtype="f8",
-                                 chunks=(min(naux, chunk_rows(nbf * nbf)), nbf, nbf), **comp)
+                put(f, "mo_coefficients", res["C"], chunks=(min(nbf, chunk_rows(nmo)), nmo))
+                put(f, "ao_3index", res["Pmn"], chunks=(min(naux, chunk_rows(nbf * nbf)), nbf, nbf))
             else:
                 C = res["C"]
                 Co, Cv = C[:, :nocc], C[:, nocc:]
                 Pia = np.einsum("Pmn,mi->Pin", res["Pmn"], Co, optimize=True)
                 Pia = np.einsum("Pin,na->Pia", Pia, Cv, optimize=True)
                 nvir = nmo - nocc
-                f.create_dataset("mo_3index", data=np.ascontiguousarray(Pia), dtype="f8",
-                                 chunks=(min(naux, chunk_rows(nocc * nvir)), nocc, nvir), **comp)
-            f.create_dataset("orbital_energies", data=res["eps"], dtype="f8")
-            f.create_dataset("nocc", data=np.int64(nocc))
-            f.create_dataset("metric", data=res["J"], dtype="f8",
-                             chunks=(min(naux, chunk_rows(naux)), naux), **comp)
-            f.create_dataset("scf_energy", data=np.float64(res["e_scf"]))
-            f.create_dataset("nuclear_repulsion_energy", data=np.float64(res["e_nuc"]))
+                put(f, "mo_3index", np.ascontiguousarray(Pia),
+                    chunks=(min(naux, chunk_rows(nocc * nvir)), nocc, nvir))
+            put(f, "orbital_energies", res["eps"], chunks=(min(nmo, chunk_rows(1)),))
+            put(f, "nocc", np.int64(nocc), dtype="i8")
+            put(f, "metric", res["J"], chunks=(min(naux, chunk_rows(naux)), naux))
+            put(f, "scf_energy", np.float64(res["e_scf"]))
+            put(f, "nuclear_repulsion_energy", np.float64(res["e_nuc"]))
             md = f.create_group("metadata")
-            md.attrs["molecule"] = "\n".join(molecule_lines(atoms))
+            md.attrs["molecule"] = np.bytes_("\n".join(molecule_lines(atoms)))
             md.attrs["charge"] = np.int64(args.charge)
-            md.attrs["basis"] = args.basis.lower()
-            md.attrs["aux_basis"] = args.aux_basis.lower()
-            md.attrs["scf_type"] = args.scf_type
+            md.attrs["basis"] = np.bytes_(args.basis.lower())
+            md.attrs["aux_basis"] = np.bytes_(args.aux_basis.lower())
+            md.attrs["scf_type"] = np.bytes_(args.scf_type)
             if args.scf_type == "df" and args.jk_basis is not None:
-                md.attrs["jk_basis"] = args.jk_basis.lower()
-            md.attrs["generator"] = GENERATOR
+                md.attrs["jk_basis"] = np.bytes_(args.jk_basis.lower())
+            md.attrs["generator"] = np.bytes_(GENERATOR)
             ref = f.create_group("reference")
             for n in sorted(res["refs"]):
                 g = ref.create_group("frozen_core_%d" % n)
                 for key, val in res["refs"][n].items():
-                    g.create_dataset(key, data=np.float64(val))
-                g.attrs["program"] = "psi4 1.3.2 dfmp2 (mp2_type df, scf_type %s, df_basis_mp2 %s)" % (
-                    args.scf_type, args.aux_basis.lower())
+                    put(g, key, np.float64(val))
+                g.attrs["program"] = np.bytes_("psi4 1.3.2 dfmp2 (mp2_type df, scf_type %s, df_basis_mp2 %s)" % (
+                    args.scf_type, args.aux_basis.lower()))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -151,9 +151,12 @@ void syrk_update(T alpha, const OpA& opa, MatrixViewT<T> c) {
 
 template <class T>
 void syrk_impl(Uplo uplo, Trans trans, T alpha, ConstMatrixViewT<T> a, T beta, MatrixViewT<T> c) {
+  // Empty operands may have null data: Eigen binds references to their first element, so they are not mapped.
+  if (c.rows == 0) return;
   if (uplo == Uplo::lower) scale_triangle<Eigen::Lower>(c, beta);
   else scale_triangle<Eigen::Upper>(c, beta);
-  if (alpha == T(0)) return;  // BLAS: A is not read
+  const Index k = trans == Trans::no ? a.cols : a.rows;
+  if (alpha == T(0) || k == 0) return;  // BLAS: A is not read
   const auto am = eigen_map(a);
   if (uplo == Uplo::lower) {
     if (trans == Trans::no) syrk_update<Eigen::Lower>(alpha, am, c);
@@ -193,6 +196,7 @@ void solve(const Tri& tri, Side side, B& b) {
 
 template <class T>
 void trsm_impl(Side side, Uplo uplo, Trans trans, Diag diag, T alpha, ConstMatrixViewT<T> a, MatrixViewT<T> b) {
+  if (b.rows == 0 || b.cols == 0) return;  // nothing to solve; empty views may have null data (see syrk_impl)
   auto bm = eigen_map(b);
   if (alpha == T(0)) {  // BLAS: X = 0, and neither A nor B is read
     bm.setZero();

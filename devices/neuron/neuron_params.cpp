@@ -16,60 +16,62 @@ namespace {
 
 using Field = double NeuronParams::*;
 
-const std::vector<std::pair<std::string, Field>>& fields() {
-  static const std::vector<std::pair<std::string, Field>> table = {
-      {"pe_clock_ghz", &NeuronParams::pe_clock_ghz},
-      {"pe_rows", &NeuronParams::pe_rows},
-      {"moving_free_max", &NeuronParams::moving_free_max},
-      {"matmul_min_cycles", &NeuronParams::matmul_min_cycles},
-      {"fp32_cost_factor", &NeuronParams::fp32_cost_factor},
-      {"vector_clock_ghz", &NeuronParams::vector_clock_ghz},
-      {"scalar_clock_ghz", &NeuronParams::scalar_clock_ghz},
-      {"engine_lanes", &NeuronParams::engine_lanes},
-      {"sbuf_partition_kib", &NeuronParams::sbuf_partition_kib},
-      {"psum_partition_kib", &NeuronParams::psum_partition_kib},
-      {"dma_engines", &NeuronParams::dma_engines},
-      {"dma_engine_gbps", &NeuronParams::dma_engine_gbps},
-      {"dma_fixed_us", &NeuronParams::dma_fixed_us},
-      {"hbm_gib", &NeuronParams::hbm_gib},
-      {"hbm_gbps", &NeuronParams::hbm_gbps},
-      {"dispatch_ms", &NeuronParams::dispatch_ms},
-      {"dispatch_tensor_ms", &NeuronParams::dispatch_tensor_ms},
-      {"host_link_gbps", &NeuronParams::host_link_gbps},
-      {"host_copy_us", &NeuronParams::host_copy_us},
-      {"host_gflops", &NeuronParams::host_gflops},
-      {"syrk_mirror_gbps", &NeuronParams::syrk_mirror_gbps},
-      {"densify_memset_gbps", &NeuronParams::densify_memset_gbps},
-      {"densify_ns_per_nnz", &NeuronParams::densify_ns_per_nnz},
-      {"compile_base_s", &NeuronParams::compile_base_s},
-      {"compile_ms_per_instruction", &NeuronParams::compile_ms_per_instruction},
-      {"cache_load_ms", &NeuronParams::cache_load_ms},
-      {"queue_depth", &NeuronParams::queue_depth},
+// Each parameter with the range an override may take: wide enough to explore hypothetical devices (a 4x larger
+// array, a slower link), narrow enough that the model stays finite and its tile loops end (a PE array of 1e300 rows
+// would overflow the integer tile size; one row would emulate a 1024-cube GEMM in a billion tiles). `whole`:
+// counts (rows, engines, launches) must be whole numbers.
+struct ParameterSpec {
+  const char* name;
+  Field field;
+  double min, max;
+  bool whole;
+};
+
+const std::vector<ParameterSpec>& fields() {
+  static const std::vector<ParameterSpec> table = {
+      {"pe_clock_ghz", &NeuronParams::pe_clock_ghz, 0.1, 10, false},
+      {"pe_rows", &NeuronParams::pe_rows, 8, 1024, true},
+      {"moving_free_max", &NeuronParams::moving_free_max, 8, 8192, true},
+      {"matmul_min_cycles", &NeuronParams::matmul_min_cycles, 1, 4096, false},
+      {"fp32_cost_factor", &NeuronParams::fp32_cost_factor, 1, 64, false},
+      {"vector_clock_ghz", &NeuronParams::vector_clock_ghz, 0.1, 10, false},
+      {"scalar_clock_ghz", &NeuronParams::scalar_clock_ghz, 0.1, 10, false},
+      {"engine_lanes", &NeuronParams::engine_lanes, 1, 1024, true},
+      {"sbuf_partition_kib", &NeuronParams::sbuf_partition_kib, 1, 65536, false},
+      {"psum_partition_kib", &NeuronParams::psum_partition_kib, 1, 65536, false},
+      {"dma_engines", &NeuronParams::dma_engines, 1, 1024, true},
+      {"dma_engine_gbps", &NeuronParams::dma_engine_gbps, 0.01, 1e5, false},
+      {"dma_fixed_us", &NeuronParams::dma_fixed_us, 0, 1e6, false},
+      {"hbm_gib", &NeuronParams::hbm_gib, 1.0 / 1024, 1e6, false},
+      {"hbm_gbps", &NeuronParams::hbm_gbps, 0.01, 1e6, false},
+      {"dispatch_ms", &NeuronParams::dispatch_ms, 0, 1e6, false},
+      {"dispatch_tensor_ms", &NeuronParams::dispatch_tensor_ms, 0, 1e6, false},
+      {"host_link_gbps", &NeuronParams::host_link_gbps, 0.001, 1e5, false},
+      {"host_copy_us", &NeuronParams::host_copy_us, 0, 1e9, false},
+      {"host_gflops", &NeuronParams::host_gflops, 0.001, 1e6, false},
+      {"syrk_mirror_gbps", &NeuronParams::syrk_mirror_gbps, 0.001, 1e5, false},
+      {"densify_memset_gbps", &NeuronParams::densify_memset_gbps, 0.001, 1e5, false},
+      {"densify_ns_per_nnz", &NeuronParams::densify_ns_per_nnz, 0, 1e6, false},
+      {"compile_base_s", &NeuronParams::compile_base_s, 0, 1e5, false},
+      {"compile_ms_per_instruction", &NeuronParams::compile_ms_per_instruction, 0, 1e6, false},
+      {"cache_load_ms", &NeuronParams::cache_load_ms, 0, 1e6, false},
+      {"queue_depth", &NeuronParams::queue_depth, 1, 1024, true},
   };
   return table;
 }
 
-Field find_field(const std::string& name) {
-  for (const auto& [n, f] : fields())
-    if (n == name) return f;
+const ParameterSpec* find_field(const std::string& name) {
+  for (const auto& f : fields())
+    if (f.name == name) return &f;
   return nullptr;
 }
 
-// Zero is allowed where it means "no such cost"; rates, sizes and clocks must be positive.
-bool may_be_zero(const std::string& name) {
-  return name == "dma_fixed_us" || name == "dispatch_ms" || name == "dispatch_tensor_ms" || name == "host_copy_us" ||
-         name == "densify_ns_per_nnz" || name == "compile_base_s" || name == "compile_ms_per_instruction" ||
-         name == "cache_load_ms";
-}
-
-void check_value(const std::string& device, const std::string& name, double v) {
-  const bool ok = std::isfinite(v) && (v > 0 || (v == 0 && may_be_zero(name)));
-  if (!ok) throw InputError(fmt::format("device '{}': parameter '{}' = {} must be {}", device, name, v,
-                                        may_be_zero(name) ? ">= 0" : "> 0"));
-  if (name == "queue_depth" && (v < 1 || v != std::floor(v)))
-    throw InputError(fmt::format("device '{}': parameter 'queue_depth' = {} must be a whole number >= 1", device, v));
-  if ((name == "pe_rows" || name == "moving_free_max") && v != std::floor(v))
-    throw InputError(fmt::format("device '{}': parameter '{}' = {} must be a whole number", device, name, v));
+void check_value(const std::string& device, const ParameterSpec& spec, double v) {
+  const bool ok = std::isfinite(v) && v >= spec.min && v <= spec.max && (!spec.whole || v == std::floor(v));
+  if (!ok) {
+    throw InputError(fmt::format("device '{}': parameter '{}' = {} must be {} from {} to {}", device, spec.name, v,
+                                 spec.whole ? "a whole number" : "a number", spec.min, spec.max));
+  }
 }
 
 }  // namespace
@@ -80,7 +82,7 @@ std::vector<std::string> neuron_devices() { return {"trn1", "trn2"}; }
 
 std::vector<std::string> neuron_parameter_names() {
   std::vector<std::string> names;
-  for (const auto& f : fields()) names.push_back(f.first);
+  for (const auto& f : fields()) names.emplace_back(f.name);
   return names;
 }
 
@@ -95,23 +97,23 @@ NeuronParams load_neuron_params(const std::string& device, const DeviceOptions& 
   p.device = device;
   for (const auto& entry : node) {
     const auto name = entry.first.as<std::string>();
-    const Field f = find_field(name);
+    const ParameterSpec* f = find_field(name);
     if (!f) throw std::logic_error("neuron_devices.yaml: " + device + ": unknown parameter '" + name + "'");
     if (!entry.second["value"] || !entry.second["unit"] || !entry.second["source"])
       throw std::logic_error("neuron_devices.yaml: " + device + "." + name + " lacks value, unit or source");
-    p.*f = entry.second["value"].as<double>();
+    p.*(f->field) = entry.second["value"].as<double>();
   }
-  for (const auto& [name, f] : fields())
-    if (!node[name]) throw std::logic_error("neuron_devices.yaml: " + device + " lacks parameter '" + name + "'");
+  for (const auto& f : fields())
+    if (!node[f.name]) throw std::logic_error("neuron_devices.yaml: " + device + " lacks parameter '" + f.name + "'");
 
   if (const auto it = options.overrides.find(device); it != options.overrides.end()) {
     for (const auto& [name, value] : it->second) {
-      const Field f = find_field(name);
+      const ParameterSpec* f = find_field(name);
       if (!f)
         throw InputError(fmt::format("unknown parameter '{}' for device '{}' (known: {})", name, device,
                                      fmt::join(neuron_parameter_names(), ", ")));
-      check_value(device, name, value);
-      p.*f = value;
+      check_value(device, *f, value);
+      p.*(f->field) = value;
     }
   }
   return p;
