@@ -1,4 +1,5 @@
 #include "app/input.hpp"
+#include "app/yaml_file.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -25,10 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Limits on the input itself (README "Errors"): far above any real input, they keep a damaged or hostile file from
-// tying the program up.
-constexpr std::uintmax_t kMaxInputBytes = 64 << 20;
-constexpr std::size_t kMaxInputNodes = 100000;
+// `memory` beyond any machine is a slip (a unit or an exponent too many), not a promise the run can keep.
 constexpr double kMaxMemoryBytes = 1125899906842624.0;  // 1 PiB
 
 const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "basis",   "aux_basis",
@@ -135,26 +133,6 @@ nlohmann::json to_json(const YAML::Node& node) {
   } catch (const std::exception&) {
   }
   return s;
-}
-
-// Whether the input, walked as the program walks it (aliases expanded), has at most `left` nodes and nests at
-// most 64 levels. YAML anchors and aliases let 450 bytes stand for 10^7 nodes ("billion laughs"): such an input is
-// refused before anything walks it in full.
-bool within_budget(const YAML::Node& node, std::size_t& left, int depth = 0) {
-  if (depth > 64 || left == 0) return false;
-  --left;
-  if (node.IsMap()) {
-    for (const auto& kv : node) {
-      if (left == 0) return false;
-      --left;  // the key
-      if (!within_budget(kv.second, left, depth + 1)) return false;
-    }
-  } else if (node.IsSequence()) {
-    for (const auto& v : node) {
-      if (!within_budget(v, left, depth + 1)) return false;
-    }
-  }
-  return true;
 }
 
 // Hardware threads this process may run on (its CPU affinity), which is what `threads` can usefully use.
@@ -395,35 +373,7 @@ void read_molecule_input(const YAML::Node& root, const Context& ctx, Input& in) 
 Input read_input(const std::string& path) {
   Context ctx(path);
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw InputError(fmt::format("{}: no such file", path));
-  if (fs::is_directory(path, ec)) throw InputError(fmt::format("{}: is a directory, expected a YAML file", path));
-  if (!fs::is_regular_file(path, ec)) {
-    throw InputError(fmt::format("{}: not a regular file (a FIFO, socket or device?), expected a YAML file", path));
-  }
-  if (fs::file_size(path, ec) > kMaxInputBytes) {
-    throw InputError(fmt::format("{}: {} bytes; a dfmp2 input is at most {} (put large molecules in molecule.file)",
-                                 path, fs::file_size(path, ec), linalg::format_bytes(double(kMaxInputBytes))));
-  }
-
-  YAML::Node root;
-  try {
-    // All documents, so that a second one (after '---') is refused rather than silently ignored.
-    const std::vector<YAML::Node> documents = YAML::LoadAllFromFile(path);
-    if (documents.size() > 1) {
-      throw InputError(fmt::format("{}: holds {} YAML documents (separated by '---'); an input is one", path,
-                                   documents.size()));
-    }
-    if (!documents.empty()) root = documents.front();
-  } catch (const YAML::ParserException& e) {
-    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
-  } catch (const YAML::Exception& e) {  // BadFile, and yaml-cpp's other refusals (e.g. nesting too deep)
-    throw InputError(fmt::format("{}: cannot be read as YAML: {}", path, e.msg));
-  }
-  if (std::size_t left = kMaxInputNodes; !within_budget(root, left)) {
-    ctx.fail(fmt::format("the input expands to more than {} YAML nodes (anchors and aliases, or nesting deeper than 64 "
-                         "levels); a dfmp2 input is a few dozen keys",
-                         kMaxInputNodes));
-  }
+  const YAML::Node root = load_yaml_file(path, path);
   if (root.IsNull()) ctx.fail("the input is empty; expected a mapping with at least 'integrals'");
   if (!root.IsMap()) ctx.fail(root, fmt::format("expected a mapping of keys (integrals, backends, ...), got {}", Context::kind(root)));
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "app/bench/bench.hpp"
+#include "app/yaml_file.hpp"
 #include "chem/synthetic.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
@@ -201,13 +202,7 @@ const std::vector<std::string> kConfigKeys = {
 }  // namespace
 
 void read_bench_config(const std::string& path, const std::vector<std::string>& given, BenchOptions& o) {
-  YAML::Node root;
-  try {
-    if (!fs::exists(path)) throw InputError(fmt::format("--config: {}: no such file", path));
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+  const YAML::Node root = load_yaml_file(path, "--config: " + path);
   ConfigReader r{path};
   if (!root.IsMap() || !root["bench"]) {
     throw InputError(fmt::format("{}: expected a mapping with a 'bench:' section", path));

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "app/bench/calls.hpp"
+#include "app/yaml_file.hpp"
 #include "linalg/errors.hpp"
 
 namespace dfmp2::app::bench {
@@ -83,13 +84,8 @@ Trace read_trace(const std::string& path) {
   trace.path = path;
   trace.published_device = "trn1";
   Reader r{path};
-  YAML::Node root;
-  try {
-    if (!std::filesystem::exists(path)) throw InputError(fmt::format("--trace: {}: no such file", path));
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+  // A trace may list many calls: ten times an input's node budget.
+  const YAML::Node root = load_yaml_file(path, "--trace: " + path, 10 * kMaxYamlNodes);
   if (!root.IsMap()) throw InputError(fmt::format("{}: expected a mapping with a 'trace:' list", path));
   const std::vector<std::string> top_keys = {"trace", "description", "precision", "published_seconds", "published_device"};
   for (const auto& kv : root) {

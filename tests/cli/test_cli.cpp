@@ -1,6 +1,10 @@
 // The dfmp2 command as a user runs it: every bad input gives one line on stderr naming the file, key or
 // dataset, a specific non-zero exit code, nothing on stdout, and no results file.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -269,3 +273,81 @@ TEST(Cli, DeviceModelDefaultsToFp32WithoutPrecision) {
   EXPECT_GT(std::abs(diff), 0.0);
   EXPECT_LT(std::abs(diff), 1e-5);
 }
+
+namespace dfmp2_signal_tests {
+
+namespace fs = std::filesystem;
+using dfmp2::testing::TempDir;
+
+// Six waters on a 3 angstrom grid in cc-pVDZ: the saved integral file is about 60 MB, so writing it takes long
+// enough (about a second) to be interrupted while its temporary exists.
+std::string water_hexamer() {
+  std::string xyz;
+  for (int i = 0; i < 6; ++i) {
+    const double x = 3.0 * (i % 3), y = 3.0 * (i / 3);
+    xyz += fmt::format("O {} {} 0.1178\nH {} {} -0.4712\nH {} {} -0.4712\n", x, y, x, y + 0.7555, x, y - 0.7555);
+  }
+  return xyz;
+}
+
+bool has_temporary(const fs::path& dir) {
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos) return true;
+  return false;
+}
+
+class InterruptedSave : public ::testing::TestWithParam<int> {};
+
+// SIGINT and SIGTERM while the integral file is being written: the process ends by the signal (so the shell sees
+// 128 + signal) and removes its temporary; nothing half-written is left beside the input.
+TEST_P(InterruptedSave, LeavesNoTemporary) {
+  const int sig = GetParam();
+  TempDir dir;
+  dir.file("w6.xyz", water_hexamer());
+  dir.file("in.yaml", "molecule: {file: w6.xyz}\nbasis: cc-pvdz\nsave_integrals: w6.h5\n");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (chdir(dir.path().c_str()) != 0) _exit(99);
+    std::freopen("stdout.txt", "w", stdout);
+    std::freopen("stderr.txt", "w", stderr);
+    execl(DFMP2_BINARY, DFMP2_BINARY, "in.yaml", static_cast<char*>(nullptr));
+    _exit(98);
+  }
+  // Wait (up to 120 s) for the temporary to appear, then interrupt at once.
+  bool seen = false;
+  int status = 0;
+  for (int i = 0; i < 120000 && !seen; ++i) {
+    if (has_temporary(dir.path())) {
+      seen = true;
+      kill(pid, sig);
+      break;
+    }
+    if (waitpid(pid, &status, WNOHANG) == pid) break;  // finished before we saw it
+    usleep(1000);
+  }
+  if (seen) ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(seen) << "the run ended before its temporary was seen; the test molecule is too small for this machine";
+  EXPECT_TRUE(WIFSIGNALED(status)) << "status " << status;
+  if (WIFSIGNALED(status)) EXPECT_EQ(WTERMSIG(status), sig);
+  EXPECT_FALSE(has_temporary(dir.path()));
+  EXPECT_FALSE(fs::exists(dir.path() / "w6.h5"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cli, InterruptedSave, ::testing::Values(SIGINT, SIGTERM),
+                         [](const auto& info) { return info.param == SIGINT ? "sigint" : "sigterm"; });
+
+// A temporary left by a run that was killed with SIGKILL (which no program can catch) is another process's: a
+// later run neither reads it nor trips over it, and writes its own file.
+TEST(Cli, StaleTemporaryOfAKilledRunIsIgnored) {
+  TempDir dir;
+  dir.file("out.json.tmp.1", "{\"half\": ");
+  dir.file("in.yaml", "synthetic: {nbasis: 12, nocc: 3, naux: 30}\noutput: out.json\n");
+  const auto r = dfmp2::testing::run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string(), dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(dir.path() / "out.json");
+  EXPECT_NO_THROW((void)nlohmann::json::parse(in));
+  EXPECT_TRUE(fs::exists(dir.path() / "out.json.tmp.1"));  // not ours to remove
+}
+
+}  // namespace dfmp2_signal_tests

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Cholesky>
+#include <omp.h>
+
 #include <random>
 
 #include "../support/test_support.hpp"
@@ -197,6 +199,58 @@ TEST(DfMp2, IndefiniteMetricIsANumericalErrorNamingTheMetric) {
     } catch (const dfmp2::NumericalError& e) {
       EXPECT_NE(std::string(e.what()).find("metric (P|Q)"), std::string::npos) << e.what();
     }
+  }
+}
+
+// The pair-energy sum adds one value per orbital pair in a fixed order, so the energy is the same to the last bit
+// for any number of threads (an OpenMP reduction would add the threads' partial sums in whatever order they end).
+TEST(PairEnergy, BitwiseTheSameForAnyThreadCount) {
+  const Index nact = 24, nvir = 60, naux = 90;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(-0.1, 0.1);
+  const Matrix fitted = Matrix::NullaryExpr(nact * nvir, naux, [&] { return u(rng); });
+  Vector eps_occ(nact), eps_vir(nvir);
+  for (Index i = 0; i < nact; ++i) eps_occ[i] = -1.5 + 0.03 * double(i);
+  for (Index a = 0; a < nvir; ++a) eps_vir[a] = 0.2 + 0.05 * double(a);
+  auto backend = dfmp2::devices::make_backend("eigen");
+  backend->set_threads(1);  // the GEMMs the same in every run: only the reduction's threads vary
+  auto energy = [&](int threads) {
+    omp_set_num_threads(threads);
+    dfmp2::linalg::KernelLog log;
+    dfmp2::linalg::Kernels kernels(*backend, log);
+    Matrix workspace;
+    dfmp2::chem::PairEnergy total;
+    for (const auto& pair : dfmp2::chem::occupied_block_pairs(nact, 12)) {
+      total += dfmp2::chem::block_pair_energy<double, double>(pair, fitted, eps_occ, eps_vir, kernels, workspace);
+    }
+    return total;
+  };
+  const auto one = energy(1);
+  for (int threads : {2, 3, 2, 4, 2}) {
+    const auto many = energy(threads);
+    EXPECT_EQ(one.opposite_spin, many.opposite_spin) << threads << " threads";
+    EXPECT_EQ(one.same_spin, many.same_spin) << threads << " threads";
+  }
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+// Integrals of absurd magnitude overflow somewhere in the method: the run stops with the step named, instead of
+// reporting NaN or 0 with success.
+TEST(DfMp2, OverflowIsANumericalErrorNamingTheStep) {
+  Problem p = random_problem(9);
+  for (double& v : p.ao) v *= 1e300;
+  dfmp2::testing::MemorySource src(dfmp2::chem::ThreeIndexForm::ao, p.naux, p.nbf * p.nbf);
+  src.data() = p.ao;
+  dfmp2::chem::DfMp2Input in{&p.eps, p.nocc, &p.c, &p.metric, &src};
+  auto backend = dfmp2::devices::make_backend("eigen");
+  dfmp2::linalg::KernelLog log;
+  dfmp2::linalg::Kernels kernels(*backend, log);
+  try {
+    dfmp2::chem::run_dfmp2(in, {}, kernels);
+    FAIL() << "expected NumericalError";
+  } catch (const dfmp2::NumericalError& e) {
+    EXPECT_NE(std::string(e.what()).find("DF-MP2 step '"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("non-finite"), std::string::npos) << e.what();
   }
 }
 

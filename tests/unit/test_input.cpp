@@ -2,6 +2,7 @@
 
 #include "../support/test_support.hpp"
 #include "app/input.hpp"
+#include "linalg/bytes.hpp"
 #include "linalg/errors.hpp"
 
 namespace {
@@ -11,6 +12,9 @@ using dfmp2::app::parse_memory_size;
 TEST(MemorySize, UnitsAndPlainBytes) {
   EXPECT_DOUBLE_EQ(*parse_memory_size("2 GiB"), 2.0 * 1073741824.0);
   EXPECT_DOUBLE_EQ(*parse_memory_size("500 MB"), 500e6);
+  // Out of double's range is not a size (it was an internal error from std::stod).
+  EXPECT_FALSE(parse_memory_size("1e400"));
+  EXPECT_FALSE(parse_memory_size("1e-400"));
   EXPECT_DOUBLE_EQ(*parse_memory_size("1.5gb"), 1.5e9);
   EXPECT_DOUBLE_EQ(*parse_memory_size("1048576"), 1048576.0);
   EXPECT_DOUBLE_EQ(*parse_memory_size("64 KiB"), 65536.0);
@@ -90,6 +94,16 @@ TEST(ReadInput, FrozenCoreTrueIsPsi4Rule) {
   dir.file("ints.h5", "");
   const auto in = dfmp2::app::read_input(dir.file("in.yaml", "integrals: ints.h5\nfrozen_core: true\n"));
   EXPECT_EQ(in.frozen_core.kind, dfmp2::app::FrozenCore::Kind::psi4_rule);
+}
+
+TEST(Bytes, FormattedWithAUnitThatShowsThem) {
+  using dfmp2::linalg::format_bytes;
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(1000), "1000 B");
+  EXPECT_EQ(format_bytes(1536), "1.50 KiB");
+  EXPECT_EQ(format_bytes(15.0 * 1048576), "15.0 MiB");
+  EXPECT_EQ(format_bytes(150.0 * 1073741824), "150 GiB");
+  EXPECT_EQ(format_bytes(2.0 * 1099511627776.0), "2.00 TiB");
 }
 
 }  // namespace

@@ -45,4 +45,21 @@ TEST(Molecule, BadXyzLinesNameTheLine) {
   EXPECT_THROW(dfmp2::chem::parse_xyz_lines("\n\n", "geometry"), dfmp2::InputError);
 }
 
+TEST(Geometry, CoincidentOrDistantAtomsAreInputErrors) {
+  using dfmp2::chem::check_geometry;
+  using dfmp2::chem::parse_xyz_lines;
+  EXPECT_NO_THROW(check_geometry(parse_xyz_lines("H 0 0 0\nH 0 0 0.74", "h2"), "h2"));
+  auto message = [](const std::string& xyz) {
+    try {
+      check_geometry(parse_xyz_lines(xyz, "g"), "g");
+    } catch (const dfmp2::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(message("O 0 0 0\nH 0 0 0.05").find("atoms 1 (O) and 2 (H) are 0.05 angstrom apart"), std::string::npos);
+  EXPECT_NE(message("He 0 0 20000").find("atom 1 (He) has coordinate 20000 angstrom"), std::string::npos);
+  EXPECT_EQ(message("He 0 0 9999"), "(no error)");
+}
+
 }  // namespace
