@@ -3,6 +3,8 @@
 #include <hdf5.h>
 
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <functional>
 #include <limits>
 
@@ -219,6 +221,43 @@ TEST(IntegralFile, FrozenCoreTrueWithoutMoleculeIsAnInputError) {
   const auto r = dfmp2::testing::run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string(), dir);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("key 'frozen_core': true needs the molecule"), std::string::npos) << r.err;
+}
+
+// Integrity (docs/integral-file-format.md): a file of an older writer (HDF5's earliest format, contiguous data) is
+// read, and the report says it could not be verified; the committed fixture, written by the exporter, is verified.
+TEST(IntegralFile, ChecksumsAreReportedAsVerifiedOrNot) {
+  TempDir dir;
+  write_file(dir, {});
+  const auto old = dfmp2::chem::IntegralFile::open((dir.path() / "ints.h5").string());
+  EXPECT_FALSE(old->metadata_checksummed());
+  const auto fixture = dfmp2::chem::IntegralFile::open(std::string(DFMP2_SOURCE_DIR) + "/inputs/water-cc-pvdz.h5");
+  EXPECT_TRUE(fixture->metadata_checksummed());
+  EXPECT_TRUE(fixture->unchecked_datasets().empty());
+
+  dir.file("old.yaml", "integrals: ints.h5\noutput: old.json\n");
+  const auto r = dfmp2::testing::run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "old.yaml").string(), dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("integrity    no checksums (HDF5 file format older than 1.8"), std::string::npos) << r.out;
+  std::ifstream json(dir.path() / "old.json");
+  const auto results = nlohmann::json::parse(json);
+  EXPECT_FALSE(results["extras"]["dfmp2"]["problem"]["integrity"]["metadata_checksummed"].get<bool>());
+
+  dir.file("new.yaml", "integrals: " + std::string(DFMP2_SOURCE_DIR) + "/inputs/water-cc-pvdz.h5\n");
+  const auto v = dfmp2::testing::run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "new.yaml").string(), dir);
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_NE(v.out.find("integrity    checksums verified as read"), std::string::npos) << v.out;
+}
+
+// What dfmp2 itself saves after an SCF carries checksums on every dataset and reads back verified.
+TEST(IntegralFile, SavedFileIsChecksummed) {
+  TempDir dir;
+  dir.file("w.yaml", "molecule: {xyz: \"O 0 0 0.1178\\nH 0 0.7555 -0.4712\\nH 0 -0.7555 -0.4712\"}\nbasis: sto-3g\n"
+                     "save_integrals: w.h5\n");
+  const auto r = dfmp2::testing::run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "w.yaml").string(), dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto saved = dfmp2::chem::IntegralFile::open((dir.path() / "w.h5").string());
+  EXPECT_TRUE(saved->metadata_checksummed());
+  EXPECT_TRUE(saved->unchecked_datasets().empty());
 }
 
 }  // namespace
