@@ -16,6 +16,7 @@
 #include <thread>
 
 #include <sched.h>
+#include <unistd.h>
 
 #include "devices/registry.hpp"
 #include "linalg/bytes.hpp"
@@ -26,17 +27,23 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Without `memory`, a run may use this share of the memory available when it starts: most of it, with room left for
+// the system and the page cache that scratch files live in.
+constexpr double kDefaultMemoryShare = 0.5;
+
 // `memory` beyond any machine is a slip (a unit or an exponent too many), not a promise the run can keep.
 constexpr double kMaxMemoryBytes = 1125899906842624.0;  // 1 PiB
 
 const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "basis",   "aux_basis",
                                         "scf",       "save_integrals", "frozen_core", "backends", "precision",
                                         "metric",    "screening", "memory",      "threads",  "output",
-                                        "device"};
+                                        "device",    "scratch",   "mp2_storage"};
 const std::vector<std::string> kDeviceKeys = {"compile_cache", "host_fallback", "trn1", "trn2"};
 const std::vector<std::string> kMoleculeKeys = {"xyz", "file", "units", "charge", "multiplicity"};
 const std::vector<std::string> kScfKeys = {"type", "jk_basis", "e_convergence", "d_convergence", "max_iterations",
-                                           "guess"};
+                                           "guess", "jk_storage"};
+const std::vector<std::string> kJkStorages = {"auto", "memory", "scratch", "recompute"};  // order of chem::JkStorage
+const std::vector<std::string> kMp2Storages = {"auto", "memory", "scratch"};              // order of chem::Mp2Storage
 const std::vector<std::string> kScreeningKeys = {"threshold", "block", "compare"};
 const std::vector<std::string> kSyntheticKeys = {"shape", "nbasis", "nocc", "naux", "seed"};
 const std::vector<std::string> kPrecisions = {"fp64", "fp32", "mixed", "bf16"};  // order of chem::Precision
@@ -133,6 +140,26 @@ nlohmann::json to_json(const YAML::Node& node) {
   } catch (const std::exception&) {
   }
   return s;
+}
+
+// MemAvailable of /proc/meminfo (what the kernel can give without swapping), else physical memory.
+double available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024.0;
+  }
+  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+}
+
+double default_memory_bytes() { return kDefaultMemoryShare * available_memory_bytes(); }
+
+// $TMPDIR, else /tmp: where large temporary files belong on Unix machines and clusters.
+std::string default_scratch_folder() {
+  if (const char* t = std::getenv("TMPDIR"); t != nullptr && *t != '\0') return t;
+  return "/tmp";
 }
 
 // Hardware threads this process may run on (its CPU affinity), which is what `threads` can usefully use.
@@ -344,6 +371,15 @@ void read_molecule_input(const YAML::Node& root, const Context& ctx, Input& in) 
       if (!v || *v < 1 || *v > 10000) ctx.fail(n, fmt::format("key 'scf.max_iterations': expected a count >= 1, got '{}'", n.Scalar()));
       in.scf.max_iterations = static_cast<int>(*v);
     }
+    if (const YAML::Node n = scf["jk_storage"]) {
+      if (in.scf.type != chem::ScfType::df) ctx.fail(n, "key 'scf.jk_storage' applies to scf type df only");
+      const std::string value = ctx.scalar(n, "scf.jk_storage", "auto, memory, scratch or recompute");
+      const auto it = std::find(kJkStorages.begin(), kJkStorages.end(), value);
+      if (it == kJkStorages.end()) {
+        ctx.fail(n, fmt::format("key 'scf.jk_storage': expected auto, memory, scratch or recompute, got '{}'", value));
+      }
+      in.jk_storage = static_cast<chem::JkStorage>(it - kJkStorages.begin());
+    }
     if (const YAML::Node n = scf["guess"]) {
       const std::string guess = ctx.scalar(n, "scf.guess", "sad or core");
       if (guess == "sad") in.scf.guess = chem::ScfGuess::sad;
@@ -353,15 +389,15 @@ void read_molecule_input(const YAML::Node& root, const Context& ctx, Input& in) 
   }
   resolve_basis(in.jk_basis);
 
-  // The orbitals and integrals are saved after the SCF so that a rerun can start from them (`integrals:`).
-  const fs::path stem = fs::path(ctx.file()).stem();
-  in.save_integrals = (fs::path(ctx.file()).parent_path() / (stem.string() + ".h5")).string();
+  // Saving the orbitals and the AO integrals (nbf^2 naux doubles: a gigabyte for 16 waters in cc-pVDZ) is asked for,
+  // never done by default: `true` saves beside the input as <input name>.h5, a path saves there.
   if (const YAML::Node n = root["save_integrals"]) {
-    const std::string value = ctx.scalar(n, "save_integrals", "a file path or false");
-    if (const auto b = as_bool(value); b && !*b) {
-      in.save_integrals.reset();
-    } else if (b) {
-      ctx.fail(n, "key 'save_integrals': expected a file path or false, got 'true'");
+    const std::string value = ctx.scalar(n, "save_integrals", "a file path, true or false");
+    if (const auto b = as_bool(value)) {
+      if (*b) {
+        const fs::path stem = fs::path(ctx.file()).stem();
+        in.save_integrals = (fs::path(ctx.file()).parent_path() / (stem.string() + ".h5")).string();
+      }
     } else {
       in.save_integrals = ctx.resolve(value).string();
     }
@@ -696,6 +732,27 @@ Input read_input(const std::string& path) {
     }
     in.memory_bytes = *bytes;
     in.memory_text = value;
+  }
+
+  if (!root["memory"]) {
+    in.memory_bytes = default_memory_bytes();
+    in.memory_text = fmt::format("{} (default: {:.0f}% of the {} available)", linalg::format_bytes(in.memory_bytes),
+                                 100 * kDefaultMemoryShare, linalg::format_bytes(available_memory_bytes()));
+  }
+
+  in.scratch = default_scratch_folder();
+  if (const YAML::Node node = root["scratch"]) {
+    const std::string value = ctx.scalar(node, "scratch", "a folder");
+    if (value.empty()) ctx.fail(node, "key 'scratch': expected a folder, got an empty string");
+    in.scratch = ctx.resolve(value).string();
+  }
+  if (const YAML::Node node = root["mp2_storage"]) {
+    const std::string value = ctx.scalar(node, "mp2_storage", "auto, memory or scratch");
+    const auto it = std::find(kMp2Storages.begin(), kMp2Storages.end(), value);
+    if (it == kMp2Storages.end()) {
+      ctx.fail(node, fmt::format("key 'mp2_storage': expected auto, memory or scratch, got '{}'", value));
+    }
+    in.mp2_storage = static_cast<chem::Mp2Storage>(it - kMp2Storages.begin());
   }
 
   const int cores = available_cores();

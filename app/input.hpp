@@ -10,8 +10,10 @@
 //   basis        string                  (required)   orbital basis (library name or .gbs path)
 //   aux_basis    string                  <basis>-ri   MP2 fitting basis
 //   scf          mapping                              {type: df | exact, jk_basis (<basis>-jkfit), e_convergence
-//                                                     1e-8, d_convergence 1e-8, max_iterations 100, guess: sad | core}
-//   save_integrals string or false       <input>.h5   integral file written after the SCF, for reruns
+//                                                     1e-8, d_convergence 1e-8, max_iterations 100, guess: sad | core,
+//                                                     jk_storage: auto | memory | scratch | recompute}
+//   save_integrals path, true or false   false        integral file written after the SCF, for reruns (true:
+//                                                     <input>.h5 beside the input)
 //   frozen_core  bool or integer >= 0    false        true: Psi4's rule (previous noble-gas shell); n: n orbitals
 //   backends     list of strings         [eigen]      backends to run, in order; the first one's energies are
 //                                                     the reported result ([openblas] in a portable build)
@@ -20,7 +22,10 @@
 //                                                     tolerance and max_iterations (newton-schulz)}
 //   screening    bool or mapping         false        {threshold: 1e-12, block: 32, compare: false}: block screening
 //                                                     of (P|mn) (AO-form input); compare also runs unscreened
-//   memory       size string or bytes    "2 GiB"      bound on the working set; chooses the block sizes
+//   memory       size string or bytes    half the     bound on the peak resident memory; the memory plan of every
+//                                        available    phase is made within it
+//   scratch      string (folder)         $TMPDIR|/tmp scratch files of phases that do not fit in memory
+//   mp2_storage  auto | memory | scratch auto         where the DF-MP2 tensors live (scratch: read block by block)
 //   threads      integer >= 1            all cores    threads for the backends and the pair-energy reduction
 //   device       mapping                 see README   device models: compile_cache, host_fallback, trn1/trn2 overrides
 //   output       string (path)           (none)       results file (QCSchema JSON), relative to the YAML file's
@@ -32,6 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chem/df_jk.hpp"
 #include "chem/dfmp2.hpp"
 #include "chem/scf.hpp"
 #include "chem/synthetic.hpp"
@@ -72,8 +78,11 @@ struct Input {
   linalg::NewtonSchulzOptions newton_schulz;
   chem::ScreeningOptions screening;
   bool screening_compare = false;  // also run unscreened and report the energy change
-  double memory_bytes = 2.0 * double(1 << 30);
+  double memory_bytes = 2.0 * double(1 << 30);  // read_input sets the default: half the available memory
   std::string memory_text = "2 GiB";
+  std::string scratch = "/tmp";                  // folder for scratch files; read_input: $TMPDIR, else /tmp
+  chem::JkStorage jk_storage = chem::JkStorage::automatic;      // scf.jk_storage
+  chem::Mp2Storage mp2_storage = chem::Mp2Storage::automatic;   // mp2_storage
   int threads = 0;  // filled with the machine's core count when absent
   std::optional<std::string> output;  // resolved path
   // Device models (key `device`): compile cache folder, parameter overrides; host_fallback lets ops a device

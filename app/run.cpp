@@ -2,11 +2,18 @@
 
 #include <fmt/format.h>
 #include <omp.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
 #include "chem/integrals.hpp"
 #include "linalg/kernels.hpp"
+#include "linalg/bytes.hpp"
+#include "chem/scratch.hpp"
 
 namespace dfmp2::app {
 
@@ -134,15 +141,16 @@ void describe_synthetic(const chem::SyntheticProblem& s, const std::string& name
   p.dfmp2_input.three_index = &s.three_index();
 }
 
-// Integrals, RHF and the MP2 fitting integrals for `molecule:` input, on the first backend named.
-void run_molecule(const Input& input, linalg::Backend& backend, Calculation& calc,
-                  const std::function<void(const std::string&)>& progress) {
-  auto say = [&](const std::string& line) {
-    if (progress) progress(line);
-  };
+// Bytes the SCF holds besides its J/K: H, S, X, F, D, C, the orbital gradient, J, K and their copies, and the DIIS
+// history of Fock and error matrices.
+double scf_matrix_bytes(linalg::Index nbf, int diis_vectors) {
+  return 8.0 * double(nbf) * double(nbf) * (16.0 + 2.0 * double(diis_vectors));
+}
+
+// The basis sets of `molecule:` input (no integral yet): what the memory plan needs to know.
+void load_molecule_bases(const Input& input, Calculation& calc) {
   auto m = std::make_unique<MoleculeRun>();
   const chem::Molecule& mol = *input.molecule;
-  m->backend = backend.name();
   const int orbital_l = chem::max_orbital_angular_momentum(), fitting_l = chem::max_fitting_angular_momentum();
   m->basis = chem::load_basis(input.basis, mol, input.basis_dir, "basis", orbital_l);
   m->aux_basis = chem::load_basis(input.aux_basis, mol, input.basis_dir, "aux_basis", fitting_l);
@@ -157,35 +165,6 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
   for (auto& sh : m->jk_basis.shells) {
     if (sh.l >= 2) sh.pure = orbital_pure;
   }
-  linalg::Kernels kernels(backend, m->log);
-  say(fmt::format("  SCF: RHF, {} J/K{}, {} guess; nbf {}, {} occupied",
-                  input.scf.type == chem::ScfType::df ? "density-fitted" : "exact",
-                  input.scf.type == chem::ScfType::df ? fmt::format(" ({}, {} functions)", m->jk_basis.name,
-                                                                    m->jk_basis.nbf())
-                                                      : std::string(),
-                  input.scf.guess == chem::ScfGuess::sad ? "SAD" : "core", m->basis.nbf(),
-                  chem::closed_shell_occupied(mol)));
-  linalg::Stopwatch scf_clock;
-  std::unique_ptr<chem::JkBuilder> jk = input.scf.type == chem::ScfType::df
-                                            ? chem::make_df_jk(m->basis, m->jk_basis, kernels)
-                                            : chem::make_exact_jk(m->basis, kernels);
-  m->scf = chem::run_rhf(mol, m->basis, *jk, input.scf, kernels, [&](const chem::ScfIteration& it) {
-    say(fmt::format("  @RHF iter {:3}: {:20.12f}  dE {:10.3e}  gradient {:10.3e}  {:7.2f} s", it.iteration, it.energy,
-                    it.delta_energy, it.gradient_rms, it.seconds));
-  });
-  jk.reset();
-  m->scf_seconds = scf_clock.seconds();
-  say(fmt::format("  SCF converged in {} iterations: E = {:.12f} Eh ({:.2f} s)", m->scf.iterations, m->scf.energy,
-                  m->scf_seconds));
-
-  linalg::Stopwatch integral_clock;
-  m->metric = chem::coulomb_metric(m->aux_basis);
-  m->ao_3index = std::make_unique<chem::InMemoryThreeIndex>(chem::three_center_integrals(m->aux_basis, m->basis),
-                                                            m->aux_basis.nbf(), m->basis.nbf());
-  m->integral_seconds = integral_clock.seconds();
-  kernels.record_host("mp2_integrals", "three_center", m->integral_seconds,
-                      {0, 8.0 * double(m->ao_3index->data().size())});
-
   Problem& p = calc.problem;
   p.kind = "molecule";
   p.description = fmt::format("{} atoms from {}; {} / {}{}", mol.atoms.size(), input.molecule_source, m->basis.name,
@@ -193,43 +172,109 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
                               input.scf.type == chem::ScfType::df ? fmt::format("; DF-SCF with {}", m->jk_basis.name)
                                                                   : std::string("; exact SCF"));
   p.form = chem::ThreeIndexForm::ao;
-  p.nbf = m->basis.nbf();
-  p.nmo = m->scf.orbital_energies.size();
-  p.nocc = m->scf.nocc;
+  p.nbf = p.nmo = m->basis.nbf();
+  p.nocc = chem::closed_shell_occupied(mol);
   p.naux = m->aux_basis.nbf();
-  p.scf_energy = m->scf.energy;
-  p.nuclear_repulsion_energy = m->scf.nuclear_repulsion;
   p.metadata.molecule = mol;
   p.metadata.basis = m->basis.name;
   p.metadata.aux_basis = m->aux_basis.name;
   p.metadata.scf_type = input.scf.type == chem::ScfType::df ? "df" : "exact";
   p.metadata.generator = fmt::format("dfmp2 {}", DFMP2_VERSION);
-  p.dfmp2_input.orbital_energies = &m->scf.orbital_energies;
-  p.dfmp2_input.nocc = m->scf.nocc;
-  p.dfmp2_input.mo_coefficients = &m->scf.mo_coefficients;
-  p.dfmp2_input.metric = &m->metric;
-  p.dfmp2_input.three_index = m->ao_3index.get();
+  calc.molecule = std::move(m);
+}
+
+// Integrals, RHF and the MP2 fitting integrals for `molecule:` input, on the first backend named. The DF-J/K may
+// hold `jk_budget` bytes.
+void run_molecule(const Input& input, linalg::Backend& backend, Calculation& calc, double jk_budget,
+                  const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  MoleculeRun& m = *calc.molecule;
+  const chem::Molecule& mol = *input.molecule;
+  m.backend = backend.name();
+  linalg::Kernels kernels(backend, m.log);
+  const int nocc = chem::closed_shell_occupied(mol);
+  say(fmt::format("  SCF: RHF, {} J/K{}, {} guess; nbf {}, {} occupied",
+                  input.scf.type == chem::ScfType::df ? "density-fitted" : "exact",
+                  input.scf.type == chem::ScfType::df ? fmt::format(" ({}, {} functions)", m.jk_basis.name,
+                                                                    m.jk_basis.nbf())
+                                                      : std::string(),
+                  input.scf.guess == chem::ScfGuess::sad ? "SAD" : "core", m.basis.nbf(), nocc));
+  linalg::Stopwatch scf_clock;
+  std::unique_ptr<chem::JkBuilder> jk;
+  if (input.scf.type == chem::ScfType::df) {
+    chem::DfJkOptions options;
+    options.storage = input.jk_storage;
+    options.memory_bytes = jk_budget;
+    options.scratch_folder = input.scratch;
+    jk = chem::make_df_jk(m.basis, m.jk_basis, nocc, kernels, options, m.jk_plan);
+    const auto& jp = m.jk_plan;
+    PhasePlan phase{"SCF J/K", chem::jk_storage_name(jp.storage),
+                    fmt::format("aux block {}, {} packed pairs", jp.aux_block, jp.npacked), jp.memory_bytes,
+                    jp.scratch_bytes, jp.reason};
+    calc.memory.phases.insert(calc.memory.phases.begin() + 1, phase);
+    say(fmt::format("  SCF J/K: {} ({}); holds {}{}", phase.storage, jp.reason, linalg::format_bytes(jp.memory_bytes),
+                    jp.scratch_bytes > 0 ? fmt::format(", scratch {}", linalg::format_bytes(jp.scratch_bytes))
+                                         : std::string()));
+  } else {
+    jk = chem::make_exact_jk(m.basis, kernels);
+  }
+  m.scf = chem::run_rhf(mol, m.basis, *jk, input.scf, kernels, [&](const chem::ScfIteration& it) {
+    say(fmt::format("  @RHF iter {:3}: {:20.12f}  dE {:10.3e}  gradient {:10.3e}  {:7.2f} s", it.iteration, it.energy,
+                    it.delta_energy, it.gradient_rms, it.seconds));
+  });
+  jk.reset();
+  m.scf_seconds = scf_clock.seconds();
+  say(fmt::format("  SCF converged in {} iterations: E = {:.12f} Eh ({:.2f} s)", m.scf.iterations, m.scf.energy,
+                  m.scf_seconds));
+
+  // The MP2 integrals are computed block by block as DF-MP2 reads them (the transform's read_3index rows); here
+  // only the metric and the screening of the shell pairs.
+  linalg::Stopwatch integral_clock;
+  m.metric = chem::coulomb_metric(m.aux_basis);
+  m.ao_3index = std::make_unique<chem::DirectThreeIndex>(m.aux_basis, m.basis);
+  m.integral_seconds = integral_clock.seconds();
+  kernels.record_host("mp2_integrals", "metric_and_screening", m.integral_seconds,
+                      {0, 8.0 * double(m.metric.size())});
+
+  Problem& p = calc.problem;
+  p.nmo = m.scf.orbital_energies.size();
+  p.nocc = m.scf.nocc;
+  p.scf_energy = m.scf.energy;
+  p.nuclear_repulsion_energy = m.scf.nuclear_repulsion;
+  p.dfmp2_input.orbital_energies = &m.scf.orbital_energies;
+  p.dfmp2_input.nocc = m.scf.nocc;
+  p.dfmp2_input.mo_coefficients = &m.scf.mo_coefficients;
+  p.dfmp2_input.metric = &m.metric;
+  p.dfmp2_input.three_index = m.ao_3index.get();
 
   if (input.save_integrals) {
+    say(fmt::format("  saving orbitals and integrals to {} (up to {} before compression)", *input.save_integrals,
+                    linalg::format_bytes(chem::integral_file_bytes(p.nbf, p.nmo, p.naux))));
     chem::IntegralFileContents contents;
-    contents.mo_coefficients = &m->scf.mo_coefficients;
-    contents.orbital_energies = &m->scf.orbital_energies;
-    contents.nocc = m->scf.nocc;
-    contents.ao_3index = &m->ao_3index->data();
-    contents.metric = &m->metric;
-    contents.scf_energy = m->scf.energy;
-    contents.nuclear_repulsion_energy = m->scf.nuclear_repulsion;
+    contents.mo_coefficients = &m.scf.mo_coefficients;
+    contents.orbital_energies = &m.scf.orbital_energies;
+    contents.nocc = m.scf.nocc;
+    contents.ao_3index = m.ao_3index.get();
+    contents.block_bytes = std::max(8.0 * double(p.nbf) * double(p.nbf),
+                                    0.25 * (calc.memory.budget - resident_bytes()));
+    contents.metric = &m.metric;
+    contents.scf_energy = m.scf.energy;
+    contents.nuclear_repulsion_energy = m.scf.nuclear_repulsion;
     contents.molecule = mol;
-    contents.basis = m->basis.name;
-    contents.aux_basis = m->aux_basis.name;
+    contents.basis = m.basis.name;
+    contents.aux_basis = m.aux_basis.name;
     contents.scf_type = p.metadata.scf_type;
     contents.generator = p.metadata.generator;
+    linalg::Stopwatch save_clock;
     chem::write_integral_file(*input.save_integrals, contents);
-    m->saved_to = *input.save_integrals;
+    kernels.record_host("save_integrals", "write_file", save_clock.seconds(),
+                        {0, chem::integral_file_bytes(p.nbf, p.nmo, p.naux)});
+    m.saved_to = *input.save_integrals;
     say(fmt::format("  orbitals and integrals saved to {} (rerun with integrals: to skip the SCF)",
                     *input.save_integrals));
   }
-  calc.molecule = std::move(m);
 }
 
 }  // namespace
@@ -273,36 +318,91 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
     scf_backend = scf_own.get();
   }
 
-  if (input.molecule) {
-    // The frozen-core count is known from the molecule alone: checked before the SCF, not after it.
-    Problem before_scf;
-    before_scf.nocc = chem::closed_shell_occupied(*input.molecule);
-    before_scf.metadata.molecule = *input.molecule;
-    before_scf.description = "the molecule";
-    resolve_frozen_core(input, before_scf);
-  }
+  // What the calculation is, without computing any integral: the memory plan needs its sizes.
   if (input.synthetic) {
     calc.synthetic = std::make_unique<chem::SyntheticProblem>(*input.synthetic);
     describe_synthetic(*calc.synthetic, input.synthetic_name, calc.problem);
   } else if (input.molecule) {
-    run_molecule(input, *scf_backend, calc, progress);
+    load_molecule_bases(input, calc);
   } else {
     calc.integrals = chem::IntegralFile::open(input.integrals);
     describe_integral_file(*calc.integrals, calc.problem);
   }
-  calc.nfrozen = resolve_frozen_core(input, calc.problem);
+  calc.nfrozen = resolve_frozen_core(input, calc.problem);  // for molecule input before the SCF, not after it
   if (input.screening.enabled && calc.problem.form != chem::ThreeIndexForm::ao) {
     throw InputError(fmt::format("{}: key 'screening': screens AO integrals (P|mn), and {} holds MO-form (P|ia)",
                                  input.path, calc.problem.description));
   }
 
+  // The memory plan, before any three-index integral: what each phase may hold beside what is resident now.
+  MemoryPlan& plan = calc.memory;
+  plan.budget = input.memory_bytes;
+  plan.baseline = resident_bytes();
+  plan.scratch_folder = input.scratch;
+  const Problem& pr = calc.problem;
+  // Molecule input computes C (nbf x nmo) and the MP2 metric later; they stay for all of DF-MP2.
+  const double later = calc.molecule ? 8.0 * (double(pr.nbf) * double(pr.nmo) + double(pr.naux) * double(pr.naux))
+                                     : 0.0;
+  const double mp2_budget = plan.budget - plan.baseline - later;
+  const linalg::Index nact = pr.nocc - calc.nfrozen, nvir = pr.nmo - pr.nocc;
+  chem::BlockPlan largest;
+  for (const auto& backend : backends) {
+    for (const chem::Precision precision : input.precisions_of(backend->name())) {
+      const chem::BlockPlan bp =
+          chem::plan_blocks(pr.form, pr.form == chem::ThreeIndexForm::ao ? pr.nbf : 0, pr.nocc, nact, nvir, pr.naux,
+                            mp2_budget, precision, input.metric, input.screening.enabled, input.mp2_storage);
+      if (bp.peak_bytes > largest.peak_bytes) largest = bp;
+    }
+  }
+  const std::string mp2_storage = chem::mp2_storage_name(largest.storage);
+  plan.phases.push_back({"MP2 metric", "", "", largest.fixed_bytes, 0, ""});
+  plan.phases.push_back({"MP2 transform", mp2_storage, fmt::format("aux block {}", largest.aux_block),
+                         largest.fixed_bytes + largest.transform_bytes, largest.scratch_bytes,
+                         largest.storage == chem::Mp2Storage::scratch
+                             ? std::string("the fitted tensor does not fit in memory beside the blocks")
+                             : std::string("the fitted tensor fits in memory")});
+  plan.phases.push_back({"MP2 fitting", mp2_storage, fmt::format("rows {}", largest.fit_rows),
+                         largest.fixed_bytes + largest.fitting_bytes, largest.scratch_bytes, ""});
+  plan.phases.push_back({"MP2 pair energies", mp2_storage, fmt::format("occupied block {}", largest.occupied_block),
+                         largest.fixed_bytes + largest.pair_bytes, largest.scratch_bytes, ""});
+  if (largest.storage == chem::Mp2Storage::scratch) chem::check_scratch_folder(input.scratch);
+  if (calc.molecule) {
+    plan.phases.insert(plan.phases.begin(), {"SCF", "", "", scf_matrix_bytes(pr.nbf, input.scf.diis_vectors), 0, ""});
+    if (input.save_integrals) {
+      // The file is written compressed; its uncompressed size bounds what the disk must take.
+      const double bytes = chem::integral_file_bytes(pr.nbf, pr.nmo, pr.naux);
+      const std::string folder = std::filesystem::path(*input.save_integrals).parent_path().string();
+      const double free = chem::free_bytes(folder.empty() ? "." : folder);
+      if (free >= 0 && free < bytes) {
+        throw ResourceError(fmt::format("save_integrals: '{}' needs up to {} and its folder has {} free",
+                                        *input.save_integrals, linalg::format_bytes(bytes),
+                                        linalg::format_bytes(free)));
+      }
+    }
+  }
+  if (progress) {
+    progress(fmt::format("  memory plan: {} ({} in use at the start); scratch in {}",
+                         linalg::format_bytes(plan.budget), linalg::format_bytes(plan.baseline), plan.scratch_folder));
+    for (const auto& ph : plan.phases) {
+      progress(fmt::format("    {:<18} {:<9} {:<28} holds {:>10}{}", ph.phase, ph.storage, ph.blocks,
+                           linalg::format_bytes(ph.memory_bytes),
+                           ph.scratch_bytes > 0 ? "  scratch " + linalg::format_bytes(ph.scratch_bytes) : ""));
+    }
+  }
+  if (input.molecule) {
+    const double jk_budget = plan.budget - plan.baseline - scf_matrix_bytes(pr.nbf, input.scf.diis_vectors);
+    run_molecule(input, *scf_backend, calc, jk_budget, progress);
+  }
+
   chem::DfMp2Options options;
   options.nfrozen = calc.nfrozen;
-  options.memory_bytes = input.memory_bytes;
   options.metric = input.metric;
   options.eigh_threshold = input.eigh_threshold;
   options.newton_schulz = input.newton_schulz;
   options.screening = input.screening;
+  options.storage = largest.storage;
+  options.memory_bytes = mp2_budget;
+  options.scratch_folder = input.scratch;
   options.progress = phase_progress;
 
   for (auto& backend : backends) {
@@ -336,7 +436,27 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
     }
     backend->release();
   }
+  plan.peak_resident = peak_resident_bytes();
   return calc;
+}
+
+double MemoryPlan::planned_peak() const {
+  double peak = 0;
+  for (const auto& ph : phases) peak = std::max(peak, ph.memory_bytes);
+  return baseline + peak;
+}
+
+double resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  double size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * double(sysconf(_SC_PAGE_SIZE));
+}
+
+double peak_resident_bytes() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_maxrss) * 1024.0;  // kilobytes on Linux
 }
 
 }  // namespace dfmp2::app

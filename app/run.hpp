@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "app/input.hpp"
+#include "chem/df_jk.hpp"
 #include "chem/dfmp2.hpp"
 #include "chem/integral_file.hpp"
+#include "chem/integrals.hpp"
 #include "chem/scf.hpp"
 #include "chem/synthetic.hpp"
 #include "linalg/kernel_log.hpp"
@@ -42,12 +44,33 @@ struct Problem {
   chem::DfMp2Input dfmp2_input;         // points into the Calculation's integrals or synthetic problem
 };
 
+// One phase of the memory plan: what it holds in memory at its peak and what it keeps on scratch.
+struct PhasePlan {
+  std::string phase;      // "SCF J/K", "MP2 transform", ...
+  std::string storage;    // "memory", "scratch", "recompute", or "" where there is no choice
+  std::string blocks;     // how it is cut, e.g. "aux block 512" or "occupied block 20"
+  double memory_bytes = 0;   // held by the phase at its peak, besides what is in use at the start
+  double scratch_bytes = 0;  // its scratch files
+  std::string reason;     // why this storage
+};
+
+// The plan for the whole run, made before any three-index integral is computed (README "Memory plan").
+struct MemoryPlan {
+  double budget = 0;      // `memory`
+  double baseline = 0;    // resident when the plan is made: the program, its libraries, basis sets, the input
+  std::string scratch_folder;
+  std::vector<PhasePlan> phases;
+  double peak_resident = 0;  // measured at the end (getrusage), for the report
+  double planned_peak() const;
+};
+
 // With `molecule:` input: what the program computed before DF-MP2.
 struct MoleculeRun {
   chem::BasisSet basis, aux_basis, jk_basis;
   chem::ScfResult scf;
+  chem::DfJkPlan jk_plan;                            // DF-SCF only
   linalg::Matrix metric;                             // (P|Q) over the MP2 fitting basis
-  std::unique_ptr<chem::InMemoryThreeIndex> ao_3index;  // (P|mn) over the MP2 fitting basis
+  std::unique_ptr<chem::DirectThreeIndex> ao_3index;  // (P|mn) over the MP2 fitting basis, computed as it is read
   linalg::KernelLog log;                             // integrals and SCF kernels
   std::string backend;                               // the backend the SCF ran on (the first one named)
   double scf_seconds = 0, integral_seconds = 0;
@@ -61,8 +84,13 @@ struct Calculation {
   std::unique_ptr<MoleculeRun> molecule;              // with `molecule:`
   Problem problem;
   int nfrozen = 0;
+  MemoryPlan memory;
   std::vector<BackendRun> runs;
 };
+
+// Resident memory of this process now, and its peak so far (bytes).
+double resident_bytes();
+double peak_resident_bytes();
 
 // Number of frozen core orbitals the input asks for; throws InputError when it cannot be honoured.
 int resolve_frozen_core(const Input& input, const Problem& problem);

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <future>
 #include <type_traits>
 
 #include "linalg/bytes.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/sparse.hpp"
+#include "chem/scratch.hpp"
 
 namespace dfmp2::chem {
 
@@ -82,9 +85,18 @@ std::string metric_name(MetricMethod m) {
   return "?";
 }
 
+std::string mp2_storage_name(Mp2Storage s) {
+  switch (s) {
+    case Mp2Storage::automatic: return "auto";
+    case Mp2Storage::memory: return "memory";
+    case Mp2Storage::scratch: return "scratch";
+  }
+  return "?";
+}
+
 BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, Index nvir, Index naux,
-                      double memory_bytes, Precision precision, MetricMethod metric, bool screening) {
-  BlockPlan plan;
+                      double memory_bytes, Precision precision, MetricMethod metric, bool screening,
+                      Mp2Storage storage) {
   const double w = work_bytes(precision), f = fit_bytes(precision);
   const double fitted = w * double(nact) * double(nvir) * double(naux);
   // The metric factor, plus the temporaries of an inverse square root (eigh: eigenvectors scaled; Newton-Schulz:
@@ -93,44 +105,78 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
   const double inverse_sqrt_bytes = metric_bytes * (metric == MetricMethod::eigh            ? 1.0
                                                     : metric == MetricMethod::newton_schulz ? 4.0
                                                                                             : 0.0);
-  plan.fixed_bytes = fitted + metric_bytes + w * double(nbf) * double(nact + nvir);
+  const double orbitals = w * double(nbf) * double(nact + nvir);
   // Per auxiliary function in the transformation: the AO block as read (double), its converted copy and the
   // half-transformed block; or the MO block as stored (all occupied orbitals, before the frozen core is dropped).
-  // Screening adds the BSR copy of the block (at most the dense size, plus edge padding).
-  const double per_aux = form == ThreeIndexForm::ao
-                             ? double(nbf) * (8.0 * double(nbf) + (w == 8.0 ? 0.0 : w * double(nbf)) + w * double(nact) +
-                                              (screening ? 1.25 * w * double(nbf) : 0.0))
-                             : 8.0 * double(nocc) * double(nvir);
+  // Screening adds the BSR copy of the block (at most the dense size, plus edge padding). On scratch the transformed
+  // block is also held before it is written.
+  const double per_aux_base = form == ThreeIndexForm::ao
+                                  ? double(nbf) * (8.0 * double(nbf) + (w == 8.0 ? 0.0 : w * double(nbf)) +
+                                                   w * double(nact) + (screening ? 1.25 * w * double(nbf) : 0.0))
+                                  : 8.0 * double(nocc) * double(nvir);
   // Fitting in row chunks needs an input and an output row buffer in F (at most).
   const bool chunked_fit = metric != MetricMethod::cholesky || w != f;
   const double per_fit_row = chunked_fit ? 2.0 * f * double(naux) : 0.0;
-  const double pair_min = w * double(nvir) * double(nvir);
-  const double available = memory_bytes - plan.fixed_bytes;
-  const double phase_min = std::max({per_aux, pair_min, per_fit_row, inverse_sqrt_bytes});
-  if (available < phase_min) {
-    throw ResourceError(fmt::format(
-        "memory: {} is too small for this calculation; it needs at least {} (fitted tensor {}, metric {}), "
-        "raise 'memory'",
-        linalg::format_bytes(memory_bytes), linalg::format_bytes(plan.fixed_bytes + phase_min), linalg::format_bytes(fitted), linalg::format_bytes(metric_bytes)));
-  }
   const Index rows = nact * nvir;
-  plan.aux_block = std::clamp<Index>(static_cast<Index>(available / per_aux), 1, std::max<Index>(naux, 1));
-  // Fitting chunks beyond a few thousand rows gain nothing in GEMM speed.
-  plan.fit_rows = chunked_fit ? std::clamp<Index>(static_cast<Index>(available / per_fit_row), 1,
-                                                  std::clamp<Index>(rows, 1, 8192))
-                              : rows;
-  const double max_rows = std::sqrt(available / w);
-  // At least four occupied blocks (ten block pairs) once there are 32 or more active orbitals: the pair list is the
-  // unit of work to hand out (to threads now, to MPI ranks later) and of progress reporting, and blocks of 8 or
-  // more orbitals keep the GEMMs large (8 x nvir rows) enough to run near the DGEMM rate.
-  const Index balanced = std::max<Index>(8, (nact + 3) / 4);
-  plan.occupied_block = std::clamp<Index>(static_cast<Index>(max_rows / double(std::max<Index>(nvir, 1))), 1,
-                                          std::min<Index>(std::max<Index>(nact, 1), balanced));
-  const double transform = per_aux * double(plan.aux_block);
-  const double fit = per_fit_row * double(plan.fit_rows);
-  const double pair = w * std::pow(double(plan.occupied_block) * double(nvir), 2);
-  plan.peak_bytes = plan.fixed_bytes + std::max({transform, fit, pair, inverse_sqrt_bytes});
-  return plan;
+
+  auto plan_for = [&](Mp2Storage s) {
+    BlockPlan plan;
+    plan.storage = s;
+    const bool scratch = s == Mp2Storage::scratch;
+    plan.fixed_bytes = metric_bytes + orbitals + (scratch ? 0.0 : fitted);
+    const double per_aux = per_aux_base + (scratch ? 2.0 * w * double(rows) : 0.0);
+    // Occupied blocks: memory storage needs only the pair product G (nb nvir)^2; scratch also B_I and two B_J
+    // (the next one is read while the current one is used) and, to fit a block, its rows in F and W.
+    auto pair_need = [&](double nb) {
+      const double g = w * std::pow(nb * double(nvir), 2);
+      if (!scratch) return g;
+      const double blocks = 3.0 * w * nb * double(nvir) * double(naux);
+      const double fit = nb * double(nvir) * double(naux) * (w + (chunked_fit ? 2.0 * f : 0.0));
+      return std::max(g + blocks, fit);
+    };
+    const double available = memory_bytes - plan.fixed_bytes;
+    const double phase_min = std::max({per_aux, pair_need(1.0), scratch ? 0.0 : per_fit_row, inverse_sqrt_bytes});
+    if (available < phase_min) {
+      const char* phase = phase_min == per_aux ? "MP2 transformation" : phase_min == pair_need(1.0) ? "MP2 pair energies"
+                          : phase_min == inverse_sqrt_bytes                                       ? "MP2 metric"
+                                                                                                  : "MP2 fitting";
+      throw ResourceError(fmt::format(
+          "memory: {} is too small for the {} ({} storage); it needs at least {} (fixed: {}{}, metric {}), raise "
+          "'memory'{}",
+          linalg::format_bytes(memory_bytes), phase, mp2_storage_name(s), linalg::format_bytes(plan.fixed_bytes + phase_min),
+          scratch ? "" : fmt::format("fitted tensor {}, ", linalg::format_bytes(fitted)), linalg::format_bytes(plan.fixed_bytes),
+          linalg::format_bytes(metric_bytes), scratch ? "" : " or set mp2_storage: scratch"));
+    }
+    plan.aux_block = std::clamp<Index>(static_cast<Index>(available / per_aux), 1, std::max<Index>(naux, 1));
+    // Fitting chunks beyond a few thousand rows gain nothing in GEMM speed.
+    plan.fit_rows = chunked_fit ? std::clamp<Index>(static_cast<Index>(available / std::max(per_fit_row, 1.0)), 1,
+                                                    std::clamp<Index>(rows, 1, 8192))
+                                : rows;
+    // At least four occupied blocks (ten block pairs) once there are 32 or more active orbitals: the pair list is
+    // the unit of work to hand out (to threads now, to MPI ranks later) and of progress reporting, and blocks of 8
+    // or more orbitals keep the GEMMs large (8 x nvir rows) enough to run near the DGEMM rate.
+    const Index balanced = std::max<Index>(8, (nact + 3) / 4);
+    Index nb = std::min<Index>(std::max<Index>(nact, 1), balanced);
+    while (nb > 1 && pair_need(double(nb)) > available) --nb;
+    plan.occupied_block = nb;
+    if (scratch) plan.fit_rows = nb * nvir;  // on scratch a whole occupied block is fitted at once
+    plan.transform_bytes = per_aux * double(plan.aux_block);
+    plan.fitting_bytes = scratch ? nb * double(nvir) * double(naux) * (w + (chunked_fit ? 2.0 * f : 0.0))
+                                 : per_fit_row * double(plan.fit_rows);
+    plan.pair_bytes = pair_need(double(nb));
+    plan.peak_bytes = plan.fixed_bytes + std::max({plan.transform_bytes, plan.fitting_bytes, plan.pair_bytes,
+                                                   inverse_sqrt_bytes});
+    plan.scratch_bytes = scratch ? fitted : 0.0;
+    return plan;
+  };
+  if (storage == Mp2Storage::automatic) {
+    try {
+      return plan_for(Mp2Storage::memory);
+    } catch (const ResourceError&) {
+      return plan_for(Mp2Storage::scratch);  // its own error names what scratch storage needs
+    }
+  }
+  return plan_for(storage);
 }
 
 std::vector<OccupiedBlockPair> occupied_block_pairs(Index nact, Index block) {
@@ -167,86 +213,91 @@ MatrixT<F> metric_factor(const Matrix& metric, const DfMp2Options& options, lina
   return factor;
 }
 
-// Step 2: A (nact*nvir x naux) in W.
+// Step 2: A (nact*nvir x naux) in W, a block of auxiliary functions (whole columns of A) at a time: `target(p0, np)`
+// says where block [p0, p0 + np) goes (np contiguous columns of nact*nvir rows), `written(p0, np, block)` is told
+// once it is there (the scratch storage writes it out).
 template <class W>
-MatrixT<W> transform(const DfMp2Input& in, const DfMp2Options& options, const BlockPlan& plan,
-                     linalg::Kernels& kernels, ScreeningReport& screening) {
+void transform(const DfMp2Input& in, const DfMp2Options& options, const BlockPlan& plan, linalg::Kernels& kernels,
+               ScreeningReport& screening, const std::function<W*(Index, Index)>& target,
+               const std::function<void(Index, Index, const W*)>& written) {
   const ThreeIndexSource& source = *in.three_index;
   const Index nocc = in.nocc, nvir = in.orbital_energies->size() - nocc;
   const Index nfrozen = options.nfrozen, nact = nocc - nfrozen, naux = source.naux();
-  MatrixT<W> a(nact * nvir, naux);
   std::vector<double> buffer;     // as read
   std::vector<W> converted;       // in W, when W is not double
   std::vector<W> half;            // (i | P m) for one block, nact x (nbf * block)
   MatrixT<W> c;
   if (source.form() == ThreeIndexForm::ao) c = in.mo_coefficients->cast<W>();
-  for (Index p0 = 0; p0 < naux; p0 += plan.aux_block) {
-    const Index np = std::min(plan.aux_block, naux - p0);
-    W* out = a.data() + p0 * nact * nvir;
-    const Index stride = source.block_stride();
-    // The file's order is already A's order when nothing is converted and no core is dropped.
-    const bool direct = std::is_same_v<W, double> && source.form() == ThreeIndexForm::mo && nfrozen == 0;
-    Stopwatch read_clock;
-    if constexpr (std::is_same_v<W, double>) {
-      if (direct) source.read_block(p0, np, out);
-    }
-    if (!direct) {
-      buffer.resize(static_cast<std::size_t>(np * stride));
-      source.read_block(p0, np, buffer.data());
-    }
-    kernels.record_host("transform", "read_3index", read_clock.seconds(), {0, 8.0 * double(np) * double(stride)});
-    if (direct) continue;
-
-    if (source.form() == ThreeIndexForm::mo) {
-      for (Index p = 0; p < np; ++p) {
-        convert(buffer.data() + p * stride + nfrozen * nvir, nact * nvir, out + p * nact * nvir, kernels, "transform");
+  for (const auto& [p0, p1] : source.blocks(plan.aux_block)) {
+    const Index np = p1 - p0;
+    W* out = target(p0, np);
+    auto one_block = [&] {
+      const Index stride = source.block_stride();
+      // The file's order is already A's order when nothing is converted and no core is dropped.
+      const bool direct = std::is_same_v<W, double> && source.form() == ThreeIndexForm::mo && nfrozen == 0;
+      Stopwatch read_clock;
+      if constexpr (std::is_same_v<W, double>) {
+        if (direct) source.read_block(p0, np, out);
       }
-      continue;
-    }
-    const W* ao_data = nullptr;
-    if constexpr (std::is_same_v<W, double>) {
-      ao_data = buffer.data();
-    } else {
-      converted.resize(buffer.size());
-      convert(buffer.data(), np * stride, converted.data(), kernels, "transform");
-      ao_data = converted.data();
-    }
-    const Index nbf = c.rows();
-    const ConstMatrixViewT<W> c_act{c.data() + nbf * nfrozen, nbf, nact, nbf};
-    const ConstMatrixViewT<W> c_vir{c.data() + nbf * nocc, nbf, nvir, nbf};
-    // (P|mn) as an nbf x (nbf*np) matrix: rows n, columns m + nbf*P.
-    const ConstMatrixViewT<W> ao{ao_data, nbf, nbf * np, nbf};
-    half.resize(static_cast<std::size_t>(nact * nbf * np));
-    if (options.screening.enabled) {
-      // (i | P m) transposed, (m + nbf*P) x i, = op(S)^T C_act with S the screened block: the dropped tiles are
-      // never multiplied. Then A_P = C_vir^T (rows m + nbf*P of it), one GEMM per P.
-      Stopwatch screen_clock;
-      const auto tiles = linalg::bsr_from_dense(ao, options.screening.block, options.screening.block,
-                                                options.screening.threshold);
-      kernels.record_host("transform", "screen", screen_clock.seconds(), {0, double(sizeof(W)) * double(nbf * nbf * np)},
-                          dtype<W>());
-      screening.blocks_kept += tiles.nblocks();
-      screening.blocks_total += static_cast<long long>(tiles.block_row_count()) * tiles.block_col_count();
-      const MatrixViewT<W> half_t{half.data(), nbf * np, nact, nbf * np};
-      kernels.spmm("transform", Trans::yes, W(1), tiles, c_act, W(0), half_t);
-      kernels.gemm_batched("transform", Trans::yes, Trans::no, np, {0, nbf, nact * nvir}, W(1), c_vir,
-                           ConstMatrixViewT<W>{half.data(), nbf, nact, nbf * np}, W(0),
-                           MatrixViewT<W>{out, nvir, nact, nvir});
-      continue;
-    }
-    kernels.gemm("transform", Trans::yes, Trans::no, W(1), c_act, ao, W(0), MatrixViewT<W>{half.data(), nact, nbf * np, nact});
-    // For each P: A_P (nvir x nact, column P of A) = C_vir^T (i|P m)^T.
-    kernels.gemm_batched("transform", Trans::yes, Trans::yes, np, {0, nact * nbf, nact * nvir}, W(1), c_vir,
-                         ConstMatrixViewT<W>{half.data(), nact, nbf, nact}, W(0), MatrixViewT<W>{out, nvir, nact, nvir});
-    if (options.progress) options.progress("MP2 transform", p0 + np, naux);
+      if (!direct) {
+        buffer.resize(static_cast<std::size_t>(np * stride));
+        source.read_block(p0, np, buffer.data());
+      }
+      kernels.record_host("transform", "read_3index", read_clock.seconds(), {0, 8.0 * double(np) * double(stride)});
+      if (direct) return;
+
+      if (source.form() == ThreeIndexForm::mo) {
+        for (Index p = 0; p < np; ++p) {
+          convert(buffer.data() + p * stride + nfrozen * nvir, nact * nvir, out + p * nact * nvir, kernels, "transform");
+        }
+        return;
+      }
+      const W* ao_data = nullptr;
+      if constexpr (std::is_same_v<W, double>) {
+        ao_data = buffer.data();
+      } else {
+        converted.resize(buffer.size());
+        convert(buffer.data(), np * stride, converted.data(), kernels, "transform");
+        ao_data = converted.data();
+      }
+      const Index nbf = c.rows();
+      const ConstMatrixViewT<W> c_act{c.data() + nbf * nfrozen, nbf, nact, nbf};
+      const ConstMatrixViewT<W> c_vir{c.data() + nbf * nocc, nbf, nvir, nbf};
+      // (P|mn) as an nbf x (nbf*np) matrix: rows n, columns m + nbf*P.
+      const ConstMatrixViewT<W> ao{ao_data, nbf, nbf * np, nbf};
+      half.resize(static_cast<std::size_t>(nact * nbf * np));
+      if (options.screening.enabled) {
+        // (i | P m) transposed, (m + nbf*P) x i, = op(S)^T C_act with S the screened block: the dropped tiles are
+        // never multiplied. Then A_P = C_vir^T (rows m + nbf*P of it), one GEMM per P.
+        Stopwatch screen_clock;
+        const auto tiles = linalg::bsr_from_dense(ao, options.screening.block, options.screening.block,
+                                                  options.screening.threshold);
+        kernels.record_host("transform", "screen", screen_clock.seconds(), {0, double(sizeof(W)) * double(nbf * nbf * np)},
+                            dtype<W>());
+        screening.blocks_kept += tiles.nblocks();
+        screening.blocks_total += static_cast<long long>(tiles.block_row_count()) * tiles.block_col_count();
+        const MatrixViewT<W> half_t{half.data(), nbf * np, nact, nbf * np};
+        kernels.spmm("transform", Trans::yes, W(1), tiles, c_act, W(0), half_t);
+        kernels.gemm_batched("transform", Trans::yes, Trans::no, np, {0, nbf, nact * nvir}, W(1), c_vir,
+                             ConstMatrixViewT<W>{half.data(), nbf, nact, nbf * np}, W(0),
+                             MatrixViewT<W>{out, nvir, nact, nvir});
+        return;
+      }
+      kernels.gemm("transform", Trans::yes, Trans::no, W(1), c_act, ao, W(0), MatrixViewT<W>{half.data(), nact, nbf * np, nact});
+      // For each P: A_P (nvir x nact, column P of A) = C_vir^T (i|P m)^T.
+      kernels.gemm_batched("transform", Trans::yes, Trans::yes, np, {0, nact * nbf, nact * nvir}, W(1), c_vir,
+                           ConstMatrixViewT<W>{half.data(), nact, nbf, nact}, W(0), MatrixViewT<W>{out, nvir, nact, nvir});
+    };
+    one_block();
+    require_finite("transform", "the transformed integrals (P|ia)", out, nact * nvir * np);
+    written(p0, np, out);
+    if (options.progress) options.progress("MP2 transform", p1, naux);
   }
-  require_finite("transform", "the transformed integrals (P|ia)", a.data(), a.size());
   if (options.screening.enabled && screening.blocks_kept == 0) {
     throw NumericalError(fmt::format("DF-MP2 step 'transform': screening threshold {:.3e} drops all {} tiles of (P|mn); "
                                      "every energy would be 0 (lower screening.threshold)",
                                      options.screening.threshold, screening.blocks_total));
   }
-  return a;
 }
 
 // Step 3: B = A L^-T or A J^-1/2, in place in `a`. The solve runs in F; rows are independent, so A is fitted in
@@ -285,12 +336,9 @@ template <class W, class F, class Acc>
 void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernels& kernels, DfMp2Result& result) {
   const Vector& eps = *in.orbital_energies;
   const Index nocc = in.nocc, nvir = eps.size() - nocc, nact = nocc - options.nfrozen;
+  const Index naux = in.three_index->naux(), rows = nact * nvir;
   const MatrixT<F> factor = metric_factor<F>(*in.metric, options, kernels, result.metric_report);
   result.screening.enabled = options.screening.enabled;
-  MatrixT<W> fitted = transform<W>(in, options, result.plan, kernels, result.screening);
-  fit<W, F>(fitted, factor, options.metric, result.plan, kernels);
-  require_finite("fitting", "the fitted tensor B", fitted.data(), fitted.size());
-
   const Vector eps_occ = eps.segment(options.nfrozen, nact);
   const Vector eps_vir = eps.tail(nvir);
   const auto pairs = occupied_block_pairs(nact, result.plan.occupied_block);
@@ -299,11 +347,107 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
   // The sum over block pairs is in Acc too: an fp32 run accumulates as fp32 arithmetic would.
   Acc os = 0, ss = 0;
   long long done = 0;
-  for (const auto& pair : pairs) {
-    const PairEnergy e = block_pair_energy<W, Acc>(pair, fitted, eps_occ, eps_vir, kernels, workspace);
+  auto add = [&](const PairEnergy& e) {
     os += Acc(e.opposite_spin);
     ss += Acc(e.same_spin);
     if (options.progress) options.progress("MP2 pair energies", ++done, static_cast<long long>(pairs.size()));
+  };
+
+  if (result.plan.storage == Mp2Storage::memory) {
+    MatrixT<W> fitted(rows, naux);
+    transform<W>(in, options, result.plan, kernels, result.screening,
+                 [&](Index p0, Index) { return fitted.data() + p0 * rows; }, [](Index, Index, const W*) {});
+    fit<W, F>(fitted, factor, options.metric, result.plan, kernels);
+    require_finite("fitting", "the fitted tensor B", fitted.data(), fitted.size());
+    for (const auto& pair : pairs) add(block_pair_energy<W, Acc>(pair, fitted, eps_occ, eps_vir, kernels, workspace));
+  } else {
+    // Scratch: the file holds, for each occupied block I in turn, its rows of A (then B) as an (nI nvir) x naux
+    // column-major matrix, so that a block is one contiguous read or write at every step.
+    const Index nb = result.plan.occupied_block;
+    std::vector<std::pair<Index, Index>> occupied;  // [i0, i1)
+    for (Index i0 = 0; i0 < nact; i0 += nb) occupied.emplace_back(i0, std::min(i0 + nb, nact));
+    auto base = [&](Index i0) { return static_cast<std::size_t>(i0 * nvir * naux); };
+    ScratchFile file(options.scratch_folder, "mp2");
+    auto write = [&](const char* step, const W* data, Index count, std::size_t offset) {
+      Stopwatch clock;
+      file.write(data, static_cast<std::size_t>(count), offset);
+      kernels.record_host(step, "scratch_write", clock.seconds(), {0, double(sizeof(W)) * double(count)}, dtype<W>());
+    };
+    auto read = [&](const char* step, W* data, Index count, std::size_t offset) {
+      Stopwatch clock;
+      file.read(data, static_cast<std::size_t>(count), offset);
+      kernels.record_host(step, "scratch_read", clock.seconds(), {0, double(sizeof(W)) * double(count)}, dtype<W>());
+    };
+    // Transform: each block of columns is cut into its occupied blocks' rows and written where they belong.
+    std::vector<W> block, part;
+    transform<W>(
+        in, options, result.plan, kernels, result.screening,
+        [&](Index, Index np) {
+          block.resize(static_cast<std::size_t>(np * rows));
+          return block.data();
+        },
+        [&](Index p0, Index np, const W* data) {
+          for (const auto& [i0, i1] : occupied) {
+            const Index nr = (i1 - i0) * nvir;
+            part.resize(static_cast<std::size_t>(nr * np));
+            for (Index p = 0; p < np; ++p) std::copy_n(data + p * rows + i0 * nvir, nr, part.data() + p * nr);
+            write("transform", part.data(), nr * np, base(i0) + static_cast<std::size_t>(p0 * nr));
+          }
+        });
+    std::vector<W>().swap(block);
+    std::vector<W>().swap(part);
+    // Fitting, one occupied block at a time, in place.
+    {
+      MatrixT<W> a;
+      BlockPlan plan = result.plan;
+      for (const auto& [i0, i1] : occupied) {
+        const Index nr = (i1 - i0) * nvir;
+        a.resize(nr, naux);
+        read("fitting", a.data(), nr * naux, base(i0));
+        plan.fit_rows = nr;
+        fit<W, F>(a, factor, options.metric, plan, kernels);
+        require_finite("fitting", "the fitted tensor B", a.data(), a.size());
+        write("fitting", a.data(), nr * naux, base(i0));
+      }
+    }
+    // Pairs: B_I read once per I, each B_J (J < I) read while the previous pair is computed.
+    MatrixT<W> b_i, b_j, b_next;
+    for (std::size_t bi = 0; bi < occupied.size(); ++bi) {
+      const auto [i0, i1] = occupied[bi];
+      b_i.resize((i1 - i0) * nvir, naux);
+      read("pair_energy", b_i.data(), b_i.size(), base(i0));
+      auto load = [&](std::size_t bj, MatrixT<W>& into) {
+        into.resize((occupied[bj].second - occupied[bj].first) * nvir, naux);
+        file.read(into.data(), static_cast<std::size_t>(into.size()), base(occupied[bj].first));
+      };
+      std::future<void> pending;
+      double waited = 0, bytes = 0;
+      if (bi > 0) {
+        Stopwatch w;
+        load(0, b_next);
+        waited += w.seconds();
+      }
+      for (std::size_t bj = 0; bj <= bi; ++bj) {
+        const OccupiedBlockPair pair{i0, i1, occupied[bj].first, occupied[bj].second};
+        if (bj == bi) {
+          add(block_pair_energy<W, Acc>(pair, linalg::view(b_i), linalg::view(b_i), eps_occ, eps_vir, kernels,
+                                        workspace));
+          continue;
+        }
+        if (pending.valid()) {
+          Stopwatch w;
+          pending.get();  // rethrows a read error
+          waited += w.seconds();
+        }
+        std::swap(b_j, b_next);
+        bytes += double(sizeof(W)) * double(b_j.size());
+        if (bj + 1 < bi) pending = std::async(std::launch::async, [&, bj] { load(bj + 1, b_next); });
+        add(block_pair_energy<W, Acc>(pair, linalg::view(b_i), linalg::view(b_j), eps_occ, eps_vir, kernels,
+                                      workspace));
+      }
+      // The reads of B_J overlap the pair computations; only the time spent waiting for them is the reads' cost.
+      if (bi > 0) kernels.record_host("pair_energy", "scratch_read", waited, {0, bytes}, dtype<W>());
+    }
   }
   result.opposite_spin = double(os);
   result.same_spin = double(ss);
@@ -316,18 +460,26 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
 template <class W, class Acc>
 PairEnergy block_pair_energy(const OccupiedBlockPair& pair, const MatrixT<W>& fitted, const Vector& eps_occ_in,
                              const Vector& eps_vir_in, linalg::Kernels& kernels, MatrixT<W>& workspace) {
-  const Index nvir = eps_vir_in.size();
-  const Index naux = fitted.cols();
-  const Index ni = pair.i1 - pair.i0, nj = pair.j1 - pair.j0;
+  const Index nvir = eps_vir_in.size(), naux = fitted.cols();
   const ConstMatrixViewT<W> b = linalg::view(fitted);
-  const ConstMatrixViewT<W> b_i = b.block(pair.i0 * nvir, 0, ni * nvir, naux);
+  return block_pair_energy<W, Acc>(pair, b.block(pair.i0 * nvir, 0, (pair.i1 - pair.i0) * nvir, naux),
+                                   b.block(pair.j0 * nvir, 0, (pair.j1 - pair.j0) * nvir, naux), eps_occ_in,
+                                   eps_vir_in, kernels, workspace);
+}
+
+template <class W, class Acc>
+PairEnergy block_pair_energy(const OccupiedBlockPair& pair, ConstMatrixViewT<W> b_i, ConstMatrixViewT<W> b_j,
+                             const Vector& eps_occ_in, const Vector& eps_vir_in, linalg::Kernels& kernels,
+                             MatrixT<W>& workspace) {
+  const Index nvir = eps_vir_in.size();
+  const Index ni = pair.i1 - pair.i0, nj = pair.j1 - pair.j0;
   if (workspace.rows() < ni * nvir || workspace.cols() < nj * nvir) workspace.resize(ni * nvir, nj * nvir);
   const MatrixViewT<W> g{workspace.data(), ni * nvir, nj * nvir, std::max<Index>(1, workspace.rows())};
   if (pair.diagonal()) {
     // (ia|jb) for i >= j is the lower triangle of B_I B_I^T: half the work of a GEMM.
     kernels.syrk("pair_energy", linalg::Uplo::lower, Trans::no, W(1), b_i, W(0), g);
   } else {
-    kernels.gemm("pair_energy", Trans::no, Trans::yes, W(1), b_i, b.block(pair.j0 * nvir, 0, nj * nvir, naux), W(0), g);
+    kernels.gemm("pair_energy", Trans::no, Trans::yes, W(1), b_i, b_j, W(0), g);
   }
 
   Stopwatch reduce_clock;
@@ -391,6 +543,15 @@ template PairEnergy block_pair_energy<float, double>(const OccupiedBlockPair&, c
                                                      const Vector&, linalg::Kernels&, linalg::MatrixF&);
 template PairEnergy block_pair_energy<float, float>(const OccupiedBlockPair&, const linalg::MatrixF&, const Vector&,
                                                     const Vector&, linalg::Kernels&, linalg::MatrixF&);
+template PairEnergy block_pair_energy<double, double>(const OccupiedBlockPair&, linalg::ConstMatrixView,
+                                                      linalg::ConstMatrixView, const Vector&, const Vector&,
+                                                      linalg::Kernels&, Matrix&);
+template PairEnergy block_pair_energy<float, double>(const OccupiedBlockPair&, linalg::ConstMatrixViewF,
+                                                     linalg::ConstMatrixViewF, const Vector&, const Vector&,
+                                                     linalg::Kernels&, linalg::MatrixF&);
+template PairEnergy block_pair_energy<float, float>(const OccupiedBlockPair&, linalg::ConstMatrixViewF,
+                                                    linalg::ConstMatrixViewF, const Vector&, const Vector&,
+                                                    linalg::Kernels&, linalg::MatrixF&);
 
 DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernels& kernels) {
   const Vector& eps = *in.orbital_energies;
@@ -423,7 +584,17 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg:
     throw std::logic_error("run_dfmp2: screening applies to AO-form integrals only");
   }
   result.plan = plan_blocks(in.three_index->form(), nbf, nocc, nact, nvir, result.naux, options.memory_bytes,
-                            options.precision, options.metric, options.screening.enabled);
+                            options.precision, options.metric, options.screening.enabled, options.storage);
+  if (result.plan.storage == Mp2Storage::scratch) {
+    check_scratch_folder(options.scratch_folder);
+    const double free = free_bytes(options.scratch_folder);
+    if (free >= 0 && free < 1.05 * result.plan.scratch_bytes) {
+      throw ResourceError(fmt::format("scratch: DF-MP2 needs {} in '{}', which has {} free; use another folder (key "
+                                      "'scratch') or more 'memory'",
+                                      linalg::format_bytes(result.plan.scratch_bytes), options.scratch_folder,
+                                      linalg::format_bytes(free)));
+    }
+  }
   switch (options.precision) {
     case Precision::fp64: run_typed<double, double, double>(in, options, kernels, result); break;
     case Precision::fp32: run_typed<float, float, float>(in, options, kernels, result); break;

@@ -26,8 +26,14 @@ namespace dfmp2::chem {
 
 enum class Precision { fp64, fp32, mixed, bf16 };
 enum class MetricMethod { cholesky, eigh, newton_schulz };
+// Where the transformed and fitted tensor (nact nvir x naux) lives: in memory, or in a scratch file laid out by
+// occupied block (each block's rows contiguous), transformed into it, fitted block by block in place, and read back
+// block by block by the pair loop (the next block read while the current pair is computed), as Psi4's disk-based
+// DF-MP2 does. `automatic`: memory when it fits.
+enum class Mp2Storage { automatic, memory, scratch };
 std::string precision_name(Precision p);
 std::string metric_name(MetricMethod m);
+std::string mp2_storage_name(Mp2Storage s);
 
 // Block screening of the AO three-index integrals: (P|mn) of one batch of auxiliary functions, as an
 // nbf x (nbf * batch) matrix, is cut into block x block tiles; a tile whose largest |(P|mn)| is not above
@@ -53,6 +59,8 @@ struct DfMp2Options {
   double eigh_threshold = linalg::kDefaultEighThreshold;  // relative to the largest metric eigenvalue
   linalg::NewtonSchulzOptions newton_schulz;
   ScreeningOptions screening;  // AO-form integrals only
+  Mp2Storage storage = Mp2Storage::automatic;
+  std::string scratch_folder = "/tmp";  // for Mp2Storage::scratch
   // (optional) Told after each block of the transformation and each occupied block pair: phase, done, total.
   std::function<void(const std::string&, long long, long long)> progress;
 };
@@ -84,19 +92,23 @@ struct OccupiedBlockPair {
 
 // How the work is cut to stay within memory.
 struct BlockPlan {
+  Mp2Storage storage = Mp2Storage::memory;  // memory or scratch (never automatic)
   linalg::Index aux_block = 0;       // auxiliary functions transformed at once
   linalg::Index fit_rows = 0;        // rows of A fitted at once (GEMM fitting, or fitting in another precision)
-  linalg::Index occupied_block = 0;  // active occupied orbitals per pair block
-  double fixed_bytes = 0;            // held throughout: fitted tensor, metric factor, orbitals
+  linalg::Index occupied_block = 0;  // active occupied orbitals per pair block (and per fitted block on scratch)
+  double fixed_bytes = 0;            // held throughout: fitted tensor (memory storage), metric factor, orbitals
   double peak_bytes = 0;             // fixed + the largest phase workspace
+  double scratch_bytes = 0;          // the scratch file (scratch storage)
+  // Per phase, the bytes of its largest working set beside the fixed part, for the memory plan's table.
+  double transform_bytes = 0, fitting_bytes = 0, pair_bytes = 0;
 };
 
-// Picks block sizes so the working set stays under `memory_bytes`; throws ResourceError when even the smallest
-// blocks do not fit, naming what is needed.
+// Picks the storage and block sizes so the working set stays under `memory_bytes`; throws ResourceError when even
+// the smallest blocks do not fit, naming the phase and what is needed.
 BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, linalg::Index nocc, linalg::Index nact,
                       linalg::Index nvir, linalg::Index naux, double memory_bytes,
                       Precision precision = Precision::fp64, MetricMethod metric = MetricMethod::cholesky,
-                      bool screening = false);
+                      bool screening = false, Mp2Storage storage = Mp2Storage::automatic);
 
 // Block pairs I >= J over `nact` active occupied orbitals in blocks of `block`.
 std::vector<OccupiedBlockPair> occupied_block_pairs(linalg::Index nact, linalg::Index block);
@@ -123,6 +135,11 @@ template <class W, class Acc = double>
 PairEnergy block_pair_energy(const OccupiedBlockPair& pair, const linalg::MatrixT<W>& fitted,
                              const linalg::Vector& eps_active_occ, const linalg::Vector& eps_vir,
                              linalg::Kernels& kernels, linalg::MatrixT<W>& workspace);
+// The same with the two blocks given: b_i holds the rows of occupied block I ((i1 - i0) nvir x naux), b_j those of J.
+template <class W, class Acc = double>
+PairEnergy block_pair_energy(const OccupiedBlockPair& pair, linalg::ConstMatrixViewT<W> b_i,
+                             linalg::ConstMatrixViewT<W> b_j, const linalg::Vector& eps_active_occ,
+                             const linalg::Vector& eps_vir, linalg::Kernels& kernels, linalg::MatrixT<W>& workspace);
 
 DfMp2Result run_dfmp2(const DfMp2Input& input, const DfMp2Options& options, linalg::Kernels& kernels);
 

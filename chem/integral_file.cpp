@@ -603,12 +603,51 @@ bool write_dataset(hid_t file, const char* name, const std::vector<hsize_t>& dim
   return ds.valid() && H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
 }
 
+// (P|mn) as "ao_3index" [naux, nbf, nbf], chunked one auxiliary function per chunk (Fletcher32, gzip), written a
+// block of whole functions at a time so that at most `block_bytes` of it is in memory.
+bool write_three_index(hid_t file, const ThreeIndexSource& source, double block_bytes) {
+  const hsize_t naux = static_cast<hsize_t>(source.naux());
+  const hsize_t nbf = static_cast<hsize_t>(std::llround(std::sqrt(double(source.block_stride()))));
+  const hsize_t dims[3] = {naux, nbf, nbf};
+  Handle space(H5Screate_simple(3, dims, nullptr), H5Sclose);
+  Handle props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  const hsize_t chunk[3] = {1, nbf, nbf};
+  H5Pset_chunk(props.get(), 3, chunk);
+  H5Pset_shuffle(props.get());
+  H5Pset_deflate(props.get(), 4);
+  H5Pset_fletcher32(props.get());
+  Handle ds(H5Dcreate2(file, "ao_3index", H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, props.get(), H5P_DEFAULT),
+            H5Dclose);
+  if (!ds.valid()) return false;
+  const auto per_function = static_cast<Index>(nbf * nbf);
+  const Index max_functions = std::max<Index>(1, static_cast<Index>(block_bytes / (8.0 * double(per_function))));
+  std::vector<double> block;
+  for (const auto& [p0, p1] : source.blocks(max_functions)) {
+    block.resize(static_cast<std::size_t>((p1 - p0) * per_function));
+    source.read_block(p0, p1 - p0, block.data());
+    const hsize_t start[3] = {static_cast<hsize_t>(p0), 0, 0};
+    const hsize_t count[3] = {static_cast<hsize_t>(p1 - p0), nbf, nbf};
+    Handle file_space(H5Dget_space(ds.get()), H5Sclose);
+    H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+    Handle memory(H5Screate_simple(3, count, nullptr), H5Sclose);
+    if (H5Dwrite(ds.get(), H5T_NATIVE_DOUBLE, memory.get(), file_space.get(), H5P_DEFAULT, block.data()) < 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // A row-major float64 dataset of the given shape (a scalar when `dims` is empty).
 bool write_doubles(hid_t file, const char* name, const std::vector<hsize_t>& dims, const double* data) {
   return write_dataset(file, name, dims, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 8, data);
 }
 
 }  // namespace
+
+double integral_file_bytes(Index nbf, Index nmo, Index naux) {
+  return 8.0 * (double(naux) * double(nbf) * double(nbf) + double(naux) * double(naux) + double(nbf) * double(nmo) +
+                double(nmo));
+}
 
 void write_integral_file(const std::string& path, const IntegralFileContents& c) {
   static SilenceHdf5 silence;
@@ -630,7 +669,7 @@ void write_integral_file(const std::string& path, const IntegralFileContents& c)
     ok &= write_doubles(file.get(), "orbital_energies", {hsize_t(nmo)}, c.orbital_energies->data());
     const long long nocc = c.nocc;
     ok &= write_dataset(file.get(), "nocc", {}, H5T_STD_I64LE, H5T_NATIVE_LLONG, 8, &nocc);
-    ok &= write_doubles(file.get(), "ao_3index", {hsize_t(naux), hsize_t(nbf), hsize_t(nbf)}, c.ao_3index->data());
+    ok &= write_three_index(file.get(), *c.ao_3index, c.block_bytes);
     ok &= write_doubles(file.get(), "metric", {hsize_t(naux), hsize_t(naux)}, c.metric->data());  // symmetric
     if (c.scf_energy) ok &= write_doubles(file.get(), "scf_energy", {}, &*c.scf_energy);
     if (c.nuclear_repulsion_energy) {

@@ -36,15 +36,18 @@ struct IntegralFileContents {
   const linalg::Matrix* mo_coefficients = nullptr;  // nbf x nmo
   const linalg::Vector* orbital_energies = nullptr;
   linalg::Index nocc = 0;
-  const std::vector<double>* ao_3index = nullptr;  // naux * nbf * nbf, row-major (P, m, n)
+  const ThreeIndexSource* ao_3index = nullptr;     // AO form, read block by block as it is written
+  double block_bytes = 256.0 * (1 << 20);          // at most this much of (P|mn) is held at once
   const linalg::Matrix* metric = nullptr;          // naux x naux
   std::optional<double> scf_energy, nuclear_repulsion_energy;
   std::optional<Molecule> molecule;
   std::string basis, aux_basis, scf_type, generator;
 };
 
-// Writes an AO-form file of format version 1, atomically (a temporary file in the same folder, then renamed).
-// Throws OutputError when it cannot.
+// Writes an AO-form file of format version 1, atomically (a temporary file in the same folder, then renamed),
+// streaming (P|mn) from its source a block of auxiliary functions at a time. Throws OutputError when it cannot.
+// The bytes of (P|mn) as stored, before compression, for the size printed before writing.
+double integral_file_bytes(linalg::Index nbf, linalg::Index nmo, linalg::Index naux);
 void write_integral_file(const std::string& path, const IntegralFileContents& contents);
 
 class IntegralFile final : public ThreeIndexSource {

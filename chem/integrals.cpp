@@ -268,84 +268,168 @@ linalg::Matrix coulomb_metric(const BasisSet& aux) {
   return out;
 }
 
-std::vector<double> three_center_integrals(const BasisSet& aux, const BasisSet& basis, double screening_threshold) {
-  const LibintBasis a = to_libint(aux);
-  const LibintBasis b = to_libint(basis);
-  const std::size_t nbf = b.nbf;
-  const std::size_t nbf2 = nbf * nbf;
-  std::vector<double> out(a.nbf * nbf2, 0.0);
-  if (a.nbf == 0 || nbf == 0) return out;
+struct ThreeCenterEngine::Impl {
+  LibintBasis a, b;
+  ShellPairs sp;
+  std::vector<double> aux_schwarz;
+  std::vector<libint2::ShellPair> aux_pairs;
+  std::vector<std::size_t> kept;             // shell pairs that survive screening against the largest (P|P)
+  std::vector<linalg::Index> packed_offset;  // parallel to kept: first packed position of the pair
+  std::vector<int> packed_m, packed_n;
+  std::vector<linalg::Index> shell_starts;
+  double threshold = 0;
+  std::vector<libint2::Engine> engines;  // one per thread
 
-  const ShellPairs sp = make_shell_pairs(b);
-  const libint2::Shell& unit = libint2::Shell::unit();
-  const double ln_prec = ln_engine_precision();
-
-  // Schwarz factors of the auxiliary shells, sqrt(max (P|P)), and their (P, unit) primitive-pair data.
-  const int naux_sh = a.nshells();
-  std::vector<double> aux_schwarz(static_cast<std::size_t>(naux_sh), 0.0);
-  std::vector<libint2::ShellPair> aux_pairs(static_cast<std::size_t>(naux_sh));
-  {
-    libint2::Engine engine = make_coulomb_engine("two-centre integrals", BraKet::xs_xs, a.max_nprim, a.max_l);
-    engine.set_precision(0.0);
-    const auto& buf = engine.results();
-    for (int s = 0; s < naux_sh; ++s) {
-      aux_pairs[static_cast<std::size_t>(s)].init(a.shells[s], unit, ln_prec);
-      engine.compute2<Operator::coulomb, BraKet::xs_xs, 0>(a.shells[s], unit, a.shells[s], unit);
-      double largest = 0;
-      if (buf[0] != nullptr) {
-        const int n = a.sizes[s];
-        for (int f = 0; f < n; ++f) largest = std::max(largest, std::abs(buf[0][f * n + f]));
-      }
-      aux_schwarz[static_cast<std::size_t>(s)] = std::sqrt(largest);
+  // Calls `store(P, local pair index, fm, fn, value)` for every computed integral of aux shells with functions in
+  // [p0, p1), threaded over those shells.
+  template <class Store>
+  void compute(linalg::Index p0, linalg::Index p1, const Store& store) {
+    const auto first = std::lower_bound(shell_starts.begin(), shell_starts.end(), p0) - shell_starts.begin();
+    const auto last = std::lower_bound(shell_starts.begin(), shell_starts.end(), p1) - shell_starts.begin();
+    if (shell_starts[static_cast<std::size_t>(first)] != p0 || shell_starts[static_cast<std::size_t>(last)] != p1) {
+      throw std::logic_error("ThreeCenterEngine: block boundaries must fall on auxiliary shells");
     }
-  }
-  const double max_aux_schwarz = *std::max_element(aux_schwarz.begin(), aux_schwarz.end());
-
-  // Shell pairs (m, n) that survive screening against the largest (P|P).
-  std::vector<std::size_t> kept;
-  kept.reserve(sp.pairs.size());
-  for (std::size_t p = 0; p < sp.pairs.size(); ++p) {
-    if (sp.schwarz[p] * max_aux_schwarz >= screening_threshold) kept.push_back(p);
-  }
-
-  const libint2::Engine proto = make_coulomb_engine("three-centre integrals", BraKet::xs_xx,
-                                                    std::max(a.max_nprim, b.max_nprim), std::max(a.max_l, b.max_l));
-  std::vector<libint2::Engine> engines(static_cast<std::size_t>(thread_count()), proto);
-#pragma omp parallel
-  {
-    libint2::Engine& engine = engines[static_cast<std::size_t>(omp_get_thread_num())];
-    const auto& buf = engine.results();
+    const libint2::Shell& unit = libint2::Shell::unit();
+    const int nthreads = std::min<int>(thread_count(), static_cast<int>(engines.size()));
+#pragma omp parallel num_threads(nthreads)
+    {
+      libint2::Engine& engine = engines[static_cast<std::size_t>(omp_get_thread_num())];
+      const auto& buf = engine.results();
 #pragma omp for schedule(dynamic)
-    for (int sP = 0; sP < naux_sh; ++sP) {
-      const libint2::Shell& shell_p = a.shells[sP];
-      const int nP = a.sizes[sP];
-      const std::size_t oP = a.offsets[sP];
-      const double qP = aux_schwarz[static_cast<std::size_t>(sP)];
-      for (std::size_t p : kept) {
-        if (qP * sp.schwarz[p] < screening_threshold) continue;
-        const auto [sm, sn] = sp.pairs[p];
-        engine.compute2<Operator::coulomb, BraKet::xs_xx, 0>(shell_p, unit, b.shells[sm], b.shells[sn],
-                                                             &aux_pairs[static_cast<std::size_t>(sP)], &sp.data[p]);
-        const double* ints = buf[0];
-        if (ints == nullptr) continue;
-        const int nm = b.sizes[sm];
-        const int nn = b.sizes[sn];
-        const std::size_t om = b.offsets[sm];
-        const std::size_t on = b.offsets[sn];
-        for (int fP = 0; fP < nP; ++fP) {
-          double* slab = out.data() + (oP + fP) * nbf2;
-          const double* block = ints + static_cast<std::size_t>(fP) * nm * nn;
-          for (int fm = 0; fm < nm; ++fm) {
-            for (int fn = 0; fn < nn; ++fn) {
-              const double v = block[fm * nn + fn];
-              slab[(om + fm) * nbf + on + fn] = v;
-              slab[(on + fn) * nbf + om + fm] = v;
-            }
+      for (long sP = first; sP < last; ++sP) {
+        const libint2::Shell& shell_p = a.shells[static_cast<std::size_t>(sP)];
+        const int nP = a.sizes[static_cast<std::size_t>(sP)];
+        const auto oP = static_cast<linalg::Index>(a.offsets[static_cast<std::size_t>(sP)]);
+        const double qP = aux_schwarz[static_cast<std::size_t>(sP)];
+        for (std::size_t kp = 0; kp < kept.size(); ++kp) {
+          const std::size_t p = kept[kp];
+          if (qP * sp.schwarz[p] < threshold) continue;
+          const auto [sm, sn] = sp.pairs[p];
+          engine.compute2<Operator::coulomb, BraKet::xs_xx, 0>(shell_p, unit, b.shells[sm], b.shells[sn],
+                                                               &aux_pairs[static_cast<std::size_t>(sP)], &sp.data[p]);
+          const double* ints = buf[0];
+          if (ints == nullptr) continue;
+          const int nm = b.sizes[sm], nn = b.sizes[sn];
+          for (int fP = 0; fP < nP; ++fP) {
+            const double* block = ints + static_cast<std::size_t>(fP) * nm * nn;
+            for (int fm = 0; fm < nm; ++fm)
+              for (int fn = 0; fn < nn; ++fn) store(oP + fP, kp, sm, sn, fm, fn, block[fm * nn + fn]);
           }
         }
       }
     }
   }
+};
+
+ThreeCenterEngine::ThreeCenterEngine(const BasisSet& aux, const BasisSet& basis, double screening_threshold)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& d = *impl_;
+  d.a = to_libint(aux);
+  d.b = to_libint(basis);
+  d.threshold = screening_threshold;
+  const int naux_sh = d.a.nshells();
+  for (int s = 0; s < naux_sh; ++s) d.shell_starts.push_back(static_cast<linalg::Index>(d.a.offsets[s]));
+  d.shell_starts.push_back(static_cast<linalg::Index>(d.a.nbf));
+  if (d.a.nbf == 0 || d.b.nbf == 0) return;
+  d.sp = make_shell_pairs(d.b);
+  const libint2::Shell& unit = libint2::Shell::unit();
+  const double ln_prec = ln_engine_precision();
+  // Schwarz factors of the auxiliary shells, sqrt(max (P|P)), and their (P, unit) primitive-pair data.
+  d.aux_schwarz.assign(static_cast<std::size_t>(naux_sh), 0.0);
+  d.aux_pairs.resize(static_cast<std::size_t>(naux_sh));
+  {
+    libint2::Engine engine = make_coulomb_engine("two-centre integrals", BraKet::xs_xs, d.a.max_nprim, d.a.max_l);
+    engine.set_precision(0.0);
+    const auto& buf = engine.results();
+    for (int s = 0; s < naux_sh; ++s) {
+      d.aux_pairs[static_cast<std::size_t>(s)].init(d.a.shells[s], unit, ln_prec);
+      engine.compute2<Operator::coulomb, BraKet::xs_xs, 0>(d.a.shells[s], unit, d.a.shells[s], unit);
+      double largest = 0;
+      if (buf[0] != nullptr) {
+        const int n = d.a.sizes[s];
+        for (int f = 0; f < n; ++f) largest = std::max(largest, std::abs(buf[0][f * n + f]));
+      }
+      d.aux_schwarz[static_cast<std::size_t>(s)] = std::sqrt(largest);
+    }
+  }
+  const double max_aux_schwarz = *std::max_element(d.aux_schwarz.begin(), d.aux_schwarz.end());
+  linalg::Index packed = 0;
+  for (std::size_t p = 0; p < d.sp.pairs.size(); ++p) {
+    if (d.sp.schwarz[p] * max_aux_schwarz < screening_threshold) continue;
+    d.kept.push_back(p);
+    d.packed_offset.push_back(packed);
+    const auto [sm, sn] = d.sp.pairs[p];
+    const int om = static_cast<int>(d.b.offsets[sm]), on = static_cast<int>(d.b.offsets[sn]);
+    for (int fm = 0; fm < d.b.sizes[sm]; ++fm) {
+      for (int fn = 0; fn < d.b.sizes[sn]; ++fn) {
+        if (sm == sn && fn > fm) continue;  // m >= n within a diagonal shell pair
+        d.packed_m.push_back(om + fm);
+        d.packed_n.push_back(on + fn);
+        ++packed;
+      }
+    }
+  }
+  d.engines.assign(static_cast<std::size_t>(thread_count()),
+                   make_coulomb_engine("three-centre integrals", BraKet::xs_xx, std::max(d.a.max_nprim, d.b.max_nprim),
+                                       std::max(d.a.max_l, d.b.max_l)));
+}
+
+ThreeCenterEngine::~ThreeCenterEngine() = default;
+
+linalg::Index ThreeCenterEngine::naux() const { return static_cast<linalg::Index>(impl_->a.nbf); }
+linalg::Index ThreeCenterEngine::nbf() const { return static_cast<linalg::Index>(impl_->b.nbf); }
+linalg::Index ThreeCenterEngine::npacked() const { return static_cast<linalg::Index>(impl_->packed_m.size()); }
+const std::vector<linalg::Index>& ThreeCenterEngine::shell_starts() const { return impl_->shell_starts; }
+const std::vector<int>& ThreeCenterEngine::packed_m() const { return impl_->packed_m; }
+const std::vector<int>& ThreeCenterEngine::packed_n() const { return impl_->packed_n; }
+
+std::vector<std::pair<linalg::Index, linalg::Index>> ThreeCenterEngine::blocks(linalg::Index max_functions) const {
+  std::vector<std::pair<linalg::Index, linalg::Index>> out;
+  const auto& starts = impl_->shell_starts;
+  std::size_t s = 0;
+  while (s + 1 < starts.size()) {
+    std::size_t e = s + 1;
+    while (e + 1 < starts.size() && starts[e + 1] - starts[s] <= max_functions) ++e;
+    out.emplace_back(starts[s], starts[e]);
+    s = e;
+  }
+  return out;
+}
+
+void ThreeCenterEngine::compute_packed(linalg::Index p0, linalg::Index p1, double* out) const {
+  const linalg::Index np = npacked();
+  std::fill(out, out + (p1 - p0) * np, 0.0);
+  const Impl& d = *impl_;
+  impl_->compute(p0, p1, [&](linalg::Index P, std::size_t kp, int sm, int sn, int fm, int fn, double v) {
+    if (sm == sn && fn > fm) return;
+    // Position inside the pair: row-major over (fm, fn), with only fn <= fm for a diagonal shell pair.
+    const linalg::Index local = sm == sn ? fm * (fm + 1) / 2 + fn : fm * d.b.sizes[sn] + fn;
+    out[(P - p0) * np + d.packed_offset[kp] + local] = v;
+  });
+}
+
+void ThreeCenterEngine::compute_square(linalg::Index p0, linalg::Index p1, double* out) const {
+  const auto nbf = static_cast<std::size_t>(this->nbf());
+  std::fill(out, out + static_cast<std::size_t>(p1 - p0) * nbf * nbf, 0.0);
+  const Impl& d = *impl_;
+  impl_->compute(p0, p1, [&](linalg::Index P, std::size_t, int sm, int sn, int fm, int fn, double v) {
+    double* slab = out + static_cast<std::size_t>(P - p0) * nbf * nbf;
+    const std::size_t m = d.b.offsets[sm] + fm, n = d.b.offsets[sn] + fn;
+    slab[m * nbf + n] = v;
+    slab[n * nbf + m] = v;
+  });
+}
+
+linalg::Index DirectThreeIndex::largest_block(linalg::Index max_functions) const {
+  linalg::Index largest = 0;
+  for (const auto& [p0, p1] : engine_.blocks(max_functions)) largest = std::max(largest, p1 - p0);
+  return largest;
+}
+
+std::vector<double> three_center_integrals(const BasisSet& aux, const BasisSet& basis, double screening_threshold) {
+  const ThreeCenterEngine engine(aux, basis, screening_threshold);
+  std::vector<double> out(static_cast<std::size_t>(engine.naux() * engine.nbf() * engine.nbf()), 0.0);
+  if (!out.empty()) engine.compute_square(0, engine.naux(), out.data());
   return out;
 }
 

@@ -12,6 +12,7 @@
 // A basis with more angular momentum than the libint2 build supports (four-centre l <= 5, two- and three-centre
 // auxiliary l <= 7 with Debian's libint2 2.7) is an UnsupportedError; a malformed shell std::invalid_argument.
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "chem/basis_set.hpp"
@@ -35,6 +36,63 @@ linalg::Matrix nuclear_attraction_matrix(const BasisSet& basis, const Molecule& 
 
 // (P|Q) over an auxiliary basis, naux x naux.
 linalg::Matrix coulomb_metric(const BasisSet& aux);
+
+// (P|mn) computed a block of auxiliary functions at a time, so that no phase needs the whole tensor (naux x nbf^2
+// doubles) unless its memory plan allows it. Blocks start and end on auxiliary shells (shell_starts()).
+//
+// Shell pairs (m, n), m >= n, whose Schwarz bound sqrt((mn|mn)) * max_P sqrt((P|P)) is below
+// `screening_threshold` are left out, and so are shell triples whose bound sqrt((P|P)) * sqrt((mn|mn)) is (they are
+// zero in the output). The significant function pairs m >= n of the kept shell pairs form the packed layout that
+// the DF-J/K stores: npacked() values per auxiliary function instead of nbf^2.
+class ThreeCenterEngine {
+ public:
+  ThreeCenterEngine(const BasisSet& aux, const BasisSet& basis, double screening_threshold = 1e-14);
+  ~ThreeCenterEngine();
+  ThreeCenterEngine(const ThreeCenterEngine&) = delete;
+  ThreeCenterEngine& operator=(const ThreeCenterEngine&) = delete;
+
+  linalg::Index naux() const;
+  linalg::Index nbf() const;
+  linalg::Index npacked() const;
+  // First function of each auxiliary shell, and naux at the end (size nshells + 1).
+  const std::vector<linalg::Index>& shell_starts() const;
+  // Blocks [start, end) of whole auxiliary shells with at most `max_functions` functions each (a shell larger than
+  // that is a block of its own).
+  std::vector<std::pair<linalg::Index, linalg::Index>> blocks(linalg::Index max_functions) const;
+  // Function indices (m, n), m >= n, of each packed position.
+  const std::vector<int>& packed_m() const;
+  const std::vector<int>& packed_n() const;
+
+  // (P|mn) for P in [p0, p1) (shell boundaries): packed, out[(P - p0) * npacked() + k]; or square, both triangles,
+  // out[(P - p0) * nbf^2 + m * nbf + n]. Threaded over the block's shells.
+  void compute_packed(linalg::Index p0, linalg::Index p1, double* out) const;
+  void compute_square(linalg::Index p0, linalg::Index p1, double* out) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// (P|mn) of molecule input for DF-MP2, computed by a ThreeCenterEngine block by block as DF-MP2 reads them: the
+// whole AO tensor never exists. read_block() takes the blocks of blocks() (whole auxiliary shells).
+class DirectThreeIndex final : public ThreeIndexSource {
+ public:
+  DirectThreeIndex(const BasisSet& aux, const BasisSet& basis) : engine_(aux, basis) {}
+  ThreeIndexForm form() const override { return ThreeIndexForm::ao; }
+  linalg::Index naux() const override { return engine_.naux(); }
+  linalg::Index block_stride() const override { return engine_.nbf() * engine_.nbf(); }
+  void read_block(linalg::Index p0, linalg::Index count, double* out) const override {
+    engine_.compute_square(p0, p0 + count, out);
+  }
+  std::vector<std::pair<linalg::Index, linalg::Index>> blocks(linalg::Index max_functions) const override {
+    return engine_.blocks(max_functions);
+  }
+  linalg::Index largest_block(linalg::Index max_functions) const override;
+  const ThreeCenterEngine& engine() const { return engine_; }
+
+ private:
+  ThreeCenterEngine engine_;
+};
 
 // (P|mn) for all P, m, n: out has naux * nbf * nbf doubles in the integral file's row-major order,
 // out[n + nbf*(m + nbf*P)], both (m, n) and (n, m) filled. Shell pairs (m, n) whose Schwarz bound

@@ -22,57 +22,6 @@ using linalg::Vector;
 
 namespace {
 
-class DfJk final : public JkBuilder {
- public:
-  DfJk(const BasisSet& basis, const BasisSet& jk_basis, linalg::Kernels& kernels)
-      : kernels_(kernels), nbf_(basis.nbf()), naux_(jk_basis.nbf()) {
-    Stopwatch clock;
-    std::vector<double> three = three_center_integrals(jk_basis, basis);
-    kernels_.record_host("scf_integrals", "three_center", clock.seconds(), {0, 8.0 * double(three.size())});
-    Stopwatch metric_clock;
-    Matrix metric = coulomb_metric(jk_basis);
-    kernels_.record_host("scf_integrals", "metric", metric_clock.seconds(), {0, 8.0 * double(metric.size())});
-    try {
-      kernels_.cholesky("scf_fitting", linalg::Uplo::lower, linalg::view(metric));
-    } catch (const NumericalError& e) {
-      throw NumericalError(fmt::format("JK fitting metric (P|Q) of '{}': {}", jk_basis.name, e.what()));
-    }
-    fitted_ = Eigen::Map<Matrix>(three.data(), nbf_ * nbf_, naux_);  // column P = (P|mn), both triangles
-    three.clear();
-    three.shrink_to_fit();
-    kernels_.trsm("scf_fitting", linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
-                  linalg::view(metric), linalg::view(fitted_));
-  }
-
-  void compute(const Matrix& c_occ, Matrix& j, Matrix& k) override {
-    const Index nocc = c_occ.cols();
-    Matrix density(nbf_, nbf_);
-    kernels_.gemm("scf_jk", Trans::no, Trans::yes, 1.0, linalg::view(c_occ), linalg::view(c_occ), 0.0,
-                  linalg::view(density));
-    // J: d_Q = sum_mn B_Qmn D_mn, J_mn = sum_Q B_Qmn d_Q.
-    Matrix d(naux_, 1);
-    kernels_.gemm("scf_jk", Trans::yes, Trans::no, 1.0, linalg::view(fitted_),
-                  ConstMatrixView{density.data(), nbf_ * nbf_, 1, nbf_ * nbf_}, 0.0, linalg::view(d));
-    j.resize(nbf_, nbf_);
-    kernels_.gemm("scf_jk", Trans::no, Trans::no, 1.0, linalg::view(fitted_), linalg::view(d), 0.0,
-                  MatrixView{j.data(), nbf_ * nbf_, 1, nbf_ * nbf_});
-    // K: X_Q = B_Q C_occ for every Q (one batched GEMM), K = sum_Q X_Q X_Q^T (one SYRK).
-    half_.resize(nbf_, nocc * naux_);
-    kernels_.gemm_batched("scf_jk", Trans::no, Trans::no, naux_, {nbf_ * nbf_, 0, nbf_ * nocc}, 1.0,
-                          ConstMatrixView{fitted_.data(), nbf_, nbf_, nbf_}, linalg::view(c_occ), 0.0,
-                          MatrixView{half_.data(), nbf_, nocc, nbf_});
-    k.resize(nbf_, nbf_);
-    kernels_.syrk("scf_jk", linalg::Uplo::lower, Trans::no, 1.0, linalg::view(half_), 0.0, linalg::view(k));
-    k.triangularView<Eigen::StrictlyUpper>() = k.transpose();
-  }
-
- private:
-  linalg::Kernels& kernels_;
-  Index nbf_, naux_;
-  Matrix fitted_;  // (nbf^2) x naux
-  Matrix half_;
-};
-
 class ExactJk final : public JkBuilder {
  public:
   ExactJk(const BasisSet& basis, linalg::Kernels* kernels) : basis_(basis), kernels_(kernels) {}
@@ -218,10 +167,6 @@ Matrix sad_guess(const Molecule& molecule, const BasisSet& basis, linalg::Kernel
 }
 
 }  // namespace
-
-std::unique_ptr<JkBuilder> make_df_jk(const BasisSet& basis, const BasisSet& jk_basis, linalg::Kernels& kernels) {
-  return std::make_unique<DfJk>(basis, jk_basis, kernels);
-}
 
 std::unique_ptr<JkBuilder> make_exact_jk(const BasisSet& basis, linalg::Kernels& kernels) {
   return std::make_unique<ExactJk>(basis, &kernels);

@@ -3,9 +3,8 @@
 //
 //   F = H + 2J - K,  E = tr[D (H + F)] + E_nuc,  D = C_occ C_occ^T
 //
-// J and K come from a JkBuilder: density-fitted with a JK fitting basis (DfJk: B = (P|mn) fitted by the Cholesky
-// factor of the metric; J from two matrix-vector products, K = sum_Q (B_Q C_occ)(B_Q C_occ)^T as one batched GEMM
-// and one SYRK) or exact four-centre integrals (ExactJk, integral-direct; for small molecules).
+// J and K come from a JkBuilder: density-fitted with a JK fitting basis, blocked within a memory budget (chem/df_jk.hpp)
+// or exact four-centre integrals (ExactJk, integral-direct; for small molecules).
 // Iterations: Pulay DIIS on the orbital gradient X^T (F D S - S D F) X (X = S^-1/2, symmetric orthogonalisation),
 // converged when the energy change is below e_convergence and the RMS of the gradient below d_convergence.
 // Guesses: core (diagonalise H) or sad (superposition of atomic densities from fractional-occupation atomic RHF
@@ -57,8 +56,7 @@ class JkBuilder {
   virtual void compute(const linalg::Matrix& c_occ, linalg::Matrix& j, linalg::Matrix& k) = 0;
 };
 
-// Density-fitted J/K: computes and fits (P|mn) over the JK basis once, then contracts it every iteration.
-std::unique_ptr<JkBuilder> make_df_jk(const BasisSet& basis, const BasisSet& jk_basis, linalg::Kernels& kernels);
+// Density-fitted J/K within a memory budget: chem/df_jk.hpp.
 std::unique_ptr<JkBuilder> make_exact_jk(const BasisSet& basis, linalg::Kernels& kernels);
 
 // Electrons of a neutral molecule minus the charge; throws InputError for an odd count (open shell).

@@ -1,8 +1,10 @@
 #pragma once
 // Where DF-MP2 gets its three-index integrals from. The tensor is read in blocks of auxiliary functions so a
-// calculation never needs all of (P|mn) in memory at once; a file streams them from disk, an SCF (later) from
-// memory.
+// calculation never needs all of (P|mn) in memory at once: a file streams them from disk, a synthetic problem
+// generates them, molecule input computes them with libint2 as they are read (DirectThreeIndex).
 #include <cstddef>
+#include <utility>
+#include <vector>
 
 #include "linalg/matrix_view.hpp"
 
@@ -23,6 +25,16 @@ class ThreeIndexSource {
   // Writes functions p0 .. p0+count-1 to `out` (count * block_stride doubles), each in the file's row-major
   // order: (P|mn) at out[n + nbf*m + stride*P], (P|ia) at out[a + nvir*i + stride*P].
   virtual void read_block(linalg::Index p0, linalg::Index count, double* out) const = 0;
+  // The blocks [start, end) of at most `max_functions` functions (at least one) that read_block() takes best: equal
+  // cuts by default; whole auxiliary shells for a source that computes integrals.
+  virtual std::vector<std::pair<linalg::Index, linalg::Index>> blocks(linalg::Index max_functions) const {
+    std::vector<std::pair<linalg::Index, linalg::Index>> out;
+    const linalg::Index step = max_functions < 1 ? 1 : max_functions;
+    for (linalg::Index p0 = 0; p0 < naux(); p0 += step) out.emplace_back(p0, p0 + step < naux() ? p0 + step : naux());
+    return out;
+  }
+  // The largest block blocks() can return for `max_functions` (more than it when one shell is larger).
+  virtual linalg::Index largest_block(linalg::Index max_functions) const { return max_functions < 1 ? 1 : max_functions; }
 };
 
 }  // namespace dfmp2::chem
