@@ -80,6 +80,9 @@ struct Input {
   bool screening_compare = false;  // also run unscreened and report the energy change
   double memory_bytes = 2.0 * double(1 << 30);  // read_input sets the default: half the available memory
   std::string memory_text = "2 GiB";
+  // What the process holds before the calculation (the program, its libraries, the input), measured by the
+  // caller (main() does; 0 when a program builds the Input itself): the memory plan counts it against `memory`.
+  double resident_at_start = 0;
   std::string scratch = "/tmp";                  // folder for scratch files; read_input: $TMPDIR, else /tmp
   chem::JkStorage jk_storage = chem::JkStorage::automatic;      // scf.jk_storage
   chem::Mp2Storage mp2_storage = chem::Mp2Storage::automatic;   // mp2_storage

@@ -158,7 +158,8 @@ int run(int argc, char** argv) {
     return run_bench(*bench_cmd, bench_flags);
   }
 
-  const dfmp2::app::Input input = dfmp2::app::read_input(input_path);
+  dfmp2::app::Input input = dfmp2::app::read_input(input_path);
+  input.resident_at_start = dfmp2::app::resident_bytes();
   std::optional<std::string> output = input.output;
   if (!json_path.empty()) output = json_path;
   dfmp2::app::check_output_paths(input, output);

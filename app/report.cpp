@@ -28,7 +28,7 @@ std::string integrity_summary(const chem::IntegralFile& file) {
     return "no checksums (HDF5 file format older than 1.8, as older writers make it): damage to this file cannot be "
            "detected beyond the range checks";
   }
-  return fmt::format("no checksums on dataset(s) {} (written without Fletcher32 or compact layout): damage to them "
+  return fmt::format("no checksums on dataset(s) {} (contiguous, without Fletcher32, or indexed by an unchecksummed B-tree as in the HDF5 1.8 format): damage to them "
                      "cannot be detected beyond the range checks",
                      fmt::join(unchecked, ", "));
 }

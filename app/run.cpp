@@ -141,6 +141,21 @@ void describe_synthetic(const chem::SyntheticProblem& s, const std::string& name
   p.dfmp2_input.three_index = &s.three_index();
 }
 
+// Runs `phase`, which is given `memory` minus `held` bytes; when its smallest blocks do not fit, the one line names
+// the phase and the `memory` the whole run would need.
+template <class Phase>
+auto within_memory(const MemoryPlan& plan, double held, const Phase& phase) {
+  try {
+    return phase();
+  } catch (const PhaseTooLarge& e) {
+    throw ResourceError(fmt::format("memory: {} is too small for the {}; the run needs at least {} ({} for the phase, "
+                                    "{} held beside it, {} of it in use at the start), raise 'memory'",
+                                    linalg::format_bytes(plan.budget), e.phase(),
+                                    linalg::format_bytes(held + e.needed()), linalg::format_bytes(e.needed()),
+                                    linalg::format_bytes(held), linalg::format_bytes(plan.baseline)));
+  }
+}
+
 // Bytes the SCF holds besides its J/K: H, S, X, F, D, C, the orbital gradient, J, K and their copies, and the DIIS
 // history of Fock and error matrices.
 double scf_matrix_bytes(linalg::Index nbf, int diis_vectors) {
@@ -323,6 +338,12 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
     calc.synthetic = std::make_unique<chem::SyntheticProblem>(*input.synthetic);
     describe_synthetic(*calc.synthetic, input.synthetic_name, calc.problem);
   } else if (input.molecule) {
+    // The frozen-core count is known from the molecule alone: checked before anything is loaded or computed.
+    Problem molecule_only;
+    molecule_only.nocc = chem::closed_shell_occupied(*input.molecule);
+    molecule_only.metadata.molecule = *input.molecule;
+    molecule_only.description = "the molecule";
+    resolve_frozen_core(input, molecule_only);
     load_molecule_bases(input, calc);
   } else {
     calc.integrals = chem::IntegralFile::open(input.integrals);
@@ -337,7 +358,7 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   // The memory plan, before any three-index integral: what each phase may hold beside what is resident now.
   MemoryPlan& plan = calc.memory;
   plan.budget = input.memory_bytes;
-  plan.baseline = resident_bytes();
+  plan.baseline = input.resident_at_start + memory_allowance(input.threads);
   plan.scratch_folder = input.scratch;
   const Problem& pr = calc.problem;
   // Molecule input computes C (nbf x nmo) and the MP2 metric later; they stay for all of DF-MP2.
@@ -348,9 +369,11 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   chem::BlockPlan largest;
   for (const auto& backend : backends) {
     for (const chem::Precision precision : input.precisions_of(backend->name())) {
-      const chem::BlockPlan bp =
-          chem::plan_blocks(pr.form, pr.form == chem::ThreeIndexForm::ao ? pr.nbf : 0, pr.nocc, nact, nvir, pr.naux,
-                            mp2_budget, precision, input.metric, input.screening.enabled, input.mp2_storage);
+      const chem::BlockPlan bp = within_memory(plan, plan.baseline + later, [&] {
+        return chem::plan_blocks(pr.form, pr.form == chem::ThreeIndexForm::ao ? pr.nbf : 0, pr.nocc, nact, nvir,
+                                 pr.naux, mp2_budget, precision, input.metric, input.screening.enabled,
+                                 input.mp2_storage);
+      });
       if (bp.peak_bytes > largest.peak_bytes) largest = bp;
     }
   }
@@ -380,8 +403,8 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
       }
     }
   }
-  if (progress) {
-    progress(fmt::format("  memory plan: {} ({} in use at the start); scratch in {}",
+  if (progress && calc.molecule) {  // the other inputs print nothing until the report
+    progress(fmt::format("  memory plan: {} ({} in use at the start or allowed for libraries); scratch in {}",
                          linalg::format_bytes(plan.budget), linalg::format_bytes(plan.baseline), plan.scratch_folder));
     for (const auto& ph : plan.phases) {
       progress(fmt::format("    {:<18} {:<9} {:<28} holds {:>10}{}", ph.phase, ph.storage, ph.blocks,
@@ -390,8 +413,11 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
     }
   }
   if (input.molecule) {
-    const double jk_budget = plan.budget - plan.baseline - scf_matrix_bytes(pr.nbf, input.scf.diis_vectors);
-    run_molecule(input, *scf_backend, calc, jk_budget, progress);
+    const double held = plan.baseline + scf_matrix_bytes(pr.nbf, input.scf.diis_vectors);
+    within_memory(plan, held, [&] {
+      run_molecule(input, *scf_backend, calc, plan.budget - held, progress);
+      return 0;
+    });
   }
 
   chem::DfMp2Options options;
@@ -445,6 +471,8 @@ double MemoryPlan::planned_peak() const {
   for (const auto& ph : phases) peak = std::max(peak, ph.memory_bytes);
   return baseline + peak;
 }
+
+double memory_allowance(int threads) { return double(32 << 20) + double(threads) * double(16 << 20); }
 
 double resident_bytes() {
   std::ifstream statm("/proc/self/statm");

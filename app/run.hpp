@@ -57,7 +57,7 @@ struct PhasePlan {
 // The plan for the whole run, made before any three-index integral is computed (README "Memory plan").
 struct MemoryPlan {
   double budget = 0;      // `memory`
-  double baseline = 0;    // resident when the plan is made: the program, its libraries, basis sets, the input
+  double baseline = 0;    // resident when the run starts (the program, its libraries, the input) + memory_allowance
   std::string scratch_folder;
   std::vector<PhasePlan> phases;
   double peak_resident = 0;  // measured at the end (getrusage), for the report
@@ -90,6 +90,9 @@ struct Calculation {
 
 // Resident memory of this process now, and its peak so far (bytes).
 double resident_bytes();
+// What the plan sets aside for memory no phase accounts for: the libraries' own buffers (OpenBLAS, libint2
+// engines, HDF5 caches), thread stacks, the integral file's header datasets: 32 MiB + 16 MiB per thread.
+double memory_allowance(int threads);
 double peak_resident_bytes();
 
 // Number of frozen core orbitals the input asks for; throws InputError when it cannot be honoured.

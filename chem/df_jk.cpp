@@ -163,7 +163,7 @@ class BlockedDfJk final : public JkBuilder {
       plan.reason = "asked for (scf.jk_storage)";
     }
     if (minimum(s) > budget) {
-      throw ResourceError(fmt::format(
+      throw PhaseTooLarge(fmt::format("SCF J/K ({} storage)", jk_storage_name(s)), minimum(s), fmt::format(
           "memory: {} is too small for the SCF's J/K with storage '{}' ({} auxiliary x {} packed functions); it needs at "
           "least {}, raise 'memory'{}",
           linalg::format_bytes(budget), jk_storage_name(s), naux_, npacked_, linalg::format_bytes(minimum(s)),

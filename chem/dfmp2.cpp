@@ -140,12 +140,15 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
       const char* phase = phase_min == per_aux ? "MP2 transformation" : phase_min == pair_need(1.0) ? "MP2 pair energies"
                           : phase_min == inverse_sqrt_bytes                                       ? "MP2 metric"
                                                                                                   : "MP2 fitting";
-      throw ResourceError(fmt::format(
-          "memory: {} is too small for the {} ({} storage); it needs at least {} (fixed: {}{}, metric {}), raise "
-          "'memory'{}",
-          linalg::format_bytes(memory_bytes), phase, mp2_storage_name(s), linalg::format_bytes(plan.fixed_bytes + phase_min),
-          scratch ? "" : fmt::format("fitted tensor {}, ", linalg::format_bytes(fitted)), linalg::format_bytes(plan.fixed_bytes),
-          linalg::format_bytes(metric_bytes), scratch ? "" : " or set mp2_storage: scratch"));
+      throw PhaseTooLarge(
+          fmt::format("{} ({} storage)", phase, mp2_storage_name(s)), plan.fixed_bytes + phase_min,
+          fmt::format("memory: {} is too small for the {} ({} storage); it needs at least {} (fixed: {}{}metric {}), "
+                      "raise 'memory'{}",
+                      linalg::format_bytes(memory_bytes), phase, mp2_storage_name(s),
+                      linalg::format_bytes(plan.fixed_bytes + phase_min),
+                      scratch ? "" : fmt::format("fitted tensor {}, ", linalg::format_bytes(fitted)),
+                      linalg::format_bytes(plan.fixed_bytes), linalg::format_bytes(metric_bytes),
+                      scratch ? "" : " or set mp2_storage: scratch"));
     }
     plan.aux_block = std::clamp<Index>(static_cast<Index>(available / per_aux), 1, std::max<Index>(naux, 1));
     // Fitting chunks beyond a few thousand rows gain nothing in GEMM speed.

@@ -77,8 +77,9 @@ class Reader {
 
   bool has(const char* name) const { return H5Lexists(file_, name, H5P_DEFAULT) > 0; }
 
-  // The HDF5 1.8+ format checksums all metadata; compact data lives in the (checksummed) object header, chunked
-  // data may carry the Fletcher32 filter, which HDF5 verifies on every read. Contiguous data has no checksum.
+  // The HDF5 1.8+ format checksums the superblock and object headers; compact data lives in the (checksummed)
+  // object header, chunked data may carry the Fletcher32 filter, which HDF5 verifies on every read, and its chunk
+  // index is checksummed in the 1.10 format. Contiguous data has no checksum.
   bool metadata_checksummed() const { return metadata_checksummed_; }
   bool checksummed(hid_t ds) const {
     if (!metadata_checksummed_) return false;
@@ -86,6 +87,10 @@ class Reader {
     switch (H5Pget_layout(props.get())) {
       case H5D_COMPACT: return true;
       case H5D_CHUNKED: {
+        // The chunk index must be checksummed too (not the 1.8 format's version-1 B-tree): a damaged address there
+        // would hand the reader another chunk, whose Fletcher32 checksum is valid.
+        H5D_chunk_index_t index = H5D_CHUNK_IDX_BTREE;
+        if (H5Dget_chunk_index_type(ds, &index) < 0 || index == H5D_CHUNK_IDX_BTREE) return false;
         unsigned flags = 0;
         std::size_t count = 0;
         return H5Pget_filter_by_id2(props.get(), H5Z_FILTER_FLETCHER32, &flags, &count, nullptr, 0, nullptr,
@@ -549,7 +554,7 @@ void IntegralFile::read_block(Index p0, Index count, double* out) const {
 
 namespace {
 
-// Fixed-length strings: they live in the attribute's object header, under the HDF5 1.8 metadata checksum. (HDF5
+// Fixed-length strings: they live in the attribute's object header, under the HDF5 metadata checksum. (HDF5
 // keeps variable-length strings in a global heap that carries no checksum, and a damaged heap entry makes the
 // library read out of bounds.)
 void write_attribute(hid_t object, const char* name, const std::string& value) {
@@ -570,7 +575,7 @@ void write_attribute(hid_t object, const char* name, long long value) {
 }
 
 // Every dataset is protected by a checksum that the reader verifies (docs/integral-file-format.md, "Integrity"):
-// small ones (scalars, short vectors) are stored compact, inside their object header, which the HDF5 1.8 file
+// small ones (scalars, short vectors) are stored compact, inside their object header, which the HDF5 1.10 file
 // format checksums with the rest of the file's metadata; larger ones are chunked with the Fletcher32 filter,
 // which HDF5 checks on every read of a chunk, so a block read alone is verified too.
 constexpr std::size_t kCompactBytes = 16 * 1024;  // HDF5 allows compact data up to 64 KiB per object header
@@ -655,9 +660,11 @@ void write_integral_file(const std::string& path, const IntegralFileContents& c)
   const Index nbf = c.mo_coefficients->rows(), nmo = c.mo_coefficients->cols(), naux = c.metric->rows();
   bool ok = true;
   {
-    // The HDF5 1.8 file format (superblock 2, object header 2) checksums all metadata, compact data included.
+    // The HDF5 1.10 file format checksums all metadata: superblock, object headers (compact data and attributes
+    // included) and the chunk indexes (a fixed array; the 1.8 format's version-1 B-tree has no checksum, and a
+    // damaged chunk address there would hand the reader another chunk's data, whose own checksum is valid).
     Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-    H5Pset_libver_bounds(access.get(), H5F_LIBVER_V18, H5F_LIBVER_V18);
+    H5Pset_libver_bounds(access.get(), H5F_LIBVER_V110, H5F_LIBVER_V110);
     Handle file(H5Fcreate(tmp.path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()), H5Fclose);
     if (!file.valid()) throw OutputError(fmt::format("save_integrals: cannot create '{}'", path));
     write_attribute(file.get(), "dfmp2_format", std::string("dfmp2-integrals"));

@@ -47,6 +47,21 @@ class ResourceError : public Error {
   int exit_code() const override { return 6; }
 };
 
+// A phase whose smallest blocks do not fit in the bytes it was given: `needed` is what it needs at least. The
+// memory plan (app/run.cpp) turns it into the one line that names the phase and the minimum `memory` for the whole
+// run (what the phase needs plus what is held beside it).
+class PhaseTooLarge : public ResourceError {
+ public:
+  PhaseTooLarge(std::string phase, double needed, const std::string& message)
+      : ResourceError(message), phase_(std::move(phase)), needed_(needed) {}
+  const std::string& phase() const { return phase_; }
+  double needed() const { return needed_; }
+
+ private:
+  std::string phase_;
+  double needed_;
+};
+
 // Writing results failed (disk full, directory missing, permission).
 class OutputError : public Error {
  public:

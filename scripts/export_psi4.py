@@ -265,7 +265,7 @@ def chunk_rows(row_elems, target_bytes=1 << 20):
 
 
 # Every dataset carries a checksum that dfmp2 verifies as it reads (docs/integral-file-format.md, "Integrity"): the
-# file uses the HDF5 1.8 format, whose metadata is checksummed; small datasets are stored compact, inside their
+# file uses the HDF5 1.10 format, whose metadata (chunk indexes included) is checksummed; small datasets are stored compact, inside their
 # (checksummed) object header; larger ones are chunked with the Fletcher32 filter. String attributes are
 # fixed-length (np.bytes_), so they too live in the checksummed object headers (variable-length strings go to a
 # global heap that has no checksum).
@@ -293,7 +293,7 @@ def write_file(h5py, np, path, args, atoms, res):
         create_dataset(h5py, np, group, name, data, dtype, chunks)
 
     try:
-        with h5py.File(tmp, "w", libver=("v108", "v108")) as f:
+        with h5py.File(tmp, "w", libver=("v110", "v110")) as f:
             f.attrs["dfmp2_format"] = np.bytes_("dfmp2-integrals")
             f.attrs["dfmp2_format_version"] = np.int64(1)
             f.attrs["form"] = np.bytes_(args.form)

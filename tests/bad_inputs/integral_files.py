@@ -45,7 +45,7 @@ def write_spec(repo, spec, path, checksums=True):
     """Writes `spec` as the exporter writes files (checksums=True), or as an older writer did (HDF5's earliest file
     format, contiguous datasets, variable-length strings: nothing checksummed)."""
     ex = exporter(repo)
-    with h5py.File(path, "w", libver=("v108", "v108") if checksums else "earliest") as f:
+    with h5py.File(path, "w", libver=("v110", "v110") if checksums else "earliest") as f:
         def attrs(obj, values):
             for k, v in values.items():
                 if checksums and isinstance(v, (bytes, np.bytes_)):

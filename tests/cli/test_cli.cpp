@@ -117,7 +117,7 @@ TEST(Cli, MoleculeInputSavesIntegralsForARerun) {
   dir.file("nh3.yaml",
            "molecule:\n  xyz: |\n    N 0.0 0.0 0.1\n    H 0.0 0.94 -0.27\n    H 0.81 -0.47 -0.27\n    H -0.81 -0.47 -0.27\n"
            "basis: def2-svp\naux_basis: def2-svp-ri\nscf: {type: df, jk_basis: def2-svp-jkfit, guess: core}\n"
-           "frozen_core: true\n");
+           "frozen_core: true\nsave_integrals: true\n");
   const auto json1 = (dir.path() / "first.json").string();
   const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "nh3.yaml").string() + " --json " + json1, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;

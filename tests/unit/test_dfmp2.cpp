@@ -132,13 +132,23 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(PlanBlocks, TinyMemoryIsAResourceErrorNamingTheNeed) {
+  using dfmp2::chem::Mp2Storage;
   try {
-    dfmp2::chem::plan_blocks(dfmp2::chem::ThreeIndexForm::ao, 384, 80, 80, 304, 1344, 100e6);
+    dfmp2::chem::plan_blocks(dfmp2::chem::ThreeIndexForm::ao, 384, 80, 80, 304, 1344, 100e6,
+                             dfmp2::chem::Precision::fp64, dfmp2::chem::MetricMethod::cholesky, false, Mp2Storage::memory);
     FAIL() << "expected ResourceError";
-  } catch (const dfmp2::ResourceError& e) {
-    EXPECT_NE(std::string(e.what()).find("raise 'memory'"), std::string::npos) << e.what();
+  } catch (const dfmp2::PhaseTooLarge& e) {
+    EXPECT_NE(std::string(e.what()).find("raise 'memory' or set mp2_storage: scratch"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("fitted tensor 249 MiB"), std::string::npos) << e.what();
+    EXPECT_GT(e.needed(), 249.0 * 1048576);
   }
+  // Left to choose, the same 100 MB puts the fitted tensor on scratch and still keeps within the budget.
+  const auto plan = dfmp2::chem::plan_blocks(dfmp2::chem::ThreeIndexForm::ao, 384, 80, 80, 304, 1344, 100e6);
+  EXPECT_EQ(plan.storage, Mp2Storage::scratch);
+  EXPECT_LE(plan.peak_bytes, 100e6);
+  EXPECT_NEAR(plan.scratch_bytes, 8.0 * 80 * 304 * 1344, 1.0);
+  EXPECT_THROW(dfmp2::chem::plan_blocks(dfmp2::chem::ThreeIndexForm::ao, 384, 80, 80, 304, 1344, 1e6),
+               dfmp2::PhaseTooLarge);
 }
 
 TEST(PlanBlocks, WorkingSetStaysUnderMemory) {
