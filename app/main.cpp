@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
@@ -195,6 +196,9 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   dfmp2::chem::remove_temporary_files_on_signals();
+  // A file-size limit (ulimit -f) must end a write with an error naming the file (EFBIG), not kill the process
+  // with SIGXFSZ and leave scratch files behind.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     return run(argc, argv);
   } catch (const dfmp2::Error& e) {

@@ -4,6 +4,8 @@
 
 #include <fmt/ranges.h>
 
+#include "linalg/bytes.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -59,6 +61,18 @@ std::string format_header(const Calculation& calc) {
     if (run.details.empty() || std::find(described.begin(), described.end(), run.backend) != described.end()) continue;
     described.push_back(run.backend);
     out += fmt::format("  backend      {}: {}\n", run.backend, run.details);
+  }
+  const MemoryPlan& plan = calc.memory;
+  out += fmt::format("  memory plan  memory {}, of which {} in use at the start or allowed for libraries; planned peak "
+                     "{}, measured peak resident {}; scratch in {}\n",
+                     linalg::format_bytes(plan.budget), linalg::format_bytes(plan.baseline),
+                     linalg::format_bytes(plan.planned_peak()), linalg::format_bytes(plan.peak_resident),
+                     plan.scratch_folder);
+  for (const auto& ph : plan.phases) {
+    out += fmt::format("               {:<18} {:<9} {:<30} holds {:>10}{}{}\n", ph.phase, ph.storage, ph.blocks,
+                       linalg::format_bytes(ph.memory_bytes),
+                       ph.scratch_bytes > 0 ? "  scratch " + linalg::format_bytes(ph.scratch_bytes) : std::string(),
+                       ph.reason.empty() ? std::string() : "  (" + ph.reason + ")");
   }
   if (!calc.runs.empty()) {
     const auto& r = calc.runs.front().result;

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "app/report.hpp"
+#include "chem/scratch.hpp"
 #include "chem/temporary_files.hpp"
 #include "linalg/errors.hpp"
 
@@ -165,11 +166,29 @@ nlohmann::json results_json(const Calculation& calc) {
                       {"backend", m.backend},
                       {"scf_seconds", m.scf_seconds},
                       {"mp2_integral_seconds", m.integral_seconds},
+                      {"jk_storage", m.jk_basis.shells.empty() ? nlohmann::json(nullptr)
+                                                               : nlohmann::json(chem::jk_storage_name(m.jk_plan.storage))},
                       {"saved_to", m.saved_to ? nlohmann::json(*m.saved_to) : nlohmann::json(nullptr)},
                       {"kernels", kernels(m.log)}};
   }
+  nlohmann::json phases = nlohmann::json::array();
+  for (const auto& ph : calc.memory.phases) {
+    phases.push_back({{"phase", ph.phase},
+                      {"storage", ph.storage},
+                      {"blocks", ph.blocks},
+                      {"memory_bytes", ph.memory_bytes},
+                      {"scratch_bytes", ph.scratch_bytes},
+                      {"reason", ph.reason}});
+  }
   j["extras"]["dfmp2"] = {{"input", calc.input.as_read},
                           {"problem", problem},
+                          {"memory_plan",
+                           {{"memory_bytes", calc.memory.budget},
+                            {"baseline_bytes", calc.memory.baseline},
+                            {"scratch_folder", calc.memory.scratch_folder},
+                            {"planned_peak_bytes", calc.memory.planned_peak()},
+                            {"peak_resident_bytes", calc.memory.peak_resident},
+                            {"phases", phases}}},
                           {"threads", calc.input.threads},
                           {"backends", backends}};
   return j;
@@ -199,6 +218,9 @@ void check_output_paths(const Input& input, const std::optional<std::string>& ou
   if (output) writes.emplace_back("output", *output);
   if (input.save_integrals) writes.emplace_back("save_integrals", *input.save_integrals);
   for (const auto& [key, path] : writes) check_output_path(path, key);
+  // A scratch folder the input names is checked at once, whether or not the plan will need it; the default one
+  // ($TMPDIR or /tmp) only when a phase is planned on scratch.
+  if (input.as_read.contains("scratch")) chem::check_scratch_folder(input.scratch);
   auto same = [](const std::string& a, const std::string& b) {
     std::error_code ec;
     if (fs::equivalent(a, b, ec)) return true;

@@ -381,7 +381,8 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   plan.phases.push_back({"MP2 metric", "", "", largest.fixed_bytes, 0, ""});
   plan.phases.push_back({"MP2 transform", mp2_storage, fmt::format("aux block {}", largest.aux_block),
                          largest.fixed_bytes + largest.transform_bytes, largest.scratch_bytes,
-                         largest.storage == chem::Mp2Storage::scratch
+                         input.mp2_storage != chem::Mp2Storage::automatic ? std::string("asked for (mp2_storage)")
+                         : largest.storage == chem::Mp2Storage::scratch
                              ? std::string("the fitted tensor does not fit in memory beside the blocks")
                              : std::string("the fitted tensor fits in memory")});
   plan.phases.push_back({"MP2 fitting", mp2_storage, fmt::format("rows {}", largest.fit_rows),

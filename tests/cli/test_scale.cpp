@@ -1,0 +1,131 @@
+// Scale on one machine (README "Memory plan"): every storage of the SCF's J/K and of DF-MP2 gives the same energies,
+// `memory` bounds the peak resident memory, scratch files never outlive the run, and a write that fails mid-run
+// ends it with one line.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../support/test_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using dfmp2::testing::run_command;
+using dfmp2::testing::TempDir;
+
+// n waters on a 3 angstrom grid (3 per row), cc-pVDZ.
+std::string waters(int n) {
+  std::string xyz;
+  for (int i = 0; i < n; ++i) {
+    const double x = 3.0 * (i % 3), y = 3.0 * (i / 3);
+    xyz += fmt::format("O {} {} 0.1178\\nH {} {} -0.4712\\nH {} {} -0.4712\\n", x, y, x, y + 0.7555, x, y - 0.7555);
+  }
+  return "molecule: {xyz: \"" + xyz + "\"}\nbasis: cc-pvdz\n";
+}
+
+nlohmann::json run_json(const TempDir& dir, const std::string& name, const std::string& yaml) {
+  dir.file(name + ".yaml", yaml);
+  const auto json = (dir.path() / (name + ".json")).string();
+  const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / (name + ".yaml")).string() + " --json " + json, dir);
+  EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+  std::ifstream in(json);
+  return r.exit_code == 0 ? nlohmann::json::parse(in) : nlohmann::json();
+}
+
+bool scratch_is_empty(const fs::path& folder) {
+  return fs::is_empty(folder);
+}
+
+// Every storage of the DF-J/K (memory, scratch, recompute) and of DF-MP2 (memory, scratch), forced on two waters:
+// the SCF and MP2 energies agree with the all-in-memory run within 1e-10 Eh, and no scratch file is left.
+TEST(Scale, EveryStorageGivesTheSameEnergies) {
+  TempDir dir;
+  fs::create_directory(dir.path() / "scratch");
+  const std::string base = waters(2) + "scratch: scratch\n";
+  const auto reference = run_json(dir, "ref", base + "scf: {jk_storage: memory}\nmp2_storage: memory\n");
+  ASSERT_FALSE(reference.is_null());
+  const double e_scf = reference["properties"]["scf_total_energy"];
+  const double e_corr = reference["properties"]["mp2_correlation_energy"];
+  for (const std::string jk : {"memory", "scratch", "recompute"}) {
+    for (const std::string mp2 : {"memory", "scratch"}) {
+      SCOPED_TRACE(jk + " / " + mp2);
+      const auto r = run_json(dir, jk + "_" + mp2, base + "scf: {jk_storage: " + jk + "}\nmp2_storage: " + mp2 + "\n");
+      ASSERT_FALSE(r.is_null());
+      EXPECT_NEAR(r["properties"]["scf_total_energy"].get<double>(), e_scf, 1e-10);
+      EXPECT_NEAR(r["properties"]["mp2_correlation_energy"].get<double>(), e_corr, 1e-10);
+      EXPECT_EQ(r["extras"]["dfmp2"]["problem"]["scf"]["jk_storage"], jk);
+      const auto& phases = r["extras"]["dfmp2"]["memory_plan"]["phases"];
+      bool mp2_seen = false;
+      for (const auto& ph : phases) {
+        if (ph["phase"] == "MP2 pair energies") {
+          EXPECT_EQ(ph["storage"], mp2);
+          mp2_seen = true;
+        }
+      }
+      EXPECT_TRUE(mp2_seen);
+      EXPECT_TRUE(scratch_is_empty(dir.path() / "scratch"));
+    }
+  }
+}
+
+// Left to choose with too little memory for the J/K tensor and the fitted MP2 tensor, the run puts them out of
+// memory, gives the energies of the ample run, and its measured peak resident memory stays within `memory`.
+TEST(Scale, TightMemoryIsKeptAndChangesNoEnergy) {
+  TempDir dir;
+  fs::create_directory(dir.path() / "scratch");
+  const std::string base = waters(6) + "scratch: scratch\n";
+  const auto ample = run_json(dir, "ample", base + "memory: 2 GB\n");
+  const auto tight = run_json(dir, "tight", base + "memory: 100 MB\n");
+  ASSERT_FALSE(ample.is_null());
+  ASSERT_FALSE(tight.is_null());
+  EXPECT_EQ(ample["extras"]["dfmp2"]["problem"]["scf"]["jk_storage"], "memory");
+  EXPECT_NE(tight["extras"]["dfmp2"]["problem"]["scf"]["jk_storage"], "memory");
+  EXPECT_NEAR(tight["properties"]["scf_total_energy"].get<double>(),
+              ample["properties"]["scf_total_energy"].get<double>(), 1e-10);
+  EXPECT_NEAR(tight["properties"]["mp2_correlation_energy"].get<double>(),
+              ample["properties"]["mp2_correlation_energy"].get<double>(), 1e-10);
+  const auto& plan = tight["extras"]["dfmp2"]["memory_plan"];
+  EXPECT_LE(plan["peak_resident_bytes"].get<double>(), 100e6);
+  EXPECT_LE(plan["planned_peak_bytes"].get<double>(), 100e6);
+  EXPECT_TRUE(scratch_is_empty(dir.path() / "scratch"));
+}
+
+// A scratch write that fails mid-run (here a file-size limit, as a full disk would) ends the run with one line
+// (exit 6), no results file, and no scratch file left.
+TEST(Scale, ScratchWriteFailureIsOneLineAndLeavesNothing) {
+  TempDir dir;
+  fs::create_directory(dir.path() / "scratch");
+  dir.file("in.yaml", waters(2) + "scratch: scratch\nmp2_storage: scratch\nscf: {jk_storage: scratch}\n");
+  const auto r = run_command("ulimit -f 64; " + std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string() +
+                                 " --json " + (dir.path() / "out.json").string(),
+                             dir);
+  EXPECT_EQ(r.exit_code, 6) << r.err;
+  EXPECT_NE(r.err.find("scratch: writing '"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("File too large"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(dir.path() / "out.json"));
+  EXPECT_TRUE(scratch_is_empty(dir.path() / "scratch"));
+}
+
+// Nothing large is written unless asked: without save_integrals no integral file appears; with it, its size is
+// said before it is written.
+TEST(Scale, SaveIntegralsOnlyWhenAskedWithItsSizeFirst) {
+  TempDir dir;
+  dir.file("w.yaml", waters(1));
+  auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "w.yaml").string(), dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(dir.path() / "w.h5"));
+  dir.file("s.yaml", waters(1) + "save_integrals: true\n");
+  r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "s.yaml").string(), dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir.path() / "s.h5"));
+  const auto said = r.out.find("saving orbitals and integrals to ");
+  ASSERT_NE(said, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("before compression)", said), std::string::npos);
+}
+
+}  // namespace
