@@ -44,8 +44,17 @@ JK_BASIS = "cc-pvdz-jkfit"
 E_CONVERGENCE = 1e-8  # Psi4's defaults for an SCF ahead of a post-HF energy
 D_CONVERGENCE = 1e-8
 
-# Per water in cc-pVDZ / cc-pVDZ-RI: 24 basis functions, 84 fitting functions, 5 doubly occupied orbitals.
-PER_WATER = {"nbf": 24, "naux": 84, "nocc": 5}
+# Per water: basis functions, MP2 fitting functions, doubly occupied orbitals, for each orbital basis (--basis).
+PER_WATER_BY_BASIS = {"cc-pvdz": {"nbf": 24, "naux": 84, "nocc": 5},
+                      "cc-pvtz": {"nbf": 58, "naux": 141, "nocc": 5}}
+PER_WATER = PER_WATER_BY_BASIS[BASIS]
+
+
+def use_basis(basis):
+    """Sets the orbital basis and its -ri / -jkfit fitting sets for both programs (the worker gets it in its spec)."""
+    global BASIS, AUX_BASIS, JK_BASIS, PER_WATER
+    BASIS, AUX_BASIS, JK_BASIS = basis, basis + "-ri", basis + "-jkfit"
+    PER_WATER = PER_WATER_BY_BASIS[basis]
 
 # shared/reference/README.md: Psi4 1.3.2, 2 threads, default environment, (H2O)16.
 REFERENCE_SECONDS = {"scf": 28.0, "mp2": 18.0, "whole": 46.0}
@@ -176,6 +185,7 @@ def psi4_worker(spec_path):
         import psi4
     t_import = time.perf_counter() - t_start
 
+    use_basis(spec.get("basis", BASIS))
     psi4.core.set_output_file(spec["output"], False)
     psi4.set_memory(spec["memory"])
     psi4.core.set_num_threads(spec["threads"])
@@ -229,12 +239,18 @@ class RunError(Exception):
     pass
 
 
+PEAK_RESIDENT = {}  # command's program -> peak resident bytes of its last run (getrusage of the child)
+
+
 def run_timed(cmd, cwd, env, stdout_path, stderr_path):
     with open(stdout_path, "w") as out, open(stderr_path, "w") as err:
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
-    return proc.returncode, wall
+    PEAK_RESIDENT[cmd[0]] = usage.ru_maxrss * 1024.0  # kilobytes on Linux
+    code = os.waitstatus_to_exitcode(status)
+    return code, wall
 
 
 def tail(path, n=15):
@@ -249,7 +265,7 @@ def tail(path, n=15):
 def run_psi4(args, atoms, workdir, env):
     d = os.path.join(workdir, "psi4")
     os.makedirs(d)
-    spec = {"xyz": xyz_lines(atoms), "threads": args.threads, "memory": args.psi4_memory,
+    spec = {"xyz": xyz_lines(atoms), "threads": args.threads, "memory": args.psi4_memory, "basis": BASIS,
             "output": os.path.join(d, "output.dat"), "result": os.path.join(d, "result.json"),
             "e_convergence": args.e_convergence, "d_convergence": args.d_convergence}
     spec_path = os.path.join(d, "spec.json")
@@ -270,6 +286,7 @@ def run_psi4(args, atoms, workdir, env):
         res = json.load(f)
     res["whole_seconds"] = wall
     res["other_seconds"] = wall - res["scf_seconds"] - res["mp2_seconds"]
+    res["peak_resident_bytes"] = PEAK_RESIDENT.get(args.python)
     print("psi4: done in %.1f s" % wall, file=sys.stderr, flush=True)
     return res
 
@@ -338,6 +355,8 @@ def run_dfmp2(args, atoms, workdir, env, title):
     backend_seconds = float(run["wall_time_seconds"])
     res = {
         "whole_seconds": wall,
+        "peak_resident_bytes": PEAK_RESIDENT.get(args.dfmp2),
+        "memory_plan": js["extras"]["dfmp2"].get("memory_plan"),
         "scf_seconds": scf_seconds,
         "scf_iterations": scf_iterations,
         "mp2_integral_seconds": mp2_integral_seconds,
@@ -440,6 +459,8 @@ def main(argv=None):
                    help="SCF energy convergence for both programs (default 1e-8, Psi4's default before MP2)")
     p.add_argument("--d-convergence", type=float, default=D_CONVERGENCE,
                    help="SCF orbital-gradient convergence for both programs (default 1e-8)")
+    p.add_argument("--basis", default="cc-pvdz", choices=sorted(PER_WATER_BY_BASIS),
+                   help="orbital basis, with its -ri and -jkfit fitting sets (default cc-pvdz)")
     p.add_argument("--psi4-memory", default="4 GB", help="Psi4 memory (default '4 GB')")
     p.add_argument("--dfmp2-memory", default="8 GiB", help="dfmp2 input key memory (default '8 GiB')")
     p.add_argument("--python", default="/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable,
@@ -449,6 +470,7 @@ def main(argv=None):
                    help="only write the dfmp2 YAML and a Psi4 input for the molecule into DIR, run nothing")
     p.add_argument("--psi4-worker", metavar="SPEC", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    use_basis(args.basis)
 
     if args.psi4_worker:
         return psi4_worker(args.psi4_worker)
@@ -569,6 +591,10 @@ def main(argv=None):
         b = dfm[key]
         rows.append([label, fmt_s(a), fmt_s(b), fmt_r(ratio(b, a))])
     print_table(["phase", "Psi4 s", "dfmp2 s", "dfmp2/Psi4"], rows)
+    gib = lambda b: "%.2f GiB" % (b / 2.0 ** 30) if b else "-"
+    print("  peak resident memory (getrusage of each program's process): Psi4 %s, dfmp2 %s (dfmp2 memory %s)"
+          % (gib(psi.get("peak_resident_bytes") if psi else None), gib(dfm.get("peak_resident_bytes")),
+             args.dfmp2_memory))
     print("  Psi4 SCF         = energy('scf', return_wfn=True): integrals, guess, %s iterations"
           % (psi["scf_iterations"] if psi else "?"))
     print("  Psi4 DF-MP2      = energy('mp2', ref_wfn=wfn): the DFMP2 module (fitting basis, (Q|mn) and metric, "
