@@ -24,7 +24,7 @@
 //                                                     of (P|mn) (AO-form input); compare also runs unscreened
 //   memory       size string or bytes    half the     bound on the peak resident memory; the memory plan of every
 //                                        available    phase is made within it
-//   scratch      string (folder)         $TMPDIR|/tmp scratch files of phases that do not fit in memory
+//   scratch      string (folder)         $TMPDIR or /tmp  scratch files of phases that do not fit in memory
 //   mp2_storage  auto | memory | scratch auto         where the DF-MP2 tensors live (scratch: read block by block)
 //   threads      integer >= 1            all cores    threads for the backends and the pair-energy reduction
 //   device       mapping                 see README   device models: compile_cache, host_fallback, trn1/trn2 overrides

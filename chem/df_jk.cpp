@@ -262,6 +262,7 @@ class BlockedDfJk final : public JkBuilder {
     } else if (plan_.storage == JkStorage::scratch) {
       file_ = std::make_unique<ScratchFile>(scratch_folder_, "scf-jk");
       std::vector<double> block;
+      block.reserve(static_cast<std::size_t>(plan_.aux_block * npacked_));
       double seconds = 0;
       for (const auto& [p0, p1] : blocks_) {
         block.resize(static_cast<std::size_t>((p1 - p0) * npacked_));
@@ -302,6 +303,8 @@ class BlockedDfJk final : public JkBuilder {
   template <class Contract>
   void stream_scratch(const Contract& contract) {
     std::vector<double> current, next;
+    current.reserve(static_cast<std::size_t>(plan_.aux_block * npacked_));  // no growth, so no transient copies
+    next.reserve(current.capacity());
     auto load = [&](std::size_t i, std::vector<double>& buffer) {
       const auto [p0, p1] = blocks_[i];
       buffer.resize(static_cast<std::size_t>((p1 - p0) * npacked_));
@@ -329,6 +332,8 @@ class BlockedDfJk final : public JkBuilder {
   // K += sum over the block's Q of (B_Q C_occ)(B_Q C_occ)^T, B_Q unpacked to a symmetric nbf x nbf square.
   void exchange(const double* b, Index q, const Matrix& c_occ, Index nocc, Matrix& k, bool first) {
     Stopwatch unpack_clock;
+    squares_.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nbf_));
+    half_.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nocc));
     squares_.resize(static_cast<std::size_t>(nbf_ * nbf_ * q));
     std::fill(squares_.begin(), squares_.end(), 0.0);
     const auto& pm = engine_.packed_m();
@@ -356,6 +361,8 @@ class BlockedDfJk final : public JkBuilder {
     Matrix c(naux_, 1);
     std::vector<double> h(static_cast<std::size_t>(naux_ * nbf_ * nocc));
     std::vector<double> block;
+    block.reserve(static_cast<std::size_t>(plan_.aux_block * npacked_));
+    squares_.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nbf_));
     double seconds = 0;
     for (const auto& [p0, p1] : blocks_) {
       const Index q = p1 - p0;

@@ -231,7 +231,16 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const BlockPla
   std::vector<W> half;            // (i | P m) for one block, nact x (nbf * block)
   MatrixT<W> c;
   if (source.form() == ThreeIndexForm::ao) c = in.mo_coefficients->cast<W>();
-  for (const auto& [p0, p1] : source.blocks(plan.aux_block)) {
+  // Buffers sized once for the largest block: blocks of whole shells differ in size, and a std::vector that grows
+  // holds its old and new storage at once (a transient that the memory plan does not have).
+  const auto blocks = source.blocks(plan.aux_block);
+  Index largest = 0;
+  for (const auto& [p0, p1] : blocks) largest = std::max(largest, p1 - p0);
+  const Index stride0 = source.block_stride();
+  buffer.reserve(static_cast<std::size_t>(largest * stride0));
+  if (!std::is_same_v<W, double>) converted.reserve(static_cast<std::size_t>(largest * stride0));
+  if (source.form() == ThreeIndexForm::ao) half.reserve(static_cast<std::size_t>(largest * nact * c.rows()));
+  for (const auto& [p0, p1] : blocks) {
     const Index np = p1 - p0;
     W* out = target(p0, np);
     auto one_block = [&] {
@@ -383,6 +392,12 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
     };
     // Transform: each block of columns is cut into its occupied blocks' rows and written where they belong.
     std::vector<W> block, part;
+    {
+      Index largest = 0;
+      for (const auto& [p0, p1] : in.three_index->blocks(result.plan.aux_block)) largest = std::max(largest, p1 - p0);
+      block.reserve(static_cast<std::size_t>(largest * rows));
+      part.reserve(static_cast<std::size_t>(largest * nb * nvir));
+    }
     transform<W>(
         in, options, result.plan, kernels, result.screening,
         [&](Index, Index np) {
