@@ -68,6 +68,11 @@ std::string format_header(const Calculation& calc) {
                      linalg::format_bytes(plan.budget), linalg::format_bytes(plan.baseline),
                      linalg::format_bytes(plan.planned_peak()), linalg::format_bytes(plan.peak_resident),
                      plan.scratch_folder);
+  if (!plan.measured.empty()) {
+    std::vector<std::string> parts;
+    for (const auto& [part, bytes] : plan.measured) parts.push_back(fmt::format("{} {}", part, linalg::format_bytes(bytes)));
+    out += fmt::format("               measured peak resident: {}\n", fmt::join(parts, "; "));
+  }
   for (const auto& ph : plan.phases) {
     out += fmt::format("               {:<18} {:<9} {:<30} holds {:>10}{}{}\n", ph.phase, ph.storage, ph.blocks,
                        linalg::format_bytes(ph.memory_bytes),

@@ -171,6 +171,8 @@ nlohmann::json results_json(const Calculation& calc) {
                       {"saved_to", m.saved_to ? nlohmann::json(*m.saved_to) : nlohmann::json(nullptr)},
                       {"kernels", kernels(m.log)}};
   }
+  nlohmann::json measured = nlohmann::json::array();
+  for (const auto& [part, bytes] : calc.memory.measured) measured.push_back({{"part", part}, {"peak_resident_bytes", bytes}});
   nlohmann::json phases = nlohmann::json::array();
   for (const auto& ph : calc.memory.phases) {
     phases.push_back({{"phase", ph.phase},
@@ -188,6 +190,7 @@ nlohmann::json results_json(const Calculation& calc) {
                             {"scratch_folder", calc.memory.scratch_folder},
                             {"planned_peak_bytes", calc.memory.planned_peak()},
                             {"peak_resident_bytes", calc.memory.peak_resident},
+                            {"measured_peaks", measured},
                             {"phases", phases}}},
                           {"threads", calc.input.threads},
                           {"backends", backends}};

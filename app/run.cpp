@@ -415,10 +415,12 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   }
   if (input.molecule) {
     const double held = plan.baseline + scf_matrix_bytes(pr.nbf, input.scf.diis_vectors);
+    const bool measured = reset_phase_peak();
     within_memory(plan, held, [&] {
       run_molecule(input, *scf_backend, calc, plan.budget - held, progress);
       return 0;
     });
+    if (measured) plan.measured.emplace_back("SCF and MP2 integral setup", phase_peak_bytes());
   }
 
   chem::DfMp2Options options;
@@ -446,8 +448,13 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
       linalg::Kernels kernels(*backend, run.log);
       kernels.set_fallback(fallback.get());
       linalg::Stopwatch wall;
+      const bool measured = reset_phase_peak();
       run.result = chem::run_dfmp2(calc.problem.dfmp2_input, options, kernels);
       run.wall_seconds = wall.seconds();
+      if (measured) {
+        plan.measured.emplace_back(fmt::format("DF-MP2 {} {}", run.backend, chem::precision_name(precision)),
+                                   phase_peak_bytes());
+      }
 
       if (input.screening.enabled && input.screening_compare) {
         // The unscreened reference is logged apart, so the run's kernel table stays the screened run's.
@@ -463,7 +470,9 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
     }
     backend->release();
   }
+  // Resetting the peak for each part (reset_phase_peak) resets getrusage's too: the run's peak is the largest.
   plan.peak_resident = peak_resident_bytes();
+  for (const auto& [part, bytes] : plan.measured) plan.peak_resident = std::max(plan.peak_resident, bytes);
   return calc;
 }
 
@@ -486,6 +495,26 @@ double peak_resident_bytes() {
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   return double(usage.ru_maxrss) * 1024.0;  // kilobytes on Linux
+}
+
+bool reset_phase_peak() {
+  // Linux: writing 5 to clear_refs resets the VmHWM peak to the current resident size (kernel 4.0 and later).
+  std::ofstream refs("/proc/self/clear_refs");
+  refs << "5";
+  refs.flush();
+  return static_cast<bool>(refs);
+}
+
+double phase_peak_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (status >> key) {
+    if (key == "VmHWM:" && status >> kib >> unit) return kib * 1024.0;
+    std::getline(status, unit);
+  }
+  return 0;
 }
 
 }  // namespace dfmp2::app

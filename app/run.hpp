@@ -61,6 +61,9 @@ struct MemoryPlan {
   std::string scratch_folder;
   std::vector<PhasePlan> phases;
   double peak_resident = 0;  // measured at the end (getrusage), for the report
+  // Measured peak resident memory of each part of the run (the SCF, each DF-MP2 run), where Linux lets the peak be
+  // reset between parts (/proc/self/clear_refs).
+  std::vector<std::pair<std::string, double>> measured;
   double planned_peak() const;
 };
 
@@ -94,6 +97,10 @@ double resident_bytes();
 // engines, HDF5 caches), thread stacks, the integral file's header datasets: 32 MiB + 16 MiB per thread.
 double memory_allowance(int threads);
 double peak_resident_bytes();
+// Resets the peak resident memory (VmHWM) to the current resident size; false where the system cannot.
+bool reset_phase_peak();
+// The peak resident memory since the last reset (VmHWM).
+double phase_peak_bytes();
 
 // Number of frozen core orbitals the input asks for; throws InputError when it cannot be honoured.
 int resolve_frozen_core(const Input& input, const Problem& problem);

@@ -272,6 +272,7 @@ class BlockedDfJk final : public JkBuilder {
         write(block.data(), block.size(), static_cast<std::size_t>(p0 * npacked_), "scf_integrals");
       }
       kernels_.record_host("scf_integrals", "three_center", seconds, {0, kDouble * double(npacked_) * double(naux_)});
+      std::vector<double>().swap(block);  // the fitting's chunk takes the memory the blocks had
       // Fitting in row chunks: rows [r0, r1) of every column, solved, written back in place.
       Matrix chunk;
       for (Index r0 = 0; r0 < npacked_; r0 += plan_.fit_rows) {
