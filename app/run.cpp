@@ -361,9 +361,12 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   plan.baseline = input.resident_at_start + memory_allowance(input.threads);
   plan.scratch_folder = input.scratch;
   const Problem& pr = calc.problem;
-  // Molecule input computes C (nbf x nmo) and the MP2 metric later; they stay for all of DF-MP2.
-  const double later = calc.molecule ? 8.0 * (double(pr.nbf) * double(pr.nmo) + double(pr.naux) * double(pr.naux))
-                                     : 0.0;
+  // Molecule input computes C (nbf x nmo) and the MP2 metric later, and holds the MP2 integral engine; they stay
+  // for all of DF-MP2.
+  const double later =
+      calc.molecule ? 8.0 * (double(pr.nbf) * double(pr.nmo) + double(pr.naux) * double(pr.naux)) +
+                          chem::ThreeCenterEngine::bytes(calc.molecule->aux_basis, calc.molecule->basis)
+                    : 0.0;
   const double mp2_budget = plan.budget - plan.baseline - later;
   const linalg::Index nact = pr.nocc - calc.nfrozen, nvir = pr.nmo - pr.nocc;
   chem::BlockPlan largest;
@@ -414,7 +417,11 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
     }
   }
   if (input.molecule) {
-    const double held = plan.baseline + scf_matrix_bytes(pr.nbf, input.scf.diis_vectors);
+    // Beside the J/K: the SCF's matrices and, for DF, the J/K's integral engine.
+    const double held = plan.baseline + scf_matrix_bytes(pr.nbf, input.scf.diis_vectors) +
+                        (input.scf.type == chem::ScfType::df
+                             ? chem::ThreeCenterEngine::bytes(calc.molecule->jk_basis, calc.molecule->basis)
+                             : 0.0);
     const bool measured = reset_phase_peak();
     within_memory(plan, held, [&] {
       run_molecule(input, *scf_backend, calc, plan.budget - held, progress);

@@ -376,6 +376,23 @@ ThreeCenterEngine::ThreeCenterEngine(const BasisSet& aux, const BasisSet& basis,
 
 ThreeCenterEngine::~ThreeCenterEngine() = default;
 
+double ThreeCenterEngine::bytes(const BasisSet& aux, const BasisSet& basis) {
+  // Per shell pair: libint2's ShellPair (one PrimPairData per primitive pair, and its own fields) and the Schwarz
+  // factor; per function pair m >= n: the packed index (two ints); per auxiliary shell: its pair with the unit shell.
+  double prim_pairs = 0, shell_pairs = 0;
+  const auto& shells = basis.shells;
+  for (std::size_t i = 0; i < shells.size(); ++i) {
+    for (std::size_t j = 0; j <= i; ++j) prim_pairs += double(shells[i].nprimitive()) * double(shells[j].nprimitive());
+  }
+  shell_pairs = double(shells.size()) * double(shells.size() + 1) / 2;
+  const double nbf = basis.nbf();
+  double aux_prims = 0;
+  for (const auto& s : aux.shells) aux_prims += s.nprimitive();
+  return double(sizeof(libint2::ShellPair::PrimPairData)) * (prim_pairs + aux_prims) +
+         (sizeof(libint2::ShellPair) + 3 * sizeof(double) + 2 * sizeof(int)) * shell_pairs +
+         2.0 * sizeof(int) * nbf * (nbf + 1) / 2;
+}
+
 linalg::Index ThreeCenterEngine::naux() const { return static_cast<linalg::Index>(impl_->a.nbf); }
 linalg::Index ThreeCenterEngine::nbf() const { return static_cast<linalg::Index>(impl_->b.nbf); }
 linalg::Index ThreeCenterEngine::npacked() const { return static_cast<linalg::Index>(impl_->packed_m.size()); }

@@ -46,6 +46,10 @@ linalg::Matrix coulomb_metric(const BasisSet& aux);
 // the DF-J/K stores: npacked() values per auxiliary function instead of nbf^2.
 class ThreeCenterEngine {
  public:
+  // What an engine over these bases holds (its shell-pair data and packed index, at most), for the memory plan:
+  // known from the bases alone, before any integral.
+  static double bytes(const BasisSet& aux, const BasisSet& basis);
+
   ThreeCenterEngine(const BasisSet& aux, const BasisSet& basis, double screening_threshold = 1e-14);
   ~ThreeCenterEngine();
   ThreeCenterEngine(const ThreeCenterEngine&) = delete;
