@@ -180,6 +180,7 @@ nlohmann::json results_json(const Calculation& calc) {
                       {"blocks", ph.blocks},
                       {"memory_bytes", ph.memory_bytes},
                       {"scratch_bytes", ph.scratch_bytes},
+                      {"measured_peak_bytes", ph.measured_bytes > 0 ? nlohmann::json(ph.measured_bytes) : nlohmann::json(nullptr)},
                       {"reason", ph.reason}});
   }
   j["extras"]["dfmp2"] = {{"input", calc.input.as_read},

@@ -52,6 +52,7 @@ struct PhasePlan {
   double memory_bytes = 0;   // held by the phase at its peak, besides what is in use at the start
   double scratch_bytes = 0;  // its scratch files
   std::string reason;     // why this storage
+  double measured_bytes = 0;  // the process's measured peak resident memory during the phase (0: not measured)
 };
 
 // The plan for the whole run, made before any three-index integral is computed (README "Memory plan").
@@ -94,7 +95,7 @@ struct Calculation {
 // Resident memory of this process now, and its peak so far (bytes).
 double resident_bytes();
 // What the plan sets aside for memory no phase accounts for: the libraries' own buffers (OpenBLAS, libint2
-// engines, HDF5 caches), thread stacks, the integral file's header datasets: 32 MiB + 16 MiB per thread.
+// engines, HDF5 caches), thread stacks, the integral file's header datasets: 64 MiB + 64 MiB per thread.
 double memory_allowance(int threads);
 double peak_resident_bytes();
 // Resets the peak resident memory (VmHWM) to the current resident size; false where the system cannot.

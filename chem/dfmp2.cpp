@@ -349,7 +349,11 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
   const Vector& eps = *in.orbital_energies;
   const Index nocc = in.nocc, nvir = eps.size() - nocc, nact = nocc - options.nfrozen;
   const Index naux = in.three_index->naux(), rows = nact * nvir;
+  auto done_with = [&](const char* phase) {
+    if (options.phase_done) options.phase_done(phase);
+  };
   const MatrixT<F> factor = metric_factor<F>(*in.metric, options, kernels, result.metric_report);
+  done_with("MP2 metric");
   result.screening.enabled = options.screening.enabled;
   const Vector eps_occ = eps.segment(options.nfrozen, nact);
   const Vector eps_vir = eps.tail(nvir);
@@ -369,8 +373,10 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
     MatrixT<W> fitted(rows, naux);
     transform<W>(in, options, result.plan, kernels, result.screening,
                  [&](Index p0, Index) { return fitted.data() + p0 * rows; }, [](Index, Index, const W*) {});
+    done_with("MP2 transform");
     fit<W, F>(fitted, factor, options.metric, result.plan, kernels);
     require_finite("fitting", "the fitted tensor B", fitted.data(), fitted.size());
+    done_with("MP2 fitting");
     for (const auto& pair : pairs) add(block_pair_energy<W, Acc>(pair, fitted, eps_occ, eps_vir, kernels, workspace));
   } else {
     // Scratch: the file holds, for each occupied block I in turn, its rows of A (then B) as an (nI nvir) x naux
@@ -414,6 +420,7 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
         });
     std::vector<W>().swap(block);
     std::vector<W>().swap(part);
+    done_with("MP2 transform");
     // Fitting, one occupied block at a time, in place.
     {
       MatrixT<W> a;
@@ -428,6 +435,7 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
         write("fitting", a.data(), nr * naux, base(i0));
       }
     }
+    done_with("MP2 fitting");
     // Pairs: B_I read once per I, each B_J (J < I) read while the previous pair is computed.
     MatrixT<W> b_i, b_j, b_next;
     for (std::size_t bi = 0; bi < occupied.size(); ++bi) {
@@ -467,6 +475,7 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
       if (bi > 0) kernels.record_host("pair_energy", "scratch_read", waited, {0, bytes}, dtype<W>());
     }
   }
+  done_with("MP2 pair energies");
   result.opposite_spin = double(os);
   result.same_spin = double(ss);
   const double energies[] = {result.opposite_spin, result.same_spin};

@@ -63,6 +63,9 @@ struct DfMp2Options {
   std::string scratch_folder = "/tmp";  // for Mp2Storage::scratch
   // (optional) Told after each block of the transformation and each occupied block pair: phase, done, total.
   std::function<void(const std::string&, long long, long long)> progress;
+  // (optional) Told when a phase ends: "MP2 metric", "MP2 transform", "MP2 fitting", "MP2 pair energies" (the
+  // memory plan measures each phase's peak resident memory with it).
+  std::function<void(const std::string&)> phase_done;
 };
 
 // What the method needs: orbitals, the metric and a source of three-index integrals.
