@@ -5,8 +5,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
@@ -357,16 +360,16 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
 
   // The memory plan, before any three-index integral: what each phase may hold beside what is resident now.
   MemoryPlan& plan = calc.memory;
+  ResidentSampler sampler;  // each phase's measured peak
   plan.budget = input.memory_bytes;
   plan.baseline = input.resident_at_start + memory_allowance(input.threads);
   plan.scratch_folder = input.scratch;
   const Problem& pr = calc.problem;
-  // Molecule input computes C (nbf x nmo) and the MP2 metric later, and holds the MP2 integral engine; they stay
-  // for all of DF-MP2.
+  // The orbitals C (nbf x nmo) and the MP2 metric stay for all of DF-MP2: read from the integral file or generated
+  // now (after the start was measured), or computed after the SCF; molecule input also holds the MP2 integral engine.
   const double later =
-      calc.molecule ? 8.0 * (double(pr.nbf) * double(pr.nmo) + double(pr.naux) * double(pr.naux)) +
-                          chem::ThreeCenterEngine::bytes(calc.molecule->aux_basis, calc.molecule->basis)
-                    : 0.0;
+      8.0 * (double(pr.nbf) * double(pr.nmo) + double(pr.nmo) + double(pr.naux) * double(pr.naux)) +
+      (calc.molecule ? chem::ThreeCenterEngine::bytes(calc.molecule->aux_basis, calc.molecule->basis) : 0.0);
   const double mp2_budget = plan.budget - plan.baseline - later;
   const linalg::Index nact = pr.nocc - calc.nfrozen, nvir = pr.nmo - pr.nocc;
   chem::BlockPlan largest;
@@ -422,13 +425,13 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
                         (input.scf.type == chem::ScfType::df
                              ? chem::ThreeCenterEngine::bytes(calc.molecule->jk_basis, calc.molecule->basis)
                              : 0.0);
-    const bool measured = reset_phase_peak();
+    sampler.take_peak();
     within_memory(plan, held, [&] {
       run_molecule(input, *scf_backend, calc, plan.budget - held, progress);
       return 0;
     });
-    if (measured) {
-      plan.measured.emplace_back("SCF and MP2 integral setup", phase_peak_bytes());
+    {
+      plan.measured.emplace_back("SCF and MP2 integral setup", sampler.take_peak());
       for (auto& ph : plan.phases) {
         if (ph.phase == "SCF J/K" || ph.phase == "SCF") ph.measured_bytes = plan.measured.back().second;
       }
@@ -447,11 +450,10 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   options.progress = phase_progress;
   // Each DF-MP2 phase's measured peak resident memory, next to what the plan gave it (the largest over the runs).
   options.phase_done = [&](const std::string& phase) {
-    const double peak = phase_peak_bytes();
+    const double peak = sampler.take_peak();
     for (auto& ph : plan.phases) {
       if (ph.phase == phase) ph.measured_bytes = std::max(ph.measured_bytes, peak);
     }
-    reset_phase_peak();
   };
 
   for (auto& backend : backends) {
@@ -468,7 +470,7 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
       linalg::Kernels kernels(*backend, run.log);
       kernels.set_fallback(fallback.get());
       linalg::Stopwatch wall;
-      reset_phase_peak();  // each DF-MP2 phase measures its own peak (options.phase_done)
+      sampler.take_peak();  // each DF-MP2 phase measures its own peak (options.phase_done)
       run.result = chem::run_dfmp2(calc.problem.dfmp2_input, options, kernels);
       run.wall_seconds = wall.seconds();
 
@@ -486,7 +488,6 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
     }
     backend->release();
   }
-  // Resetting the peak for each part (reset_phase_peak) resets getrusage's too: the run's peak is the largest.
   plan.peak_resident = peak_resident_bytes();
   for (const auto& [part, bytes] : plan.measured) plan.peak_resident = std::max(plan.peak_resident, bytes);
   for (const auto& ph : plan.phases) plan.peak_resident = std::max(plan.peak_resident, ph.measured_bytes);
@@ -517,24 +518,35 @@ double peak_resident_bytes() {
   return double(usage.ru_maxrss) * 1024.0;  // kilobytes on Linux
 }
 
-bool reset_phase_peak() {
-  // Linux: writing 5 to clear_refs resets the VmHWM peak to the current resident size (kernel 4.0 and later).
-  std::ofstream refs("/proc/self/clear_refs");
-  refs << "5";
-  refs.flush();
-  return static_cast<bool>(refs);
+struct ResidentSampler::State {
+  std::atomic<bool> stop{false};
+  std::atomic<double> peak{0};
+  std::thread thread;
+};
+
+ResidentSampler::ResidentSampler() : state_(std::make_unique<State>()) {
+  State* s = state_.get();
+  s->peak = resident_bytes();
+  s->thread = std::thread([s] {
+    while (!s->stop.load()) {
+      const double now = resident_bytes();
+      double seen = s->peak.load();
+      while (now > seen && !s->peak.compare_exchange_weak(seen, now)) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
 }
 
-double phase_peak_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  double kib = 0;
-  std::string unit;
-  while (status >> key) {
-    if (key == "VmHWM:" && status >> kib >> unit) return kib * 1024.0;
-    std::getline(status, unit);
-  }
-  return 0;
+ResidentSampler::~ResidentSampler() {
+  state_->stop = true;
+  state_->thread.join();
+}
+
+double ResidentSampler::take_peak() {
+  const double now = resident_bytes();
+  double peak = std::max(state_->peak.exchange(now), now);
+  return peak;
 }
 
 }  // namespace dfmp2::app

@@ -98,10 +98,23 @@ double resident_bytes();
 // engines, HDF5 caches), thread stacks, the integral file's header datasets: 64 MiB + 64 MiB per thread.
 double memory_allowance(int threads);
 double peak_resident_bytes();
-// Resets the peak resident memory (VmHWM) to the current resident size; false where the system cannot.
-bool reset_phase_peak();
-// The peak resident memory since the last reset (VmHWM).
-double phase_peak_bytes();
+// Samples this process's resident memory every 2 ms on a thread of its own, so that each phase's peak can be told
+// apart without touching the kernel's own peak counter (which getrusage and /usr/bin/time -v read: resetting it per
+// phase would make them report less than the run's true peak). Spikes shorter than the interval can be missed; the
+// run's peak in the report comes from getrusage.
+class ResidentSampler {
+ public:
+  ResidentSampler();
+  ~ResidentSampler();
+  ResidentSampler(const ResidentSampler&) = delete;
+  ResidentSampler& operator=(const ResidentSampler&) = delete;
+  // The largest resident size sampled since the previous call (or since the start), and a new interval begins.
+  double take_peak();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // Number of frozen core orbitals the input asks for; throws InputError when it cannot be honoured.
 int resolve_frozen_core(const Input& input, const Problem& problem);
