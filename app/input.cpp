@@ -38,7 +38,8 @@ const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "
                                         "scf",       "save_integrals", "frozen_core", "backends", "precision",
                                         "metric",    "screening", "memory",      "threads",  "output",
                                         "device",    "scratch",   "mp2_storage"};
-const std::vector<std::string> kDeviceKeys = {"compile_cache", "host_fallback", "trn1", "trn2"};
+const std::vector<std::string> kDeviceKeys = {"compile_cache", "host_fallback", "step_precision", "trn1", "trn2"};
+const std::vector<std::string> kMatmulModes = {"fp32", "bf16", "bf16x3"};  // order of linalg::MatmulMode
 const std::vector<std::string> kMoleculeKeys = {"xyz", "file", "units", "charge", "multiplicity"};
 const std::vector<std::string> kScfKeys = {"type", "jk_basis", "e_convergence", "d_convergence", "max_iterations",
                                            "guess", "jk_storage"};
@@ -46,7 +47,7 @@ const std::vector<std::string> kJkStorages = {"auto", "memory", "scratch", "reco
 const std::vector<std::string> kMp2Storages = {"auto", "memory", "scratch"};              // order of chem::Mp2Storage
 const std::vector<std::string> kScreeningKeys = {"threshold", "block", "compare"};
 const std::vector<std::string> kSyntheticKeys = {"shape", "nbasis", "nocc", "naux", "seed"};
-const std::vector<std::string> kPrecisions = {"fp64", "fp32", "mixed", "bf16"};  // order of chem::Precision
+const std::vector<std::string> kPrecisions = {"fp64", "fp32", "mixed", "bf16", "bf16x3"};  // order of chem::Precision
 const std::vector<std::string> kMetrics = {"cholesky", "eigh", "newton-schulz"};
 const std::vector<std::string> kMetricKeys = {"method", "threshold", "tolerance", "max_iterations"};
 
@@ -555,7 +556,7 @@ Input read_input(const std::string& path) {
       }
       std::vector<chem::Precision> out;
       for (const auto& item : items) {
-        const std::string value = ctx.scalar(item, key, "fp64, fp32, mixed or bf16");
+        const std::string value = ctx.scalar(item, key, "fp64, fp32, mixed, bf16 or bf16x3");
         const auto it = std::find(kPrecisions.begin(), kPrecisions.end(), value);
         if (it == kPrecisions.end()) {
           const auto guess = nearest(value, kPrecisions);
@@ -643,7 +644,8 @@ Input read_input(const std::string& path) {
   in.device.compile_cache = default_compile_cache();
   if (const YAML::Node node = root["device"]) {
     if (!node.IsMap()) {
-      ctx.fail(node, fmt::format("key 'device': expected a mapping {{compile_cache, host_fallback, trn1, trn2}}, got {}",
+      ctx.fail(node, fmt::format("key 'device': expected a mapping {{compile_cache, host_fallback, step_precision, trn1, "
+                                 "trn2}}, got {}",
                                  Context::kind(node)));
     }
     check_keys(node, ctx, "device", kDeviceKeys);
@@ -661,6 +663,41 @@ Input read_input(const std::string& path) {
       const auto b = as_bool(ctx.scalar(n, "device.host_fallback", "true or false"));
       if (!b) ctx.fail(n, fmt::format("key 'device.host_fallback': expected true or false, got '{}'", n.Scalar()));
       in.host_fallback = *b;
+    }
+    if (const YAML::Node steps = node["step_precision"]) {
+      // Per-step operand format of bf16 and bf16x3 runs, e.g. {metric: bf16} for an all-bf16 metric, which is
+      // never the default (chem::step_matmul_modes).
+      if (!steps.IsMap()) {
+        ctx.fail(steps, fmt::format("key 'device.step_precision': expected a mapping of step: precision ({} to {}), "
+                                    "got {}",
+                                    fmt::join(chem::matmul_steps(), ", "), fmt::join(kMatmulModes, ", "),
+                                    Context::kind(steps)));
+      }
+      for (const auto& kv : steps) {
+        const std::string step = ctx.scalar(kv.first, "device.step_precision", "a step name");
+        const auto& known = chem::matmul_steps();
+        if (std::find(known.begin(), known.end(), step) == known.end()) {
+          const auto guess = nearest(step, known);
+          ctx.fail(kv.first, fmt::format("key 'device.step_precision': unknown step '{}'{} (expected one of {})", step,
+                                         guess ? fmt::format(" (did you mean '{}'?)", *guess) : "",
+                                         fmt::join(known, ", ")));
+        }
+        const std::string key = "device.step_precision." + step;
+        const std::string value = ctx.scalar(kv.second, key, "fp32, bf16 or bf16x3");
+        const auto it = std::find(kMatmulModes.begin(), kMatmulModes.end(), value);
+        if (it == kMatmulModes.end()) {
+          ctx.fail(kv.second, fmt::format("key '{}': expected fp32, bf16 or bf16x3, got '{}'", key, value));
+        }
+        in.step_modes[step] = static_cast<linalg::MatmulMode>(it - kMatmulModes.begin());
+      }
+      bool any_device_precision = false;
+      for (const auto& b : in.backends)
+        for (const auto p : in.precisions_of(b))
+          any_device_precision = any_device_precision || p == chem::Precision::bf16 || p == chem::Precision::bf16x3;
+      if (!any_device_precision) {
+        ctx.fail(steps, "key 'device.step_precision': it applies to bf16 and bf16x3 runs, and no backend runs in "
+                        "either (key 'precision')");
+      }
     }
     for (const char* device : {"trn1", "trn2"}) {
       const YAML::Node params = node[device];

@@ -91,6 +91,8 @@ struct Input {
   // Device models (key `device`): compile cache folder, parameter overrides; host_fallback lets ops a device
   // cannot run go to the host backend (counted in the report) instead of stopping the run.
   devices::DeviceOptions device;
+  // device.step_precision: operand format per DF-MP2 step of bf16 and bf16x3 runs (chem::step_matmul_modes).
+  std::map<std::string, linalg::MatmulMode> step_modes;
   bool host_fallback = false;
   nlohmann::json as_read;             // the input as read, for the results file
 };

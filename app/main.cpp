@@ -70,7 +70,7 @@ CLI::App* add_bench(CLI::App& cli, BenchFlags& f) {
   b->add_option("--backends", f.backends, "backends, comma-separated: eigen, openblas, trn1, trn2 (default: the build's)")
       ->option_text("LIST");
   b->add_option("--precision", f.precision,
-                "fp64, fp32, bf16 (dfmp2 mode also mixed), comma-separated (default fp64; fp32 with a device model)")
+                "fp64, fp32, bf16, bf16x3 (dfmp2 mode also mixed), comma-separated (default fp64; fp32 with a device model)")
       ->option_text("LIST");
   b->add_option("--dfmp2", f.dfmp2, "DF-MP2 end to end on synthetic shapes: small, medium, large")->option_text("SHAPES");
   b->add_option("--trace", f.trace, "run the kernel calls of a trace file (YAML)")->option_text("FILE");

@@ -73,7 +73,8 @@ std::vector<std::pair<linalg::Op, linalg::DType>> required_ops(const Input& inpu
   switch (precision) {
     case chem::Precision::fp64: types = {DType::fp64}; break;
     case chem::Precision::fp32:
-    case chem::Precision::bf16: types = {DType::fp32}; break;
+    case chem::Precision::bf16:
+    case chem::Precision::bf16x3: types = {DType::fp32}; break;
     case chem::Precision::mixed: types = {DType::fp32, DType::fp64}; break;
   }
   std::vector<std::pair<Op, DType>> out;
@@ -86,10 +87,12 @@ std::vector<std::pair<linalg::Op, linalg::DType>> required_ops(const Input& inpu
 // allows the host fallback and the host can.
 void check_backend_can_run(const Input& input, linalg::Backend& backend, linalg::Backend* fallback) {
   for (const chem::Precision precision : input.precisions_of(backend.name())) {
-    if (precision == chem::Precision::bf16 && !backend.supports_bf16()) {
-      throw UnsupportedError(fmt::format("{}: key 'precision': backend '{}' has no bf16 arithmetic (bf16 is for the "
-                                         "device models trn1 and trn2; use fp64, fp32 or mixed)",
-                                         input.path, backend.name()));
+    for (const auto& [step, mode] : chem::step_matmul_modes(precision, input.step_modes)) {
+      if (backend.supports_matmul_mode(mode)) continue;
+      throw UnsupportedError(fmt::format("{}: key 'precision': backend '{}' has no {} arithmetic ({} is for the device "
+                                         "models trn1 and trn2; use fp64, fp32 or mixed)",
+                                         input.path, backend.name(), linalg::matmul_mode_name(mode),
+                                         chem::precision_name(precision)));
     }
     for (const auto& [op, dtype] : required_ops(input, precision)) {
       if (backend.supports(op, dtype)) continue;
@@ -462,11 +465,13 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
       BackendRun run;
       run.backend = backend->name();
       run.details = backend->details();
-      if (precision == chem::Precision::bf16) backend->set_bf16(true);  // checked above: the backend has bf16
+      // The peak of the mode where the flops are (the pair energies); checked above: the backend has the mode.
+      backend->set_matmul_mode(chem::step_matmul_modes(precision, input.step_modes).at("pair_energy"));
       run.peak_flops = backend->peak_flops();
-      if (precision == chem::Precision::bf16) backend->set_bf16(false);
+      backend->set_matmul_mode(linalg::MatmulMode::fp32);
       run.precision = precision;
       options.precision = precision;
+      options.step_modes = input.step_modes;
       linalg::Kernels kernels(*backend, run.log);
       kernels.set_fallback(fallback.get());
       linalg::Stopwatch wall;

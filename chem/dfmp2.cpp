@@ -31,7 +31,9 @@ namespace {
 // Element sizes of the three precisions' parts: W for the GEMMs and the fitted tensor, F for the metric and the
 // fitting.
 double work_bytes(Precision p) { return p == Precision::fp64 ? 8.0 : 4.0; }
-double fit_bytes(Precision p) { return p == Precision::fp32 || p == Precision::bf16 ? 4.0 : 8.0; }
+double fit_bytes(Precision p) {
+  return p == Precision::fp32 || p == Precision::bf16 || p == Precision::bf16x3 ? 4.0 : 8.0;
+}
 
 template <class T>
 std::string dtype() {
@@ -72,8 +74,26 @@ std::string precision_name(Precision p) {
     case Precision::fp32: return "fp32";
     case Precision::mixed: return "mixed";
     case Precision::bf16: return "bf16";
+    case Precision::bf16x3: return "bf16x3";
   }
   return "?";
+}
+
+const std::vector<std::string>& matmul_steps() {
+  static const std::vector<std::string> steps = {"metric", "transform", "fitting", "pair_energy"};
+  return steps;
+}
+
+std::map<std::string, linalg::MatmulMode> step_matmul_modes(Precision precision,
+                                                            const std::map<std::string, linalg::MatmulMode>& overrides) {
+  std::map<std::string, linalg::MatmulMode> modes;
+  const bool device = precision == Precision::bf16 || precision == Precision::bf16x3;
+  const auto mode = precision == Precision::bf16 ? linalg::MatmulMode::bf16 : linalg::MatmulMode::bf16x3;
+  for (const auto& step : matmul_steps()) {
+    modes[step] = device && (step == "transform" || step == "pair_energy") ? mode : linalg::MatmulMode::fp32;
+    if (const auto it = overrides.find(step); device && it != overrides.end()) modes[step] = it->second;
+  }
+  return modes;
 }
 
 std::string metric_name(MetricMethod m) {
@@ -604,6 +624,7 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg:
   result.naux = in.three_index->naux();
   result.precision = options.precision;
   result.metric = options.metric;
+  result.step_modes = step_matmul_modes(options.precision, options.step_modes);
   const bool ao = in.three_index->form() == ThreeIndexForm::ao;
   if (ao && in.mo_coefficients == nullptr) throw std::logic_error("run_dfmp2: AO-form integrals need MO coefficients");
   const Index nbf = ao ? in.mo_coefficients->rows() : 0;
@@ -626,15 +647,13 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg:
     case Precision::fp64: run_typed<double, double, double>(in, options, kernels, result); break;
     case Precision::fp32: run_typed<float, float, float>(in, options, kernels, result); break;
     case Precision::mixed: run_typed<float, double, double>(in, options, kernels, result); break;
-    case Precision::bf16: {
-      kernels.set_bf16(true);  // UnsupportedError on a backend without bf16 arithmetic
-      try {
-        run_typed<float, float, float>(in, options, kernels, result);
-      } catch (...) {
-        kernels.set_bf16(false);
-        throw;
-      }
-      kernels.set_bf16(false);
+    case Precision::bf16:
+    case Precision::bf16x3: {
+      // The Kernels object applies each step's mode to the backend before each call, so nothing is left set
+      // on the backend for the next run. UnsupportedError here on a backend without the mode.
+      for (const auto& [step, mode] : result.step_modes)
+        kernels.set_step_matmul_mode(step, mode);
+      run_typed<float, float, float>(in, options, kernels, result);
       break;
     }
   }

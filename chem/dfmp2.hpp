@@ -8,13 +8,17 @@
 //                  then E_os += (ia|jb)^2 / D, E_ss += (ia|jb)[(ia|jb) - (ib|ja)] / D, D = e_i + e_j - e_a - e_b
 //
 // Precision: fp64 does everything in double; fp32 everything in float (energy sums included); mixed runs the
-// GEMMs of steps 2 and 4 in float and the metric, the fitting and the energy sums in double; bf16 is fp32 with the
-// matrix-multiply operands rounded to bfloat16 by the backend (device models only; others refuse it).
+// GEMMs of steps 2 and 4 in float and the metric, the fitting and the energy sums in double. bf16 and bf16x3 are
+// fp32 runs on a device model as its users run them: the transformation and pair-energy products (where the flops
+// are) use the Tensor Engine's bf16 operands, or its three-pass bf16x3 split (linalg::MatmulMode), accumulated in
+// fp32; the metric factor and the fitting stay fp32, because the Coulomb metric of a real fitting basis is far too
+// ill-conditioned for bf16's 8-bit significand. DfMp2Options::step_modes may override a step explicitly.
 //
 // A row of A and B is one (i, a) pair with the virtual index fastest (row a + nvir*i), so the rows of one
 // occupied block are contiguous. An occupied block pair is a self-contained unit of work: given B and the
 // orbital energies, block_pair_energy() needs nothing else, so the pair list can be handed out to workers.
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,7 +28,7 @@
 
 namespace dfmp2::chem {
 
-enum class Precision { fp64, fp32, mixed, bf16 };
+enum class Precision { fp64, fp32, mixed, bf16, bf16x3 };
 enum class MetricMethod { cholesky, eigh, newton_schulz };
 // Where the transformed and fitted tensor (nact nvir x naux) lives: in memory, or in a scratch file laid out by
 // occupied block (each block's rows contiguous), transformed into it, fitted block by block in place, and read back
@@ -32,6 +36,13 @@ enum class MetricMethod { cholesky, eigh, newton_schulz };
 // DF-MP2 does. `automatic`: memory when it fits.
 enum class Mp2Storage { automatic, memory, scratch };
 std::string precision_name(Precision p);
+// The DF-MP2 steps whose float products a device runs in a MatmulMode, in pipeline order.
+const std::vector<std::string>& matmul_steps();  // metric, transform, fitting, pair_energy
+// The operand format of each step in a run of `precision`: for bf16 and bf16x3, the precision's mode for the
+// transform and pair_energy and fp32 for the metric and fitting, then `overrides` (step -> mode); fp32 throughout
+// for every other precision (overrides ignored).
+std::map<std::string, linalg::MatmulMode> step_matmul_modes(Precision precision,
+                                                            const std::map<std::string, linalg::MatmulMode>& overrides);
 std::string metric_name(MetricMethod m);
 std::string mp2_storage_name(Mp2Storage s);
 
@@ -60,6 +71,8 @@ struct DfMp2Options {
   linalg::NewtonSchulzOptions newton_schulz;
   ScreeningOptions screening;  // AO-form integrals only
   Mp2Storage storage = Mp2Storage::automatic;
+  // bf16 and bf16x3 runs: steps whose operand format differs from the default (step_matmul_modes).
+  std::map<std::string, linalg::MatmulMode> step_modes;
   std::string scratch_folder = "/tmp";  // for Mp2Storage::scratch
   // (optional) Told after each block of the transformation and each occupied block pair: phase, done, total.
   std::function<void(const std::string&, long long, long long)> progress;
@@ -126,6 +139,7 @@ struct DfMp2Result {
   linalg::Index nfrozen = 0, nact = 0, nvir = 0, naux = 0;
   Precision precision = Precision::fp64;
   MetricMethod metric = MetricMethod::cholesky;
+  std::map<std::string, linalg::MatmulMode> step_modes;  // operand format of each step (step_matmul_modes)
   linalg::InverseSqrtReport metric_report;  // eigh / newton-schulz only
   ScreeningReport screening;
   BlockPlan plan;

@@ -26,6 +26,17 @@
 
 namespace dfmp2::linalg {
 
+// How a device multiplies fp32 matrices on its Tensor Engine (linalg::Kernels chooses it per step):
+//   fp32    fp32 operands, at the engine's fp32 rate;
+//   bf16    operands rounded to bfloat16 (nearest even), products accumulated in fp32;
+//   bf16x3  each operand split into a bf16 high part and a bf16 low part (x = hi + lo + O(2^-17 |x|)), three bf16
+//           products hi*hi + hi*lo + lo*hi accumulated in fp32 (lo*lo, below fp32's rounding, is left out).
+// CPU backends have fp32 only.
+enum class MatmulMode { fp32, bf16, bf16x3 };
+constexpr const char* matmul_mode_name(MatmulMode mode) {
+  return mode == MatmulMode::fp32 ? "fp32" : mode == MatmulMode::bf16 ? "bf16" : "bf16x3";
+}
+
 struct BatchStrides {
   Index a = 0;  // 0 means every problem shares the same operand
   Index b = 0;
@@ -82,11 +93,15 @@ class Backend {
   virtual const ModelledTime* last_modelled() const { return nullptr; }
   // (optional) Peak Tensor Engine rate in flop/s for the current operand precision, for "achieved vs peak".
   virtual double peak_flops() const { return 0; }
-  // (optional) bf16 operands: float ops round their inputs to bfloat16 (nearest even) before multiplying and
-  // accumulate in fp32. A backend without bf16 arithmetic refuses (UnsupportedError), never ignores it.
-  virtual bool supports_bf16() const { return false; }
-  virtual void set_bf16(bool on) {
-    if (on) throw UnsupportedError("backend '" + name() + "' has no bf16 arithmetic (use precision fp32 or fp64)");
+  // (optional) The operand format of the float ops that follow (MatmulMode). A backend without a mode refuses it
+  // (UnsupportedError), never ignores it.
+  virtual bool supports_matmul_mode(MatmulMode mode) const { return mode == MatmulMode::fp32; }
+  virtual void set_matmul_mode(MatmulMode mode) {
+    if (mode != MatmulMode::fp32) {
+      throw UnsupportedError("backend '" + name() + "' has no " + matmul_mode_name(mode) +
+                             " arithmetic (bf16 and bf16x3 are for the device models trn1 and trn2; use precision "
+                             "fp32 or fp64)");
+    }
   }
 
   virtual void gemm(Trans ta, Trans tb, double alpha, ConstMatrixView a, ConstMatrixView b, double beta,

@@ -28,26 +28,49 @@ Index cols_of(const ConstMatrixViewT<T>& v, Trans t) { return t == Trans::no ? v
 
 }  // namespace
 
-Backend& Kernels::require(Op op, DType dtype) {
+Backend& Kernels::require(const std::string& step, Op op, DType dtype) {
   ran_on_ = &backend_;
-  if (backend_.supports(op, dtype)) return backend_;
+  if (backend_.supports(op, dtype)) {
+    if (dtype == DType::fp32) backend_.set_matmul_mode(matmul_mode(step));
+    return backend_;
+  }
   if (fallback_ != nullptr && fallback_->supports(op, dtype)) {
     ran_on_ = fallback_;  // allowed by the input; recorded as a fallback so the report counts it
     return *fallback_;
   }
   throw UnsupportedError(fmt::format("backend '{}' does not support {} in {}{}", backend_.name(), op_name(op),
-                                     dtype_label(dtype),
+                                     dtype_label(step, dtype),
                                      fallback_ == nullptr ? "" : " (nor does the host fallback)"));
 }
 
-std::string Kernels::dtype_label(DType dtype) const {
-  if (dtype == DType::fp32 && bf16_) return "bf16";
+std::string Kernels::dtype_label(const std::string& step, DType dtype) const {
+  if (dtype == DType::fp32) return matmul_mode_name(matmul_mode(step));
   return std::string(dtype_name(dtype));
 }
 
-void Kernels::set_bf16(bool on) {
-  backend_.set_bf16(on);  // a backend without bf16 arithmetic throws UnsupportedError here
-  bf16_ = on;
+namespace {
+void require_mode(const Backend& backend, MatmulMode mode) {
+  if (!backend.supports_matmul_mode(mode)) {
+    throw UnsupportedError(fmt::format("backend '{}' has no {} arithmetic (bf16 and bf16x3 are for the device "
+                                       "models trn1 and trn2; use precision fp32 or fp64)",
+                                       backend.name(), matmul_mode_name(mode)));
+  }
+}
+}  // namespace
+
+void Kernels::set_matmul_mode(MatmulMode mode) {
+  require_mode(backend_, mode);
+  mode_ = mode;
+}
+
+void Kernels::set_step_matmul_mode(const std::string& step, MatmulMode mode) {
+  require_mode(backend_, mode);
+  step_modes_[step] = mode;
+}
+
+MatmulMode Kernels::matmul_mode(const std::string& step) const {
+  const auto it = step_modes_.find(step);
+  return it == step_modes_.end() ? mode_ : it->second;
 }
 
 template <class T>
@@ -58,8 +81,8 @@ void Kernels::record(const std::string& step, Op op, double seconds, const Cost&
 template <class T>
 void Kernels::record(const std::string& step, const std::string& kernel, double seconds, const Cost& cost) {
   const bool fallback = ran_on_ != &backend_;
-  // A fallback ran at the host backend's own precision: bf16 applies to the device only.
-  const std::string dtype = fallback ? std::string(dtype_name(dtype_of<T>())) : dtype_label(dtype_of<T>());
+  // A fallback ran at the host backend's own precision: bf16 and bf16x3 apply to the device only.
+  const std::string dtype = fallback ? std::string(dtype_name(dtype_of<T>())) : dtype_label(step, dtype_of<T>());
   const std::string who = fallback ? fmt::format("{} (fallback from {})", ran_on_->name(), backend_.name())
                                    : backend_.name();
   log_.add(step, kernel, who, seconds, cost, dtype, fallback ? nullptr : backend_.last_modelled(), fallback);
@@ -68,7 +91,7 @@ void Kernels::record(const std::string& step, const std::string& kernel, double 
 template <class T>
 void Kernels::gemm(const std::string& step, Trans ta, Trans tb, T alpha, Same<ConstMatrixViewT<T>> a, Same<ConstMatrixViewT<T>> b,
                    T beta, Same<MatrixViewT<T>> c) {
-  Backend& run_on = require(Op::gemm, dtype_of<T>());
+  Backend& run_on = require(step, Op::gemm, dtype_of<T>());
   check_view(a, Op::gemm, "A");
   check_view(b, Op::gemm, "B");
   check_view(ConstMatrixViewT<T>(c), Op::gemm, "C");
@@ -83,7 +106,7 @@ void Kernels::gemm(const std::string& step, Trans ta, Trans tb, T alpha, Same<Co
 template <class T>
 void Kernels::gemm_batched(const std::string& step, Trans ta, Trans tb, Index count, const BatchStrides& s, T alpha,
                            Same<ConstMatrixViewT<T>> a, Same<ConstMatrixViewT<T>> b, T beta, Same<MatrixViewT<T>> c) {
-  Backend& run_on = require(Op::gemm_batched, dtype_of<T>());
+  Backend& run_on = require(step, Op::gemm_batched, dtype_of<T>());
   check(count >= 0, Op::gemm_batched, "negative batch count");
   check_view(a, Op::gemm_batched, "A");
   check_view(b, Op::gemm_batched, "B");
@@ -102,7 +125,7 @@ void Kernels::gemm_batched(const std::string& step, Trans ta, Trans tb, Index co
 template <class T>
 void Kernels::syrk(const std::string& step, Uplo uplo, Trans trans, T alpha, Same<ConstMatrixViewT<T>> a, T beta,
                    Same<MatrixViewT<T>> c) {
-  Backend& run_on = require(Op::syrk, dtype_of<T>());
+  Backend& run_on = require(step, Op::syrk, dtype_of<T>());
   check_view(a, Op::syrk, "A");
   check_view(ConstMatrixViewT<T>(c), Op::syrk, "C");
   const Index n = rows_of(a, trans), k = cols_of(a, trans);
@@ -115,7 +138,7 @@ void Kernels::syrk(const std::string& step, Uplo uplo, Trans trans, T alpha, Sam
 template <class T>
 void Kernels::trsm(const std::string& step, Side side, Uplo uplo, Trans trans, Diag diag, T alpha,
                    Same<ConstMatrixViewT<T>> a, Same<MatrixViewT<T>> b) {
-  Backend& run_on = require(Op::trsm, dtype_of<T>());
+  Backend& run_on = require(step, Op::trsm, dtype_of<T>());
   check_view(a, Op::trsm, "A");
   check_view(ConstMatrixViewT<T>(b), Op::trsm, "B");
   const Index order = side == Side::left ? b.rows : b.cols;
@@ -128,7 +151,7 @@ void Kernels::trsm(const std::string& step, Side side, Uplo uplo, Trans trans, D
 
 template <class T>
 void Kernels::cholesky(const std::string& step, Uplo uplo, MatrixViewT<T> a) {
-  Backend& run_on = require(Op::cholesky, dtype_of<T>());
+  Backend& run_on = require(step, Op::cholesky, dtype_of<T>());
   check_view(ConstMatrixViewT<T>(a), Op::cholesky, "A");
   check(a.rows == a.cols, Op::cholesky, fmt::format("A is {}x{}, not square", a.rows, a.cols));
   Stopwatch sw;
@@ -138,7 +161,7 @@ void Kernels::cholesky(const std::string& step, Uplo uplo, MatrixViewT<T> a) {
 
 template <class T>
 void Kernels::eigh(const std::string& step, MatrixViewT<T> a, T* w) {
-  Backend& run_on = require(Op::eigh, dtype_of<T>());
+  Backend& run_on = require(step, Op::eigh, dtype_of<T>());
   check_view(ConstMatrixViewT<T>(a), Op::eigh, "A");
   check(a.rows == a.cols, Op::eigh, fmt::format("A is {}x{}, not square", a.rows, a.cols));
   check(a.rows == 0 || w != nullptr, Op::eigh, "no eigenvalue output");
@@ -167,7 +190,7 @@ Index check_spmm_shapes(Trans ts, Index s_rows, Index s_cols, const ConstMatrixV
 template <class T>
 void Kernels::spmm(const std::string& step, Trans ts, T alpha, const Same<CsrMatrix<T>>& s,
                    Same<ConstMatrixViewT<T>> b, T beta, Same<MatrixViewT<T>> c) {
-  Backend& run_on = require(Op::spmm, dtype_of<T>());
+  Backend& run_on = require(step, Op::spmm, dtype_of<T>());
   validate(s);
   const Index n = check_spmm_shapes<T>(ts, s.rows, s.cols, b, c);
   Stopwatch sw;
@@ -179,7 +202,7 @@ void Kernels::spmm(const std::string& step, Trans ts, T alpha, const Same<CsrMat
 template <class T>
 void Kernels::spmm(const std::string& step, Trans ts, T alpha, const Same<BsrMatrix<T>>& s,
                    Same<ConstMatrixViewT<T>> b, T beta, Same<MatrixViewT<T>> c) {
-  Backend& run_on = require(Op::spmm, dtype_of<T>());
+  Backend& run_on = require(step, Op::spmm, dtype_of<T>());
   validate(s);
   const Index n = check_spmm_shapes<T>(ts, s.rows, s.cols, b, c);
   Stopwatch sw;

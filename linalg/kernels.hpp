@@ -3,6 +3,7 @@
 // backend can trust its arguments), refuses an op the backend does not support for that element type (never
 // reroutes it), computes the op's cost from its shape, times the call and records it under the caller's step.
 // Every op exists for T = double (fp64) and T = float (fp32).
+#include <map>
 #include <string>
 #include <type_traits>
 
@@ -27,9 +28,13 @@ class Kernels {
   // runs on `host` instead of failing, and is logged as "<host> (fallback from <backend>)". nullptr (the
   // default) means no fallback: such an op is an UnsupportedError.
   void set_fallback(Backend* host) { fallback_ = host; }
-  // bf16 operands on a device backend (precision bf16): fp32 ops are logged with dtype "bf16". Throws
-  // UnsupportedError when the backend has no bf16 arithmetic.
-  void set_bf16(bool on);
+  // The Tensor Engine operand format of fp32 ops on a device backend (MatmulMode): `mode` for every step but
+  // those given their own with set_step_matmul_mode. Ops run in bf16 or bf16x3 are logged with that dtype. Throws
+  // UnsupportedError when the backend cannot run the mode. The mode is handed to the backend before each fp32
+  // call, so a backend shared by several Kernels never runs in another's mode.
+  void set_matmul_mode(MatmulMode mode);
+  void set_step_matmul_mode(const std::string& step, MatmulMode mode);
+  MatmulMode matmul_mode(const std::string& step) const;
   KernelLog& log() const { return log_; }
 
   template <class T>
@@ -72,8 +77,8 @@ class Kernels {
 
  private:
   // The backend the op runs on: the configured one, or the fallback when allowed; throws UnsupportedError.
-  Backend& require(Op op, DType dtype);
-  std::string dtype_label(DType dtype) const;
+  Backend& require(const std::string& step, Op op, DType dtype);
+  std::string dtype_label(const std::string& step, DType dtype) const;
   template <class T>
   void record(const std::string& step, Op op, double seconds, const Cost& cost);
   // Logs under a kernel name that is not the op's (spmm_csr, spmm_bsr); bytes as given (not scaled).
@@ -83,7 +88,8 @@ class Kernels {
   KernelLog& log_;
   Backend* fallback_ = nullptr;
   Backend* ran_on_ = nullptr;  // who ran the current call, set by require()
-  bool bf16_ = false;
+  MatmulMode mode_ = MatmulMode::fp32;
+  std::map<std::string, MatmulMode> step_modes_;
 };
 
 }  // namespace dfmp2::linalg

@@ -184,7 +184,7 @@ std::vector<KernelResult> run_kernels(const BenchOptions& o) {
           for (const Cell& cell : cells_for(op, n, o)) {
             // random runs on the host: one row per precision, under the first backend only.
             if (op == "random" && backend_name != o.backends.front()) continue;
-            if (op == "random" && precision == "bf16") continue;
+            if (op == "random" && (precision == "bf16" || precision == "bf16x3")) continue;
             KernelResult r{cell, op == "random" ? "host" : backend_name, precision, {}};
             const std::string reason = unsupported_reason(*probe.backend, cell.call, precision);
             if (!reason.empty()) {
@@ -203,7 +203,7 @@ std::vector<KernelResult> run_kernels(const BenchOptions& o) {
     BackendSession s = open_backend(r.backend == "host" ? o.backends.front() : r.backend, o);
     linalg::KernelLog log;
     linalg::Kernels kernels(*s.backend, log);
-    if (r.precision == "bf16") kernels.set_bf16(true);
+    kernels.set_matmul_mode(matmul_mode_of(r.precision));
     const PreparedCall call = prepare_call(r.cell.call, r.precision == "fp64", o.seed);
     r.timing = measure(kernels, call, o.warmup, o.repeat);
     if (call.host_only) r.timing.modelled = false;
@@ -311,13 +311,14 @@ chem::Precision precision_of(const std::string& p) {
   if (p == "fp64") return chem::Precision::fp64;
   if (p == "fp32") return chem::Precision::fp32;
   if (p == "mixed") return chem::Precision::mixed;
+  if (p == "bf16x3") return chem::Precision::bf16x3;
   return chem::Precision::bf16;
 }
 
 // Why `backend` cannot run DF-MP2 (Cholesky metric) in `precision`, or "".
 std::string dfmp2_unsupported(linalg::Backend& backend, const std::string& precision) {
-  if (precision == "bf16" && !backend.supports_bf16()) {
-    return fmt::format("backend '{}' has no bf16 arithmetic (use precision fp32 or fp64)", backend.name());
+  if (!backend.supports_matmul_mode(matmul_mode_of(precision))) {
+    return fmt::format("backend '{}' has no {} arithmetic (use precision fp32 or fp64)", backend.name(), precision);
   }
   using linalg::DType;
   using linalg::Op;
@@ -374,7 +375,6 @@ std::vector<Dfmp2Result> run_dfmp2_mode(const BenchOptions& o) {
     for (int i = 0; i < o.warmup + o.repeat; ++i) {
       linalg::KernelLog log;
       linalg::Kernels kernels(*s.backend, log);
-      if (r.precision == "bf16") kernels.set_bf16(true);
       linalg::Stopwatch wall;
       const chem::DfMp2Result result = chem::run_dfmp2(input, options, kernels);
       const double seconds = wall.seconds();
@@ -536,9 +536,7 @@ std::vector<TraceRun> run_trace(const Trace& trace, const BenchOptions& o, const
   for (auto& run : runs) {
     BackendSession s = open_backend(run.backend, o);
     linalg::KernelLog log;
-    linalg::Kernels plain(*s.backend, log), bf16(*s.backend, log);
-    bool has_bf16 = false;
-    for (const auto& er : run.entries) has_bf16 = has_bf16 || (er.status == "ok" && er.precision == "bf16");
+    linalg::Kernels k(*s.backend, log);
     std::vector<PreparedCall> calls;
     for (const auto& er : run.entries) {
       calls.push_back(er.status == "ok" ? prepare_call(er.entry->call, er.precision == "fp64", o.seed) : PreparedCall{});
@@ -556,10 +554,8 @@ std::vector<TraceRun> run_trace(const Trace& trace, const BenchOptions& o, const
       for (std::size_t i = 0; i < run.entries.size(); ++i) {
         auto& er = run.entries[i];
         if (er.status != "ok") continue;
-        // bf16 is a backend switch: set it for the entry's calls only.
-        const bool want_bf16 = er.precision == "bf16";
-        if (has_bf16) s.backend->set_bf16(want_bf16);
-        linalg::Kernels& k = want_bf16 ? bf16 : plain;
+        // The entry's operand format (fp32, bf16, bf16x3), handed to the backend before each of its calls.
+        k.set_matmul_mode(matmul_mode_of(er.precision));
         double entry_seconds = 0;
         linalg::ModelledTime entry_model;
         bool modelled = false;
@@ -601,7 +597,6 @@ std::vector<TraceRun> run_trace(const Trace& trace, const BenchOptions& o, const
         total_model.push_back(pass_model);
       }
     }
-    if (has_bf16) s.backend->set_bf16(false);
     for (std::size_t i = 0; i < run.entries.size(); ++i) {
       auto& t = run.entries[i].timing;
       if (run.entries[i].status != "ok") continue;

@@ -26,7 +26,7 @@ struct BenchOptions {
   std::vector<linalg::Index> sizes;        // kernels: the size n of each op (see kernel_names())
   std::vector<double> densities;           // spmm_csr / spmm_bsr
   std::vector<std::string> backends;       // backend names (devices::built_backends())
-  std::vector<std::string> precisions;     // fp64, fp32, bf16 (dfmp2 mode also: mixed); empty: the default
+  std::vector<std::string> precisions;     // fp64, fp32, bf16, bf16x3 (dfmp2 mode also: mixed); empty: the default
   bool precisions_given = false;           // set by --precision or the config (a trace file's own does not override)
   std::vector<std::string> shapes;         // dfmp2 mode: small, medium, large
   std::string trace_path;                  // trace mode

@@ -223,10 +223,16 @@ PreparedCall prepare_call(const CallSpec& spec, bool fp64, std::uint64_t seed) {
   return fp64 ? prepare<double>(spec, seed) : prepare<float>(spec, seed);
 }
 
+linalg::MatmulMode matmul_mode_of(const std::string& precision) {
+  if (precision == "bf16") return linalg::MatmulMode::bf16;
+  if (precision == "bf16x3") return linalg::MatmulMode::bf16x3;
+  return linalg::MatmulMode::fp32;
+}
+
 std::string unsupported_reason(linalg::Backend& backend, const CallSpec& spec, const std::string& precision) {
   if (spec.op == "random") return {};
-  if (precision == "bf16" && !backend.supports_bf16()) {
-    return fmt::format("backend '{}' has no bf16 arithmetic (use precision fp32 or fp64)", backend.name());
+  if (!backend.supports_matmul_mode(matmul_mode_of(precision))) {
+    return fmt::format("backend '{}' has no {} arithmetic (use precision fp32 or fp64)", backend.name(), precision);
   }
   const linalg::DType dtype = precision == "fp64" ? linalg::DType::fp64 : linalg::DType::fp32;
   for (const Op op : ops_needed(spec)) {

@@ -26,6 +26,8 @@ void check_call(const CallSpec& spec, const std::string& where);
 PreparedCall prepare_call(const CallSpec& spec, bool fp64, std::uint64_t seed);
 
 // Whether `backend` can run `spec` in `precision`; the reason when it cannot (empty when it can).
+// The Tensor Engine operand format of a kernel precision: bf16 and bf16x3 name theirs, fp32 and fp64 run as fp32.
+linalg::MatmulMode matmul_mode_of(const std::string& precision);
 std::string unsupported_reason(linalg::Backend& backend, const CallSpec& spec, const std::string& precision);
 
 // Runs `warmup` untimed calls and `repeat` timed calls of `call` on `kernels`, filling in the measured and modelled

@@ -106,8 +106,8 @@ void validate(BenchOptions& o) {
     o.precisions = {device ? "fp32" : "fp64"};
   }
   const std::vector<std::string> precisions =
-      o.mode == Mode::dfmp2 ? std::vector<std::string>{"fp64", "fp32", "mixed", "bf16"}
-                            : std::vector<std::string>{"fp64", "fp32", "bf16"};
+      o.mode == Mode::dfmp2 ? std::vector<std::string>{"fp64", "fp32", "mixed", "bf16", "bf16x3"}
+                            : std::vector<std::string>{"fp64", "fp32", "bf16", "bf16x3"};
   check_names("--precision", o.precisions, precisions, "precision");
   // Unknown backends are an input error naming the flag; a known one not built is UnsupportedError (make_backend).
   {

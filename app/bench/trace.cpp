@@ -100,8 +100,9 @@ Trace read_trace(const std::string& path) {
   if (root["description"]) trace.description = r.scalar(root["description"], "description");
   if (root["precision"]) {
     trace.precision = r.scalar(root["precision"], "precision");
-    if (trace.precision != "fp64" && trace.precision != "fp32" && trace.precision != "bf16") {
-      r.fail(root["precision"], fmt::format("key 'precision': expected fp64, fp32 or bf16, got '{}'", trace.precision));
+    if (trace.precision != "fp64" && trace.precision != "fp32" && trace.precision != "bf16" &&
+        trace.precision != "bf16x3") {
+      r.fail(root["precision"], fmt::format("key 'precision': expected fp64, fp32, bf16 or bf16x3, got '{}'", trace.precision));
     }
   }
   if (root["published_seconds"]) {
@@ -163,8 +164,8 @@ Trace read_trace(const std::string& path) {
     e.label = item["label"] ? r.scalar(item["label"], where + ".label") : c.op;
     if (item["precision"]) {
       e.precision = r.scalar(item["precision"], where + ".precision");
-      if (e.precision != "fp64" && e.precision != "fp32" && e.precision != "bf16") {
-        r.fail(item["precision"], fmt::format("{}.precision: expected fp64, fp32 or bf16, got '{}'", where, e.precision));
+      if (e.precision != "fp64" && e.precision != "fp32" && e.precision != "bf16" && e.precision != "bf16x3") {
+        r.fail(item["precision"], fmt::format("{}.precision: expected fp64, fp32, bf16 or bf16x3, got '{}'", where, e.precision));
       }
     }
     try {

@@ -24,6 +24,7 @@ using linalg::Diag;
 using linalg::eigen_map;
 using linalg::Index;
 using linalg::MatrixF;
+using linalg::MatmulMode;
 using linalg::MatrixViewF;
 using linalg::Op;
 using linalg::Side;
@@ -42,13 +43,51 @@ MatrixF bf16_copy(ConstMatrixViewF v) {
   return m.unaryExpr([](float x) { return neuron::round_to_bf16(x); });
 }
 
-// acc = opa * opb, accumulated in fp32 one K tile at a time as the Tensor Engine accumulates in a PSUM bank.
-template <class OA, class OB>
-void psum_product(const OA& opa, const OB& opb, Index k_tile, MatrixF& acc) {
-  acc.setZero(opa.rows(), opb.cols());
-  for (Index k0 = 0; k0 < opa.cols(); k0 += k_tile) {
-    const Index kc = std::min(k_tile, opa.cols() - k0);
-    acc.noalias() += opa.middleCols(k0, kc) * opb.middleRows(k0, kc);
+// An fp32 operand as the Tensor Engine sees it in `mode`: fp32 itself (a view, no copy), rounded to bf16, or for
+// bf16x3 two parts, hi = bf16(x) and lo = bf16(x - hi), split on chip from the fp32 tile.
+struct OperandParts {
+  MatrixF hi_store, lo_store;
+  ConstMatrixViewF hi, lo;
+  bool split = false;
+};
+OperandParts operand_parts(ConstMatrixViewF v, MatmulMode mode) {
+  OperandParts parts;
+  parts.hi = v;
+  if (mode == MatmulMode::fp32) return parts;
+  parts.hi_store = bf16_copy(v);
+  parts.hi = linalg::view(std::as_const(parts.hi_store));
+  if (mode == MatmulMode::bf16x3) {
+    parts.lo_store = eigen_map(v) - parts.hi_store;  // exact in fp32: hi holds the leading 8 bits of x
+    parts.lo_store = parts.lo_store.unaryExpr([](float x) { return neuron::round_to_bf16(x); });
+    parts.lo = linalg::view(std::as_const(parts.lo_store));
+    parts.split = true;
+  }
+  return parts;
+}
+
+// acc = op(A) op(B), accumulated in fp32 one K tile at a time as the Tensor Engine accumulates in a PSUM bank;
+// bf16x3 issues three matmuls per K tile into the same bank: hi*hi, hi*lo, lo*hi.
+void psum_product(const OperandParts& a, bool transpose_a, const OperandParts& b, bool transpose_b, Index k_tile,
+                  MatrixF& acc) {
+  const Index m = transpose_a ? a.hi.cols : a.hi.rows, k = transpose_a ? a.hi.rows : a.hi.cols;
+  const Index n = transpose_b ? b.hi.rows : b.hi.cols;
+  acc.setZero(m, n);
+  auto product = [&](ConstMatrixViewF xv, ConstMatrixViewF yv, Index k0, Index kc) {
+    const auto x = eigen_map(xv);
+    const auto y = eigen_map(yv);
+    if (!transpose_a && !transpose_b) acc.noalias() += x.middleCols(k0, kc) * y.middleRows(k0, kc);
+    if (transpose_a && !transpose_b) acc.noalias() += x.middleRows(k0, kc).transpose() * y.middleRows(k0, kc);
+    if (!transpose_a && transpose_b) acc.noalias() += x.middleCols(k0, kc) * y.middleCols(k0, kc).transpose();
+    if (transpose_a && transpose_b)
+      acc.noalias() += x.middleRows(k0, kc).transpose() * y.middleCols(k0, kc).transpose();
+  };
+  for (Index k0 = 0; k0 < k; k0 += k_tile) {
+    const Index kc = std::min(k_tile, k - k0);
+    product(a.hi, b.hi, k0, kc);
+    if (a.split) {
+      product(a.hi, b.lo, k0, kc);
+      product(a.lo, b.hi, k0, kc);
+    }
   }
 }
 
@@ -59,29 +98,17 @@ void scale(MatrixViewF c, float beta) {
   else if (beta != 1.0f) cm *= beta;
 }
 
-// C = alpha op(A) op(B) + beta C on the device: operands rounded to bf16 when asked, products accumulated in
-// fp32, alpha and beta applied when the result leaves PSUM.
+// C = alpha op(A) op(B) + beta C on the device: operands in the mode's format, products accumulated in fp32,
+// alpha and beta applied when the result leaves PSUM.
 void device_gemm(Trans ta, Trans tb, float alpha, ConstMatrixViewF a, ConstMatrixViewF b, float beta, MatrixViewF c,
-                 bool bf16, Index k_tile) {
+                 MatmulMode mode, Index k_tile) {
   if (c.rows == 0 || c.cols == 0) return;
   if (alpha == 0.0f) {  // BLAS: A and B are not read
     scale(c, beta);
     return;
   }
-  MatrixF ar, br;
-  if (bf16) {
-    ar = bf16_copy(a);
-    br = bf16_copy(b);
-    a = linalg::view(std::as_const(ar));
-    b = linalg::view(std::as_const(br));
-  }
-  const auto am = eigen_map(a);
-  const auto bm = eigen_map(b);
   MatrixF acc;
-  if (ta == Trans::no && tb == Trans::no) psum_product(am, bm, k_tile, acc);
-  if (ta == Trans::yes && tb == Trans::no) psum_product(am.transpose(), bm, k_tile, acc);
-  if (ta == Trans::no && tb == Trans::yes) psum_product(am, bm.transpose(), k_tile, acc);
-  if (ta == Trans::yes && tb == Trans::yes) psum_product(am.transpose(), bm.transpose(), k_tile, acc);
+  psum_product(operand_parts(a, mode), ta == Trans::yes, operand_parts(b, mode), tb == Trans::yes, k_tile, acc);
   auto cm = eigen_map(c);
   if (beta == 0.0f) cm.noalias() = alpha * acc;
   else cm = alpha * acc + beta * cm;
@@ -105,11 +132,11 @@ class NeuronBackend final : public linalg::Backend {
   std::string details() const override {
     return fmt::format(
         "model of NeuronCore-{} ({}): {} GHz {}x{} PE array, {:.1f} TFLOPS bf16 / {:.1f} TFLOPS fp32, SBUF {} KiB x {} "
-        "partitions, HBM {} GiB at {} GB/s per core; {} precision; compile cache {}; times are predictions, "
+        "partitions, HBM {} GiB at {} GB/s per core; matmul operands {}; compile cache {}; times are predictions, "
         "arithmetic emulated on the host ({} threads)",
         p_.device == "trn1" ? "v2" : "v3", p_.device, p_.pe_clock_ghz, p_.pe_rows, p_.pe_rows,
-        p_.peak_flops(true) / 1e12, p_.peak_flops(false) / 1e12, p_.sbuf_partition_kib, p_.pe_rows, p_.hbm_gib,
-        p_.hbm_gbps, bf16_ ? "bf16 operands" : "fp32", cache_.folder().empty() ? "none" : cache_.folder(),
+        p_.peak_flops(MatmulMode::bf16) / 1e12, p_.peak_flops(MatmulMode::fp32) / 1e12, p_.sbuf_partition_kib, p_.pe_rows, p_.hbm_gib,
+        p_.hbm_gbps, linalg::matmul_mode_name(mode_), cache_.folder().empty() ? "none" : cache_.folder(),
         Eigen::nbThreads());
   }
   bool supports(Op op, linalg::DType dtype) const override {
@@ -119,9 +146,9 @@ class NeuronBackend final : public linalg::Backend {
     if (threads > 0) Eigen::setNbThreads(threads);
   }
   const linalg::ModelledTime* last_modelled() const override { return &last_; }
-  double peak_flops() const override { return p_.peak_flops(bf16_); }
-  bool supports_bf16() const override { return true; }
-  void set_bf16(bool on) override { bf16_ = on; }
+  double peak_flops() const override { return p_.peak_flops(mode_); }
+  bool supports_matmul_mode(MatmulMode) const override { return true; }
+  void set_matmul_mode(MatmulMode mode) override { mode_ = mode; }
 
   // fp64: the Tensor Engine has none.
   void gemm(Trans, Trans, double, linalg::ConstMatrixView, linalg::ConstMatrixView, double,
@@ -160,7 +187,7 @@ class NeuronBackend final : public linalg::Backend {
     check_hbm(Op::gemm, {{"A", m, k, 1}, {"B", k, n, 1}, {"C", m, n, 1}});
     CallTimeline tl(p_);
     launch_gemm(tl, ta, tb, m, n, k, 1, beta != 0.0f, 3, {double(m * k), double(k * n)});
-    device_gemm(ta, tb, alpha, a, b, beta, c, bf16_, tile());
+    device_gemm(ta, tb, alpha, a, b, beta, c, mode_, tile());
     last_ = tl.finish();
   }
 
@@ -170,12 +197,18 @@ class NeuronBackend final : public linalg::Backend {
     const Index ca = s.a == 0 ? 1 : count, cb = s.b == 0 ? 1 : count, cc = s.c == 0 ? 1 : count;
     check_hbm(Op::gemm_batched, {{"A", m, k, ca}, {"B", k, n, cb}, {"C", m, n, cc}});
     CallTimeline tl(p_);
-    if (count > 0) launch_gemm(tl, ta, tb, m, n, k, count, beta != 0.0f, 3, {double(m * k * ca), double(k * n * cb)}, cc);
+    if (count > 0 && p_.batched_gemm_launches > 0) {
+      // One launch looping over the problems on the device; every operand copied once.
+      launch_gemm(tl, ta, tb, m, n, k, count, beta != 0.0f, 3, {double(m * k * ca), double(k * n * cb)}, cc);
+    } else {
+      // One 2-d GEMM launch per problem, each with its dispatch and its copies, as the published library loops.
+      for (Index i = 0; i < count; ++i) launch_gemm(tl, ta, tb, m, n, k, 1, beta != 0.0f, 3, {double(m * k), double(k * n)});
+    }
     auto one = [&](Index i) {
       ConstMatrixViewF ai{a.data + i * s.a, a.rows, a.cols, a.ld};
       ConstMatrixViewF bi{b.data + i * s.b, b.rows, b.cols, b.ld};
       MatrixViewF ci{c.data + i * s.c, c.rows, c.cols, c.ld};
-      device_gemm(ta, tb, alpha, ai, bi, beta, ci, bf16_, tile());
+      device_gemm(ta, tb, alpha, ai, bi, beta, ci, mode_, tile());
     };
     // Whole problems per thread when there are several per thread (Eigen does not nest inside the region).
     const int threads = Eigen::nbThreads();
@@ -193,7 +226,7 @@ class NeuronBackend final : public linalg::Backend {
     check_hbm(Op::syrk, {{"A", n, k, 1}, {"C", n, n, 1}});
     CallTimeline tl(p_);
     if (n > 0) {
-      Launch l{.kind = Launch::Kind::syrk, .m = n, .n = n, .k = k, .beta_nonzero = beta != 0.0f, .bf16 = bf16_,
+      Launch l{.kind = Launch::Kind::syrk, .m = n, .n = n, .k = k, .beta_nonzero = beta != 0.0f, .mode = mode_,
                .tensors = 2, .copies_in = {}, .copies_out = {}};
       l.copies_in = {double(n * k) * kF32};
       if (l.beta_nonzero) l.copies_in.push_back(double(n * n) * kF32);
@@ -211,18 +244,27 @@ class NeuronBackend final : public linalg::Backend {
     check_hbm(Op::trsm, {{"A", n, n, 1}, {"B", b.rows, b.cols, 1}});
     CallTimeline tl(p_);
     if (alpha != 0.0f && n > 0 && nrhs > 0) {
-      // Blocked forward substitution with look-ahead: the host solves diagonal block j once the launch updating
-      // block row j is done; the update of the rows beyond runs as a second launch behind it.
+      // As the published library runs it: every variant becomes a left solve with a lower triangle (the host
+      // makes the transposes contiguous first: the triangle when op(A) is upper, B and X for a right-side solve);
+      // then for each 128-row diagonal panel the host solves the panel against all right-hand sides, one device
+      // GEMM computes the update of the rows below (panel block of A and the solved rows copied in, the product
+      // copied out), and the host subtracts it. Each update has its own shape, hence its own compiled kernel. The
+      // host waits for each product before the next panel solve.
+      const bool transpose = (trans == Trans::yes) != (side == Side::right);
+      const bool lower = (uplo == Uplo::lower) != transpose;
+      double host_bytes = 0;
+      if (!lower || transpose) host_bytes += 2.0 * double(n) * double(n) * kF32;
+      if (side == Side::right) host_bytes += 2.0 * 2.0 * double(n) * double(nrhs) * kF32;
+      if (host_bytes > 0) tl.host(host_bytes / (p_.host_stream_gbps * 1e9));
       const Index nb = tile();
-      long next_update = -1;
+      long update = -1;
       for (Index j0 = 0; j0 < n; j0 += nb) {
         const Index nbj = std::min(nb, n - j0), rem = n - j0 - nbj;
-        tl.host(double(nbj) * double(nbj) * double(nrhs) / (p_.host_gflops * 1e9), next_update);
-        next_update = -1;
+        tl.host(double(nbj) * double(nbj) * double(nrhs) / (p_.host_gflops * 1e9), update);
         if (rem > 0) {
-          const Index first = std::min(nb, rem);
-          next_update = launch_update(tl, first, nrhs, nbj);
-          if (rem > first) launch_update(tl, rem - first, nrhs, nbj);
+          update = launch_gemm(tl, Trans::no, Trans::no, rem, nrhs, nbj, 1, false, 3,
+                               {double(rem * nbj), double(nbj * nrhs)});
+          tl.host(3.0 * double(rem) * double(nrhs) * kF32 / (p_.host_stream_gbps * 1e9), update);
         }
       }
     }
@@ -234,20 +276,9 @@ class NeuronBackend final : public linalg::Backend {
     const Index n = a.rows;
     check_hbm(Op::cholesky, {{"A", n, n, 1}});
     CallTimeline tl(p_);
-    const Index nb = tile();
-    long next_update = -1;
-    for (Index j0 = 0; j0 < n; j0 += nb) {
-      const Index nbj = std::min(nb, n - j0), rem = n - j0 - nbj;
-      // Host: factor the diagonal block (nb^3/3 flops) and solve the panel below it (rem nb^2 flops).
-      const double flops = double(nbj) * nbj * nbj / 3.0 + double(rem) * nbj * nbj;
-      tl.host(flops / (p_.host_gflops * 1e9), next_update);
-      next_update = -1;
-      if (rem > 0) {
-        const Index first = std::min(nb, rem);
-        next_update = launch_update(tl, rem, first, nbj);
-        if (rem > first) launch_update(tl, rem - first, rem - first, nbj);
-      }
-    }
+    // The published library has no device Cholesky: it factors on the host (LAPACK), n^3/3 flops. The arithmetic
+    // below is still the fp32 blocked factorisation of the device's other ops (the host's sgemm-based potrf in fp32).
+    tl.host(double(n) * double(n) * double(n) / 3.0 / (p_.host_lapack_gflops * 1e9));
     try {
       cholesky_arith(uplo, a);
     } catch (...) {
@@ -268,7 +299,7 @@ class NeuronBackend final : public linalg::Backend {
 
  private:
   Index tile() const { return static_cast<Index>(p_.pe_rows); }
-  std::string precision() const { return bf16_ ? "bf16" : "fp32"; }
+  std::string precision() const { return linalg::matmul_mode_name(mode_); }
 
   [[noreturn]] void refuse_fp64(Op op) const {
     throw UnsupportedError(fmt::format("backend '{}' (NeuronCore model) has no fp64: the Tensor Engine computes in "
@@ -306,7 +337,7 @@ class NeuronBackend final : public linalg::Backend {
   long launch_gemm(CallTimeline& tl, Trans ta, Trans tb, Index m, Index n, Index k, Index count, bool beta_nonzero,
                    int tensors, std::vector<double> in_elems, Index c_count = 1) {
     Launch l{.kind = Launch::Kind::gemm, .m = m, .n = n, .k = k, .count = count, .beta_nonzero = beta_nonzero,
-             .bf16 = bf16_, .tensors = tensors, .copies_in = {}, .copies_out = {}};
+             .mode = mode_, .tensors = tensors, .copies_in = {}, .copies_out = {}};
     for (double e : in_elems) l.copies_in.push_back(e * kF32);
     const double c_bytes = double(m * n * c_count) * kF32;
     if (beta_nonzero) l.copies_in.push_back(c_bytes);
@@ -314,21 +345,6 @@ class NeuronBackend final : public linalg::Backend {
     return run_launch(tl, l,
                       fmt::format("gemm|{}|m={} n={} k={} count={}|{}{}|beta={}", precision(), m, n, k, count,
                                   trans_name(ta), trans_name(tb), beta_nonzero));
-  }
-
-  // A trailing update of the blocked TRSM or Cholesky: C (m x n) -= P (m x k) Q (k x n).
-  // The update kernel is compiled for a few padded sizes, not for every shape the blocking produces: each
-  // dimension rounds up to a power of two (at least one 128 tile), so a blocked solve of order n compiles about
-  // log2(n / 128) kernels per dimension instead of one per diagonal block (static shapes, as on the device).
-  // The device then computes the padded problem; the host copies only the real data.
-  static Index padded(Index x) {
-    Index p = 128;
-    while (p < x) p *= 2;
-    return p;
-  }
-  long launch_update(CallTimeline& tl, Index m, Index n, Index k) {
-    return launch_gemm(tl, Trans::no, Trans::no, padded(m), padded(n), padded(k), 1, true, 3,
-                       {double(m * k), double(k * n)});
   }
 
   void syrk_arith(Uplo uplo, Trans trans, float alpha, ConstMatrixViewF a, float beta, MatrixViewF c) const {
@@ -341,15 +357,9 @@ class NeuronBackend final : public linalg::Backend {
           if (in_triangle(i, j)) cm(i, j) = beta == 0.0f ? 0.0f : beta * cm(i, j);
       return;
     }
-    MatrixF ar;
-    if (bf16_) {
-      ar = bf16_copy(a);
-      a = linalg::view(std::as_const(ar));
-    }
-    const auto am = eigen_map(a);
+    const OperandParts parts = operand_parts(a, mode_);
     MatrixF acc;
-    if (trans == Trans::no) psum_product(am, am.transpose(), tile(), acc);
-    else psum_product(am.transpose(), am, tile(), acc);
+    psum_product(parts, trans == Trans::yes, parts, trans == Trans::no, tile(), acc);
     for (Index j = 0; j < n; ++j)
       for (Index i = 0; i < n; ++i)
         if (in_triangle(i, j)) cm(i, j) = beta == 0.0f ? alpha * acc(i, j) : alpha * acc(i, j) + beta * cm(i, j);
@@ -390,7 +400,7 @@ class NeuronBackend final : public linalg::Backend {
         const ConstMatrixViewF panel{t.data() + (j0 + nbj) + j0 * n, rem, nbj, n};
         const ConstMatrixViewF x{r.data() + j0, nbj, nrhs, n};
         const MatrixViewF below{r.data() + j0 + nbj, rem, nrhs, n};
-        device_gemm(Trans::no, Trans::no, -1.0f, panel, x, 1.0f, below, bf16_, tile());
+        device_gemm(Trans::no, Trans::no, -1.0f, panel, x, 1.0f, below, mode_, tile());
       }
     }
     if (!lower) r = r.colwise().reverse().eval();
@@ -423,10 +433,11 @@ class NeuronBackend final : public linalg::Backend {
       // Host: panel below, P = P L^-T.
       auto panel = w.block(j0 + nbj, j0, rem, nbj);
       w.block(j0, j0, nbj, nbj).transpose().triangularView<Eigen::Upper>().solveInPlace<Eigen::OnTheRight>(panel);
-      // Device: trailing update W -= P P^T.
+      // Trailing update W -= P P^T, with the step's operand format: fp32 by default (a host LAPACK factor is fp32);
+      // an explicit all-bf16 metric (device.step_precision) rounds these products to show what bf16 would cost.
       const ConstMatrixViewF p{w.data() + (j0 + nbj) + j0 * n, rem, nbj, n};
       const MatrixViewF trailing{w.data() + (j0 + nbj) + (j0 + nbj) * n, rem, rem, n};
-      device_gemm(Trans::no, Trans::yes, -1.0f, p, p, 1.0f, trailing, bf16_, tile());
+      device_gemm(Trans::no, Trans::yes, -1.0f, p, p, 1.0f, trailing, mode_, tile());
     }
     if (uplo == Uplo::lower) am.triangularView<Eigen::Lower>() = w;
     else am.triangularView<Eigen::Upper>() = w.transpose();
@@ -446,14 +457,14 @@ class NeuronBackend final : public linalg::Backend {
       scale(c, beta);
     } else {
       const MatrixF dense = linalg::to_dense(s);
-      device_gemm(ts, Trans::no, alpha, linalg::view(dense), b, beta, c, bf16_, tile());
+      device_gemm(ts, Trans::no, alpha, linalg::view(dense), b, beta, c, mode_, tile());
     }
     last_ = tl.finish();
   }
 
   neuron::NeuronParams p_;
   neuron::CompileCache cache_;
-  bool bf16_ = false;
+  MatmulMode mode_ = MatmulMode::fp32;
   linalg::ModelledTime last_;
 };
 

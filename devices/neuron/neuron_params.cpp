@@ -37,6 +37,9 @@ const std::vector<ParameterSpec>& fields() {
       {"vector_clock_ghz", &NeuronParams::vector_clock_ghz, 0.1, 10, false},
       {"scalar_clock_ghz", &NeuronParams::scalar_clock_ghz, 0.1, 10, false},
       {"engine_lanes", &NeuronParams::engine_lanes, 1, 1024, true},
+      {"engine_min_cycles", &NeuronParams::engine_min_cycles, 0, 1e6, false},
+      {"vector_two_input_factor", &NeuronParams::vector_two_input_factor, 1, 64, false},
+      {"psum_vector_scalar_serial", &NeuronParams::psum_vector_scalar_serial, 0, 1, true},
       {"sbuf_partition_kib", &NeuronParams::sbuf_partition_kib, 1, 65536, false},
       {"psum_partition_kib", &NeuronParams::psum_partition_kib, 1, 65536, false},
       {"dma_engines", &NeuronParams::dma_engines, 1, 1024, true},
@@ -49,6 +52,8 @@ const std::vector<ParameterSpec>& fields() {
       {"host_link_gbps", &NeuronParams::host_link_gbps, 0.001, 1e5, false},
       {"host_copy_us", &NeuronParams::host_copy_us, 0, 1e9, false},
       {"host_gflops", &NeuronParams::host_gflops, 0.001, 1e6, false},
+      {"host_lapack_gflops", &NeuronParams::host_lapack_gflops, 0.001, 1e6, false},
+      {"host_stream_gbps", &NeuronParams::host_stream_gbps, 0.001, 1e5, false},
       {"syrk_mirror_gbps", &NeuronParams::syrk_mirror_gbps, 0.001, 1e5, false},
       {"densify_memset_gbps", &NeuronParams::densify_memset_gbps, 0.001, 1e5, false},
       {"densify_ns_per_nnz", &NeuronParams::densify_ns_per_nnz, 0, 1e6, false},
@@ -56,6 +61,7 @@ const std::vector<ParameterSpec>& fields() {
       {"compile_ms_per_instruction", &NeuronParams::compile_ms_per_instruction, 0, 1e6, false},
       {"cache_load_ms", &NeuronParams::cache_load_ms, 0, 1e6, false},
       {"queue_depth", &NeuronParams::queue_depth, 1, 1024, true},
+      {"batched_gemm_launches", &NeuronParams::batched_gemm_launches, 0, 1, true},
   };
   return table;
 }

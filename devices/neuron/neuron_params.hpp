@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "devices/device_options.hpp"
+#include "linalg/backend.hpp"
 
 namespace dfmp2::devices::neuron {
 
@@ -21,6 +22,9 @@ struct NeuronParams {
   double vector_clock_ghz = 0;
   double scalar_clock_ghz = 0;
   double engine_lanes = 0;
+  double engine_min_cycles = 0;        // floor of one Vector/Scalar instruction (MIN_II): max(this, elements per lane)
+  double vector_two_input_factor = 0;  // a two-input (tensor_tensor) Vector instruction costs this x one input
+  double psum_vector_scalar_serial = 0;  // 1: Vector and Scalar engines cannot read PSUM at the same time (v2)
   // On-chip memories
   double sbuf_partition_kib = 0;
   double psum_partition_kib = 0;
@@ -35,7 +39,9 @@ struct NeuronParams {
   double dispatch_tensor_ms = 0;
   double host_link_gbps = 0;
   double host_copy_us = 0;
-  double host_gflops = 0;
+  double host_gflops = 0;        // diagonal-block solves of the blocked TRSM (one 128-wide panel at a time)
+  double host_lapack_gflops = 0; // the whole Cholesky factorisation, which runs on the host (LAPACK)
+  double host_stream_gbps = 0;   // host elementwise passes: the TRSM's trailing subtraction, host transposes
   double syrk_mirror_gbps = 0;
   double densify_memset_gbps = 0;
   double densify_ns_per_nnz = 0;
@@ -44,12 +50,16 @@ struct NeuronParams {
   double compile_ms_per_instruction = 0;
   double cache_load_ms = 0;
   double queue_depth = 0;
+  // Composite operations
+  double batched_gemm_launches = 0;  // 1: a batched GEMM is one launch; 0: one launch per problem
 
   // Derived quantities, in SI units.
   double hbm_bytes() const { return hbm_gib * 1024.0 * 1024.0 * 1024.0; }
-  // Tensor Engine peak: one multiply-add per PE per cycle in bf16, fp32_cost_factor times slower in fp32.
-  double peak_flops(bool bf16) const {
-    return 2.0 * pe_rows * pe_rows * pe_clock_ghz * 1e9 / (bf16 ? 1.0 : fp32_cost_factor);
+  // Tensor Engine peak in flops of the product computed: one multiply-add per PE per cycle in bf16,
+  // fp32_cost_factor times slower in fp32, three bf16 passes per product in bf16x3.
+  double peak_flops(linalg::MatmulMode mode) const {
+    const double passes = mode == linalg::MatmulMode::fp32 ? fp32_cost_factor : mode == linalg::MatmulMode::bf16 ? 1 : 3;
+    return 2.0 * pe_rows * pe_rows * pe_clock_ghz * 1e9 / passes;
   }
 };
 

@@ -15,7 +15,8 @@ Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
 struct Engines {
   double pe_cycles = 0;      // Tensor Engine
   double scalar_cycles = 0;  // Scalar Engine: PSUM -> SBUF evacuation with the alpha scale fused in
-  double vector_cycles = 0;  // Vector Engine: beta C added to the evacuated tile; on-chip transpose copies
+  double vector_cycles = 0;  // Vector Engine: beta C added to the evacuated tile; on-chip transpose copies; casts
+  double vector_psum_cycles = 0;  // the part of vector_cycles that reads PSUM (transpose evacuations)
   double dma_bytes = 0;
   double dma_count = 0;
   double flops = 0;
@@ -23,14 +24,33 @@ struct Engines {
   long evacuations = 0;
 };
 
-double matmul_cycles(const NeuronParams& p, bool bf16, Index m_stationary, Index n_moving) {
+using linalg::MatmulMode;
+
+// Tensor Engine cycles of one tile product in `mode`: one matmul instruction, fp32_cost_factor times slower in fp32,
+// three bf16 instructions (hi*hi, hi*lo, lo*hi) in bf16x3.
+double matmul_cycles(const NeuronParams& p, MatmulMode mode, Index m_stationary, Index n_moving) {
   const double c = std::max(std::min(p.matmul_min_cycles, double(m_stationary)), double(n_moving));
-  return bf16 ? c : c * p.fp32_cost_factor;
+  return mode == MatmulMode::fp32 ? c * p.fp32_cost_factor : mode == MatmulMode::bf16 ? c : 3 * c;
 }
 
-// Elements per lane of an evacuation of a rows x cols PSUM tile (rows on partitions, one lane per partition).
+// Bytes per element of an operand held in SBUF for the matmuls: fp32, bf16, or bf16 hi and lo.
+double sbuf_operand_bytes(MatmulMode mode) { return mode == MatmulMode::bf16 ? 2.0 : 4.0; }
+
+// Cycles of one Vector or Scalar instruction over a rows x cols tile (rows on partitions, one lane per partition,
+// one element per lane per cycle), at least the instruction floor MIN_II.
 double lane_cycles(const NeuronParams& p, Index rows, Index cols) {
-  return std::ceil(double(rows) * double(cols) / std::min(p.engine_lanes, double(rows)));
+  return std::max(p.engine_min_cycles, std::ceil(double(rows) * double(cols) / std::min(p.engine_lanes, double(rows))));
+}
+
+// Vector Engine cycles to bring `elements` loaded fp32 operand elements into the mode's format, one instruction
+// per loaded tile of `tile_free` elements per partition: nothing for fp32; a cast (one input) for bf16; for bf16x3
+// the cast to hi, then lo = x - hi as a two-input instruction with a bf16 result.
+double operand_format_cycles(const NeuronParams& p, MatmulMode mode, double elements, double tile_free) {
+  if (mode == MatmulMode::fp32 || elements <= 0) return 0;
+  const double tiles = std::ceil(elements / (p.engine_lanes * tile_free));
+  const double cast = tiles * std::max(p.engine_min_cycles, tile_free);
+  if (mode == MatmulMode::bf16) return cast;
+  return cast + tiles * std::max(p.engine_min_cycles, tile_free * p.vector_two_input_factor);
 }
 
 void check_tiles(const NeuronParams& p, const Launch& l, double sbuf_per_partition, double psum_per_partition) {
@@ -45,23 +65,25 @@ void check_tiles(const NeuronParams& p, const Launch& l, double sbuf_per_partiti
 
 Engines gemm_engines(const NeuronParams& p, const Launch& l) {
   const Index tm = static_cast<Index>(p.pe_rows), tn = static_cast<Index>(p.moving_free_max), tk = tm;
-  const double eb = l.bf16 ? 2.0 : 4.0;
-  // Working tiles, double-buffered: stationary tk x tm and moving tk x tn operands, the evacuated tm x tn fp32
-  // result (and the C tile when beta != 0); one PSUM bank of tn fp32 per partition per accumulation, two in flight.
-  check_tiles(p, l, 2.0 * (tm * eb + tn * eb + tn * 4.0 * (l.beta_nonzero ? 2 : 1)), 2.0 * tn * 4.0);
+  const double eb = sbuf_operand_bytes(l.mode);
+  const double staging = l.mode == MatmulMode::fp32 ? 0.0 : 4.0;  // the fp32 tile a cast or split reads
+  // Working tiles, double-buffered: stationary tk x tm and moving tk x tn operands (and their fp32 staging when
+  // cast on chip), the evacuated tm x tn fp32 result (and the C tile when beta != 0); one PSUM bank of tn fp32 per
+  // partition per accumulation, two in flight.
+  check_tiles(p, l, 2.0 * ((tm + tn) * (eb + staging) + tn * 4.0 * (l.beta_nonzero ? 2 : 1)), 2.0 * tn * 4.0);
   Engines e;
   const Index mt = ceil_div(l.m, tm), nt = ceil_div(l.n, tn), kt = ceil_div(l.k, tk);
   for (Index i = 0; i < mt; ++i) {
     const Index mi = std::min(tm, l.m - i * tm);
     for (Index j = 0; j < nt; ++j) {
       const Index nj = std::min(tn, l.n - j * tn);
-      e.pe_cycles += double(kt) * matmul_cycles(p, l.bf16, mi, nj);
+      e.pe_cycles += double(kt) * matmul_cycles(p, l.mode, mi, nj);
       e.flops += 2.0 * double(kt * tk) * double(tm) * double(nj);
       e.scalar_cycles += lane_cycles(p, mi, nj);
       if (l.beta_nonzero) e.vector_cycles += lane_cycles(p, mi, nj);
     }
   }
-  e.matmuls = mt * nt * kt;
+  e.matmuls = mt * nt * kt * (l.mode == MatmulMode::bf16x3 ? 3 : 1);
   e.evacuations = mt * nt;
   // A row strip (tm x K) stays in SBUF across the N tiles when it fits in a quarter of a partition; B is loaded
   // once when all of it fits in half of SBUF, else once per M tile.
@@ -69,8 +91,11 @@ Engines gemm_engines(const NeuronParams& p, const Launch& l) {
   const bool a_strip_fits = double(l.k) * eb <= sbuf / 4;
   const bool b_fits = double(l.k) * double(l.n) * eb / p.pe_rows <= sbuf / 2;
   const double a_loads = a_strip_fits ? 1 : double(nt), b_loads = b_fits ? 1 : double(mt);
-  e.dma_bytes = double(l.m) * double(l.k) * eb * a_loads + double(l.k) * double(l.n) * eb * b_loads +
-                double(l.m) * double(l.n) * 4.0 * (l.beta_nonzero ? 2 : 1);
+  // Operands are DMA'd as fp32 and brought into the mode's format once per load.
+  const double a_loaded = double(l.m) * double(l.k) * a_loads, b_loaded = double(l.k) * double(l.n) * b_loads;
+  e.vector_cycles += operand_format_cycles(p, l.mode, a_loaded, double(tm)) +
+                     operand_format_cycles(p, l.mode, b_loaded, double(std::min(tn, std::max<Index>(l.n, 1))));
+  e.dma_bytes = (a_loaded + b_loaded) * 4.0 + double(l.m) * double(l.n) * 4.0 * (l.beta_nonzero ? 2 : 1);
   e.dma_count = double(mt * kt) * a_loads + double(kt * nt) * b_loads + double(mt * nt) * (l.beta_nonzero ? 2 : 1);
   const double c = double(l.count);
   e.pe_cycles *= c, e.scalar_cycles *= c, e.vector_cycles *= c, e.dma_bytes *= c, e.dma_count *= c, e.flops *= c;
@@ -80,35 +105,41 @@ Engines gemm_engines(const NeuronParams& p, const Launch& l) {
 
 Engines syrk_engines(const NeuronParams& p, const Launch& l) {
   const Index t = static_cast<Index>(p.pe_rows);
-  const double eb = l.bf16 ? 2.0 : 4.0;
+  const double eb = sbuf_operand_bytes(l.mode);
   const Index mt = ceil_div(l.n, t), kt = ceil_div(l.k, t);
   // A and its on-chip transpose stay resident when they fit in half of SBUF; otherwise each output tile streams
   // its two row strips of A again.
   const double resident = 2.0 * double(l.n) * double(l.k) * eb / p.pe_rows;
   const bool fits = resident <= p.sbuf_partition_kib * 1024.0 / 2;
-  check_tiles(p, l, 2.0 * (2.0 * t * eb + t * 4.0 * (l.beta_nonzero ? 2 : 1)), 2.0 * t * 4.0);
+  const double staging = l.mode == MatmulMode::fp32 ? 0.0 : 4.0;
+  check_tiles(p, l, 2.0 * (2.0 * t * (eb + staging) + t * 4.0 * (l.beta_nonzero ? 2 : 1)), 2.0 * t * 4.0);
   Engines e;
   const Index tiles = mt * (mt + 1) / 2;  // 128 x 128 output tiles on and below the diagonal
   for (Index i = 0; i < mt; ++i) {
     const Index mi = std::min(t, l.n - i * t);
     for (Index j = 0; j <= i; ++j) {
       const Index nj = std::min(t, l.n - j * t);
-      e.pe_cycles += double(kt) * matmul_cycles(p, l.bf16, mi, nj);
+      e.pe_cycles += double(kt) * matmul_cycles(p, l.mode, mi, nj);
       e.flops += 2.0 * double(kt * t) * double(t) * double(nj);
       e.scalar_cycles += lane_cycles(p, mi, nj);
       if (l.beta_nonzero) e.vector_cycles += lane_cycles(p, mi, nj);
     }
   }
-  // On-chip transposes: one identity matmul per 128 x 128 tile of A, evacuated by the Vector Engine.
-  const Index transposes = mt * kt;
-  e.pe_cycles += double(transposes) * matmul_cycles(p, l.bf16, t, t);
+  // On-chip transposes: one identity matmul per 128 x 128 tile of each operand part (bf16x3: hi and lo, each an
+  // exact bf16 transpose), evacuated by the Vector Engine.
+  const Index parts = l.mode == MatmulMode::bf16x3 ? 2 : 1;
+  const Index transposes = mt * kt * parts;
+  const MatmulMode transpose_mode = l.mode == MatmulMode::fp32 ? MatmulMode::fp32 : MatmulMode::bf16;
+  e.pe_cycles += double(transposes) * matmul_cycles(p, transpose_mode, t, t);
   e.vector_cycles += double(transposes) * lane_cycles(p, t, t);
-  e.matmuls = tiles * kt + transposes;
+  e.vector_psum_cycles += double(transposes) * lane_cycles(p, t, t);
+  e.matmuls = tiles * kt * (l.mode == MatmulMode::bf16x3 ? 3 : 1) + transposes;
   e.evacuations = tiles + transposes;
-  const double a_bytes = double(l.n) * double(l.k) * eb;
   const double a_loads = fits ? 1.0 : double(mt);
-  e.dma_bytes = a_bytes * a_loads + double(tiles) * double(t * t) * 4.0 * (l.beta_nonzero ? 2 : 1);
-  e.dma_count = double(transposes) * a_loads + double(tiles) * (l.beta_nonzero ? 2 : 1);
+  const double loaded = double(l.n) * double(l.k) * a_loads;  // fp32 from HBM, cast or split on chip per load
+  e.vector_cycles += operand_format_cycles(p, l.mode, loaded, double(t));
+  e.dma_bytes = loaded * 4.0 + double(tiles) * double(t * t) * 4.0 * (l.beta_nonzero ? 2 : 1);
+  e.dma_count = double(mt * kt) * a_loads + double(tiles) * (l.beta_nonzero ? 2 : 1);
   return e;
 }
 
@@ -126,19 +157,23 @@ LaunchCost launch_cost(const NeuronParams& p, const Launch& l) {
   // Tile DMAs spread over the DMA queues; their aggregate rate is capped by the HBM.
   const double dma_rate = std::min(p.dma_engines * p.dma_engine_gbps, p.hbm_gbps) * 1e9;
   c.dma = e.dma_bytes / dma_rate + e.dma_count * p.dma_fixed_us * 1e-6 / p.dma_engines;
-  c.compute = std::max({e.pe_cycles / (p.pe_clock_ghz * 1e9), e.scalar_cycles / (p.scalar_clock_ghz * 1e9),
-                        e.vector_cycles / (p.vector_clock_ghz * 1e9)});
+  const double scalar_s = e.scalar_cycles / (p.scalar_clock_ghz * 1e9);
+  const double vector_s = e.vector_cycles / (p.vector_clock_ghz * 1e9);
+  // On NeuronCore-v2 the Scalar Engine's PSUM evacuations and the Vector Engine's PSUM reads take turns.
+  const double psum_s = p.psum_vector_scalar_serial > 0 ? scalar_s + e.vector_psum_cycles / (p.vector_clock_ghz * 1e9) : 0;
+  c.compute = std::max({e.pe_cycles / (p.pe_clock_ghz * 1e9), scalar_s, vector_s, psum_s});
   const bool any_work = e.matmuls > 0;
   if (any_work) {
-    const double t = p.pe_rows, eb = l.bf16 ? 2.0 : 4.0;
-    const double first_tiles = (t * t + t * std::min(p.moving_free_max, double(std::max<Index>(l.n, 1)))) * eb;
-    c.fill = p.dma_fixed_us * 1e-6 + first_tiles / (p.dma_engine_gbps * 1e9) +
-             matmul_cycles(p, l.bf16, static_cast<Index>(t), static_cast<Index>(p.moving_free_max)) /
+    const double t = p.pe_rows;
+    const double first_elements = t * t + t * std::min(p.moving_free_max, double(std::max<Index>(l.n, 1)));
+    c.fill = p.dma_fixed_us * 1e-6 + first_elements * 4.0 / (p.dma_engine_gbps * 1e9) +
+             operand_format_cycles(p, l.mode, first_elements, t) / (p.vector_clock_ghz * 1e9) +
+             matmul_cycles(p, l.mode, static_cast<Index>(t), static_cast<Index>(p.moving_free_max)) /
                  (p.pe_clock_ghz * 1e9) +
              p.moving_free_max / (p.scalar_clock_ghz * 1e9);
   }
   c.device = c.fill + std::max(c.dma, c.compute);
-  c.flops = e.flops;
+  c.flops = e.flops * (l.mode == MatmulMode::bf16x3 ? 3.0 : 1.0);  // three products per tile in bf16x3
   c.instructions = e.matmuls + static_cast<long>(e.dma_count) + e.evacuations;
   return c;
 }

@@ -28,7 +28,10 @@ struct Launch {
   Index m = 0, n = 0, k = 0;
   Index count = 1;
   bool beta_nonzero = false;      // C is read (loaded from HBM, scaled on the Vector Engine)
-  bool bf16 = false;              // operands in bf16 on chip (1x Tensor Engine cost instead of fp32_cost_factor)
+  // Operand format on the Tensor Engine. Operands arrive in HBM as fp32 (the host holds fp32) and are DMA'd as
+  // fp32; bf16 casts each loaded tile on chip (one Vector Engine copy), bf16x3 splits it into hi and lo parts (a
+  // cast, then a two-input subtract with a bf16 result) and issues three bf16 matmuls per tile.
+  linalg::MatmulMode mode = linalg::MatmulMode::fp32;
   int tensors = 0;                // tensor arguments of the framework call
   std::vector<double> copies_in;  // bytes copied host -> HBM, one entry per tensor
   std::vector<double> copies_out; // bytes copied HBM -> host

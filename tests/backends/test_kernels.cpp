@@ -788,7 +788,7 @@ TEST_P(BackendOps, FallbackRunsOnTheHostAndIsCounted) {
   EXPECT_FALSE(log.records()[1].fallback);
   EXPECT_EQ(log.fallback_calls(), 2);
   // bf16 on a backend without it is refused, not ignored.
-  EXPECT_THROW(kd.set_bf16(true), dfmp2::UnsupportedError);
+  EXPECT_THROW(kd.set_matmul_mode(dfmp2::linalg::MatmulMode::bf16), dfmp2::UnsupportedError);
 }
 
 // BLAS: with alpha == 0 the operands are not read (trsm: B is set to 0), so NaN operands must not leak out.

@@ -158,7 +158,18 @@ TEST_F(NeuronArithmetic, GemmBatchedSharedOperand) {
   const Matrix ref = to_d(a) * to_d(b);
   const Matrix scale = to_d(a).cwiseAbs() * to_d(b).cwiseAbs();
   EXPECT_LT(max_ratio(c, ref, scale, 1.1 * k * kU32), 1.0);
-  EXPECT_EQ(trn->last_modelled()->launches, 1) << "a batch is one device launch";
+  const auto per_problem = *trn->last_modelled();
+  EXPECT_EQ(per_problem.launches, count) << "by default one launch per problem, as the published library loops";
+  // batched_gemm_launches: 1 models a fused batched kernel: one launch, one dispatch, the shared operand copied once.
+  auto fused = make_backend("trn1", DeviceOptions{.overrides = {{"trn1", {{"batched_gemm_launches", 1}}}},
+                                                  .compile_cache = {}});
+  MatrixF c1(m, n * count);
+  fused->gemm_batched(Trans::no, Trans::no, count, {0, k * n, m * n}, 1.0f, la::view(a), {b.data(), k, n, k}, 0.0f,
+                      {c1.data(), m, n, m});
+  EXPECT_EQ(c1, c) << "the launch structure changes the time, not the arithmetic";
+  EXPECT_EQ(fused->last_modelled()->launches, 1);
+  EXPECT_LT(fused->last_modelled()->dispatch, per_problem.dispatch / (count - 1));
+  EXPECT_LT(fused->last_modelled()->transfer, per_problem.transfer);
 }
 
 TEST_F(NeuronArithmetic, SyrkWritesOnlyItsTriangle) {
@@ -206,7 +217,7 @@ TEST_F(NeuronArithmetic, TrsmEveryVariantSolves) {
                                                       : Matrix(to_d(x) * t - 2.0 * to_d(b0));
           EXPECT_LT(resid.cwiseAbs().maxCoeff(), 2e-5)
               << int(side) << int(uplo) << int(tr) << int(diag);
-          EXPECT_EQ(trn->last_modelled()->launches, 3) << "block 1: next block row + the rest; block 2: next block row";
+          EXPECT_EQ(trn->last_modelled()->launches, 2) << "one trailing-update GEMM after each diagonal panel but the last";
         }
 }
 
@@ -274,7 +285,7 @@ TEST_F(NeuronArithmetic, Bf16ErrorLargerThanFp32AndWithinBf16Bounds) {
   MatrixF c32(m, n), c16(m, n);
   trn->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(b), 0.0f, la::view(c32));
   const double peak32 = trn->peak_flops();
-  trn->set_bf16(true);
+  trn->set_matmul_mode(la::MatmulMode::bf16);
   trn->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(b), 0.0f, la::view(c16));
   EXPECT_NEAR(trn->peak_flops() / peak32, 4.0, 1e-12);
   EXPECT_NEAR(peak32, 2.0 * 128 * 128 * 2.8e9 / 4, 1e3);
@@ -308,7 +319,7 @@ TEST(NeuronBf16, RoundsToNearestTiesToEven) {
 
 TEST(NeuronBf16, BackendRoundsOperandsBeforeMultiplying) {
   auto trn = make_backend("trn1");
-  trn->set_bf16(true);
+  trn->set_matmul_mode(la::MatmulMode::bf16);
   MatrixF a(1, 1), b(1, 1), c(1, 1);
   b(0, 0) = 1.0f;
   a(0, 0) = from_bits(0x3f808000);  // 1 + 2^-8: a tie, rounds down to 1
@@ -317,7 +328,7 @@ TEST(NeuronBf16, BackendRoundsOperandsBeforeMultiplying) {
   a(0, 0) = from_bits(0x3f818000);  // 1 + 3 * 2^-8: a tie, rounds up to 1 + 2^-6
   trn->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(b), 0.0f, la::view(c));
   EXPECT_EQ(c(0, 0), 1.0f + 0x1p-6f);
-  trn->set_bf16(false);
+  trn->set_matmul_mode(la::MatmulMode::fp32);
   trn->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(b), 0.0f, la::view(c));
   EXPECT_EQ(c(0, 0), from_bits(0x3f818000));
 }
@@ -408,7 +419,7 @@ TEST(NeuronCompileCache, ColdThenDiskThenResident) {
   EXPECT_EQ(t.compile, 0.0);
 
   // bf16 is another signature.
-  second->set_bf16(true);
+  second->set_matmul_mode(la::MatmulMode::bf16);
   second->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(a), 0.0f, la::view(c));
   EXPECT_EQ(second->last_modelled()->compiles, 1);
 
@@ -427,25 +438,46 @@ TEST(NeuronCompileCache, UnwritableFolderIsAnOutputError) {
                dfmp2::OutputError);
 }
 
-double trsm_total(double depth) {
+double batched_total(double depth) {
   auto trn = make_backend("trn1", DeviceOptions{.overrides = {{"trn1", {{"queue_depth", depth}}}}, .compile_cache = {}});
   std::mt19937_64 rng(3);
-  const MatrixF a = triangle_operand(1024, rng);
-  MatrixF b = random_f(1024, 256, rng);
+  const Index count = 16, m = 256, n = 512, k = 256;
+  const MatrixF a = random_f(m, k * count, rng), b = random_f(k, n * count, rng);
+  MatrixF c(m, n * count);
   for (int call = 0; call < 2; ++call)  // the second call is warm
-    trn->trsm(la::Side::left, la::Uplo::lower, Trans::no, la::Diag::non_unit, 1.0f, la::view(a), la::view(b));
+    trn->gemm_batched(Trans::no, Trans::no, count, {m * k, k * n, m * n}, 1.0f, {a.data(), m, k, m},
+                      {b.data(), k, n, k}, 0.0f, {c.data(), m, n, m});
   const auto t = *trn->last_modelled();
-  EXPECT_EQ(t.launches, 13);  // 8 blocks: 2 updates after blocks 1-6, 1 after block 7
+  EXPECT_EQ(t.launches, count);
   EXPECT_EQ(t.compile, 0.0);
   return t.total;
 }
 
 TEST(NeuronQueue, DeeperQueueOverlapsHostWork) {
-  // Depth 1: the host dispatches a launch only after the previous one finished. Deeper: dispatches and diagonal
-  // solves overlap queued device work (transfers and tiles), bounded by the look-ahead dependency.
-  const double serial = trsm_total(1), two = trsm_total(2), queued = trsm_total(4);
+  // Depth 1: the host dispatches a launch only after the previous one finished. Deeper: the next dispatch overlaps
+  // the queued launch's transfers and device work.
+  const double serial = batched_total(1), two = batched_total(2), queued = batched_total(4);
   EXPECT_GT(serial - two, 2e-4) << "depth 1 " << serial << " s, depth 2 " << two << " s";
   EXPECT_GE(two, queued) << "depth 2 " << two << " s, depth 4 " << queued << " s";
+}
+
+TEST(NeuronComposite, TrsmIsOneUpdateLaunchPerPanelWithItsOwnShape) {
+  // The published library's blocked TRSM: n/128 - 1 trailing-update GEMMs, each a new shape (compiled when cold).
+  auto trn = make_backend("trn1", DeviceOptions{.overrides = {}, .compile_cache = {}});
+  std::mt19937_64 rng(5);
+  const MatrixF a = triangle_operand(1024, rng);
+  MatrixF b = random_f(1024, 256, rng);
+  trn->trsm(la::Side::left, la::Uplo::lower, Trans::no, la::Diag::non_unit, 1.0f, la::view(a), la::view(b));
+  EXPECT_EQ(trn->last_modelled()->launches, 7);
+  EXPECT_EQ(trn->last_modelled()->compiles, 7);
+  EXPECT_GT(trn->last_modelled()->host, 0) << "panel solves and subtractions on the host";
+  trn->trsm(la::Side::left, la::Uplo::lower, Trans::no, la::Diag::non_unit, 1.0f, la::view(a), la::view(b));
+  EXPECT_EQ(trn->last_modelled()->compiles, 0);
+  // The Cholesky runs on the host: no launch at all.
+  MatrixF spd = MatrixF::Identity(300, 300) * 2.0f;
+  trn->cholesky(la::Uplo::lower, la::view(spd));
+  EXPECT_EQ(trn->last_modelled()->launches, 0);
+  EXPECT_GT(trn->last_modelled()->host, 0);
 }
 
 TEST(NeuronParams, OverridesAndUnknownNames) {
@@ -480,7 +512,7 @@ TEST(NeuronRegistry, BuiltAfterTheCpuBackends) {
     auto b = make_backend(device);
     EXPECT_EQ(b->name(), device);
     EXPECT_NE(b->details().find("model of NeuronCore"), std::string::npos) << b->details();
-    EXPECT_TRUE(b->supports_bf16());
+    EXPECT_TRUE(b->supports_matmul_mode(la::MatmulMode::bf16x3));
   }
   EXPECT_EQ(make_backend("eigen")->last_modelled(), nullptr);
 }
