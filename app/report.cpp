@@ -88,6 +88,10 @@ std::string format_header(const Calculation& calc) {
   return out;
 }
 
+namespace {
+bool below_fp32(chem::Precision p) { return p == chem::Precision::bf16 || p == chem::Precision::bf16x3; }
+}  // namespace
+
 std::string format_energies(const Calculation& calc, const BackendRun& run) {
   const auto& r = run.result;
   const auto scf = calc.problem.scf_energy;
@@ -113,6 +117,21 @@ std::string format_energies(const Calculation& calc, const BackendRun& run) {
       out += fmt::format("; energy change vs unscreened {:.3e} Eh", r.correlation() - *run.unscreened_correlation);
     }
     out += "\n\n";
+  }
+  if (below_fp32(run.precision)) {
+    std::vector<std::string> steps;
+    for (const auto& step : chem::matmul_steps())
+      steps.push_back(fmt::format("{} {}", step, linalg::matmul_mode_name(r.step_modes.at(step))));
+    out += fmt::format("  matmul operands: {}\n", fmt::join(steps, ", "));
+    if (const BackendRun* ref = accuracy_reference(calc, run)) {
+      const double err = r.correlation() - ref->result.correlation();
+      out += fmt::format("  error of this precision: {:.3e} Eh in the correlation energy ({:.2e} relative) against {}\n",
+                         err, std::abs(err) / std::max(1e-300, std::abs(ref->result.correlation())), run_label(*ref));
+    } else {
+      out += fmt::format("  error of this precision: unknown (no fp64 or fp32 run to compare with; add one to "
+                         "'precision')\n");
+    }
+    out += "\n";
   }
   out += rule;
   out += "\t ==================> DF-MP2 Energies <==================== \n";
@@ -227,22 +246,39 @@ const BackendRun* fp64_reference(const Calculation& calc, const BackendRun& run)
   return nullptr;
 }
 
+const BackendRun* accuracy_reference(const Calculation& calc, const BackendRun& run) {
+  if (run.precision == chem::Precision::fp64) return fp64_run(calc, run.backend) == &run ? nullptr : fp64_reference(calc, run);
+  if (const BackendRun* r = fp64_reference(calc, run)) return r;
+  if (!below_fp32(run.precision)) return nullptr;
+  for (const auto& r : calc.runs)
+    if (r.backend == run.backend && r.precision == chem::Precision::fp32) return &r;
+  for (const auto& r : calc.runs)
+    if (r.precision == chem::Precision::fp32) return &r;
+  return nullptr;
+}
+
+std::string run_label(const BackendRun& run) {
+  return fmt::format("{} {}", run.backend, chem::precision_name(run.precision));
+}
+
 std::string format_comparison(const Calculation& calc) {
   std::string out = "\n  ==> Backend comparison <==\n\n";
-  out += fmt::format("  {:<10} {:<9} {:>24} {:>16} {:>16} {:>12} {:>13}\n", "backend", "precision", "correlation [Eh]",
-                     "diff first [Eh]", "diff fp64 [Eh]", "wall [s]", "modelled [s]");
+  out += fmt::format("  {:<10} {:<9} {:>24} {:>16} {:>16} {:<16} {:>12} {:>13}\n", "backend", "precision",
+                     "correlation [Eh]", "diff first [Eh]", "error [Eh]", "against", "wall [s]", "modelled [s]");
   const double first = calc.runs.front().result.correlation();
   for (const auto& run : calc.runs) {
-    const BackendRun* reference = fp64_reference(calc, run);
-    out += fmt::format("  {:<10} {:<9} {:>24.16f} {:>16.3e} {:>16} {:>12.4f} {:>13}\n", run.backend,
+    const BackendRun* reference = accuracy_reference(calc, run);
+    out += fmt::format("  {:<10} {:<9} {:>24.16f} {:>16.3e} {:>16} {:<16} {:>12.4f} {:>13}\n", run.backend,
                        chem::precision_name(run.precision), run.result.correlation(),
                        run.result.correlation() - first,
                        reference ? fmt::format("{:.3e}", run.result.correlation() - reference->result.correlation())
                                  : std::string("-"),
-                       run.wall_seconds, run.modelled() ? fmt::format("{:.4f}", run.modelled_seconds()) : "-");
+                       reference ? run_label(*reference) : std::string("-"), run.wall_seconds,
+                       run.modelled() ? fmt::format("{:.4f}", run.modelled_seconds()) : "-");
   }
-  out += "  diff fp64: against the same backend's fp64 run, or the first fp64 run when it has none; modelled: the\n"
-         "  device model's prediction for device backends (wall: the emulation's time on this machine)\n";
+  out += "  error: the correlation energy minus that of the run named under 'against': the same backend's fp64 run,\n"
+         "  else the first fp64 run; for bf16 and bf16x3 without any fp64 run, the fp32 run. modelled: the device\n"
+         "  model's prediction for device backends (wall: the emulation's time on this machine)\n";
   return out;
 }
 

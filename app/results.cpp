@@ -108,6 +108,12 @@ nlohmann::json results_json(const Calculation& calc) {
       metric["residual"] = r.metric_report.residual;
     }
     const BackendRun* reference = fp64_reference(calc, run);
+    nlohmann::json accuracy = nullptr;
+    if (const BackendRun* ref = accuracy_reference(calc, run)) {
+      accuracy = {{"correlation_energy", r.correlation() - ref->result.correlation()}, {"against", run_label(*ref)}};
+    }
+    nlohmann::json operands = nlohmann::json::object();
+    for (const auto& [step, mode] : r.step_modes) operands[step] = linalg::matmul_mode_name(mode);
     nlohmann::json screening = nullptr;
     if (r.screening.enabled) {
       screening = {{"threshold", calc.input.screening.threshold},
@@ -126,6 +132,8 @@ nlohmann::json results_json(const Calculation& calc) {
                         {"difference_from_fp64",
                          reference ? nlohmann::json(r.correlation() - reference->result.correlation())
                                    : nlohmann::json(nullptr)},
+                        {"error", accuracy},
+                        {"matmul_operands", operands},
                         {"properties", properties(calc, run)},
                         {"scs_mp2_correlation_energy", r.scs_correlation()},
                         {"wall_time_seconds", run.wall_seconds},

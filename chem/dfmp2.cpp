@@ -86,13 +86,26 @@ const std::vector<std::string>& matmul_steps() {
 
 std::map<std::string, linalg::MatmulMode> step_matmul_modes(Precision precision,
                                                             const std::map<std::string, linalg::MatmulMode>& overrides) {
-  std::map<std::string, linalg::MatmulMode> modes;
+  using linalg::MatmulMode;
+  // Measured on water and methane (bench/README.md, "Device precisions"): operand rounding in the transformation
+  // is amplified by the fitting (B = A L^-T: the inverse metric factor magnifies any error of A that is not in
+  // the metric's well-conditioned span), so a bf16 transformation gives correlation energies wrong by more than
+  // 100 % (water 1.9, methane 10.7 relative) even with an fp32 metric and fitting, and a bf16x3 one errors 700x
+  // fp32's. The pair energies only square and sum (ia|jb): bf16 there costs about 1e-4 relative. Hence:
+  //   bf16    transform bf16x3, pair energies bf16 (1.3e-5 and 1.6e-4 relative on water and methane);
+  //   bf16x3  transform fp32, pair energies bf16x3 (8e-7 and 1.2e-6 relative);
+  // metric and fitting fp32 in both. device.step_precision overrides any step explicitly.
+  std::map<std::string, MatmulMode> modes;
   const bool device = precision == Precision::bf16 || precision == Precision::bf16x3;
-  const auto mode = precision == Precision::bf16 ? linalg::MatmulMode::bf16 : linalg::MatmulMode::bf16x3;
-  for (const auto& step : matmul_steps()) {
-    modes[step] = device && (step == "transform" || step == "pair_energy") ? mode : linalg::MatmulMode::fp32;
-    if (const auto it = overrides.find(step); device && it != overrides.end()) modes[step] = it->second;
+  for (const auto& step : matmul_steps()) modes[step] = MatmulMode::fp32;
+  if (precision == Precision::bf16) {
+    modes["transform"] = MatmulMode::bf16x3;
+    modes["pair_energy"] = MatmulMode::bf16;
+  } else if (precision == Precision::bf16x3) {
+    modes["pair_energy"] = MatmulMode::bf16x3;
   }
+  if (device)
+    for (const auto& [step, mode] : overrides) modes[step] = mode;
   return modes;
 }
 

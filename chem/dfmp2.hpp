@@ -9,10 +9,11 @@
 //
 // Precision: fp64 does everything in double; fp32 everything in float (energy sums included); mixed runs the
 // GEMMs of steps 2 and 4 in float and the metric, the fitting and the energy sums in double. bf16 and bf16x3 are
-// fp32 runs on a device model as its users run them: the transformation and pair-energy products (where the flops
-// are) use the Tensor Engine's bf16 operands, or its three-pass bf16x3 split (linalg::MatmulMode), accumulated in
-// fp32; the metric factor and the fitting stay fp32, because the Coulomb metric of a real fitting basis is far too
-// ill-conditioned for bf16's 8-bit significand. DfMp2Options::step_modes may override a step explicitly.
+// fp32 runs on a device model as its users would run them: the pair-energy products (most of the flops) use the
+// Tensor Engine's bf16 operands, or its three-pass bf16x3 split (linalg::MatmulMode), accumulated in fp32; the
+// transformation runs one grade higher (bf16x3 for bf16, fp32 for bf16x3), because the fitting amplifies its
+// rounding; the metric factor and the fitting stay fp32, because the Coulomb metric of a real fitting basis is far
+// too ill-conditioned for bf16's 8-bit significand. DfMp2Options::step_modes may override a step explicitly.
 //
 // A row of A and B is one (i, a) pair with the virtual index fastest (row a + nvir*i), so the rows of one
 // occupied block are contiguous. An occupied block pair is a self-contained unit of work: given B and the
@@ -38,9 +39,9 @@ enum class Mp2Storage { automatic, memory, scratch };
 std::string precision_name(Precision p);
 // The DF-MP2 steps whose float products a device runs in a MatmulMode, in pipeline order.
 const std::vector<std::string>& matmul_steps();  // metric, transform, fitting, pair_energy
-// The operand format of each step in a run of `precision`: for bf16 and bf16x3, the precision's mode for the
-// transform and pair_energy and fp32 for the metric and fitting, then `overrides` (step -> mode); fp32 throughout
-// for every other precision (overrides ignored).
+// The operand format of each step in a run of `precision` (bf16: transform bf16x3, pair_energy bf16; bf16x3:
+// pair_energy bf16x3; everything else fp32), then `overrides` (step -> mode); fp32 throughout for every other
+// precision (overrides ignored).
 std::map<std::string, linalg::MatmulMode> step_matmul_modes(Precision precision,
                                                             const std::map<std::string, linalg::MatmulMode>& overrides);
 std::string metric_name(MetricMethod m);

@@ -232,6 +232,75 @@ TEST(Cli, DeviceModelNextToTheReferenceColdThenWarm) {
   EXPECT_NE(cold_out.out.find("modelled [s]"), std::string::npos);
 }
 
+// Device precisions on real molecules (the committed water and methane files, whose Coulomb metrics are as
+// ill-conditioned as real fitting bases make them): bf16 within 1e-3 of the correlation energy, bf16x3 within ten
+// times fp32's error level (the larger fp32 relative error of the two molecules: fp32 on water happens to land
+// at 2e-8, far below its usual level, see bench/README.md), and each low-precision energy printed with its error.
+TEST(Cli, DevicePrecisionsOnMoleculesWithinTheirBounds) {
+  TempDir dir;
+  struct Errors {
+    double fp32, bf16, bf16x3;
+  };
+  std::vector<Errors> errors;
+  for (const char* mol : {"water", "methane"}) {
+    dfmp2::testing::CommandResult out;
+    const auto j = run_json(dir,
+                            "integrals: " + std::string(DFMP2_SOURCE_DIR) + "/inputs/" + mol +
+                                "-cc-pvdz.h5\nbackends: [eigen, trn1]\n"
+                                "precision: {eigen: fp64, trn1: [fp32, bf16, bf16x3]}\ndevice: {compile_cache: false}\n",
+                            &out);
+    const auto& b = j["extras"]["dfmp2"]["backends"];
+    ASSERT_EQ(b.size(), 4u);
+    const double ref = b[0]["properties"]["mp2_correlation_energy"];
+    auto rel = [&](int i) { return std::abs((double(b[i]["properties"]["mp2_correlation_energy"]) - ref) / ref); };
+    errors.push_back({rel(1), rel(2), rel(3)});
+    EXPECT_EQ(b[2]["matmul_operands"]["metric"], "fp32");
+    EXPECT_EQ(b[2]["matmul_operands"]["fitting"], "fp32");
+    EXPECT_EQ(b[2]["matmul_operands"]["pair_energy"], "bf16");
+    EXPECT_EQ(b[3]["matmul_operands"]["pair_energy"], "bf16x3");
+    EXPECT_EQ(b[2]["error"]["against"], "eigen fp64");
+    EXPECT_DOUBLE_EQ(double(b[2]["error"]["correlation_energy"]),
+                     double(b[2]["properties"]["mp2_correlation_energy"]) - ref);
+    // The text report: every bf16/bf16x3 section states its error, and the comparison table names the reference.
+    std::size_t lines = 0;
+    for (std::size_t at = out.out.find("error of this precision: "); at != std::string::npos;
+         at = out.out.find("error of this precision: ", at + 1))
+      ++lines;
+    EXPECT_EQ(lines, 2u);
+    EXPECT_NE(out.out.find("against eigen fp64"), std::string::npos);
+  }
+  const double fp32_level = std::max(errors[0].fp32, errors[1].fp32);
+  for (const auto& e : errors) {
+    EXPECT_LT(e.bf16, 1e-3);
+    EXPECT_GT(e.bf16, e.bf16x3) << "bf16x3 is the accurate mode";
+    EXPECT_LT(e.bf16x3, 10 * fp32_level) << "fp32 level " << fp32_level;
+  }
+}
+
+// Without any fp64 run, a bf16 energy is judged against the fp32 run; an all-bf16 transformation must be asked for
+// explicitly (device.step_precision) and shows its (large) error.
+TEST(Cli, Bf16ErrorAgainstFp32AndExplicitAllBf16) {
+  TempDir dir;
+  dfmp2::testing::CommandResult out;
+  const auto j = run_json(dir,
+                          "integrals: " + kWater +
+                              "\nbackends: [trn1]\nprecision: [fp32, bf16]\n"
+                              "device: {compile_cache: false, step_precision: {transform: bf16, metric: bf16}}\n",
+                          &out);
+  const auto& b = j["extras"]["dfmp2"]["backends"];
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_TRUE(b[0]["error"].is_null());
+  EXPECT_EQ(b[1]["error"]["against"], "trn1 fp32");
+  EXPECT_EQ(b[1]["matmul_operands"]["transform"], "bf16");
+  EXPECT_EQ(b[1]["matmul_operands"]["metric"], "bf16");
+  const double fp32 = b[0]["properties"]["mp2_correlation_energy"];
+  EXPECT_GT(std::abs(double(b[1]["error"]["correlation_energy"])), 1e-2 * std::abs(fp32))
+      << "a bf16 transformation is amplified by the fitting";
+  EXPECT_NE(out.out.find("matmul operands: metric bf16, transform bf16, fitting fp32, pair_energy bf16"),
+            std::string::npos);
+  EXPECT_NE(out.out.find("against trn1 fp32"), std::string::npos);
+}
+
 // fp64 on a device model runs only when the input allows the host fallback, and then every fallback call is
 // counted and shown; the energy is the host's fp64 energy.
 TEST(Cli, HostFallbackIsExplicitAndCounted) {
