@@ -91,11 +91,19 @@ Engines gemm_engines(const NeuronParams& p, const Launch& l) {
   const bool a_strip_fits = double(l.k) * eb <= sbuf / 4;
   const bool b_fits = double(l.k) * double(l.n) * eb / p.pe_rows <= sbuf / 2;
   const double a_loads = a_strip_fits ? 1 : double(nt), b_loads = b_fits ? 1 : double(mt);
-  // Operands are DMA'd as fp32 and brought into the mode's format once per load.
-  const double a_loaded = double(l.m) * double(l.k) * a_loads, b_loaded = double(l.k) * double(l.n) * b_loads;
-  e.vector_cycles += operand_format_cycles(p, l.mode, a_loaded, double(tm)) +
-                     operand_format_cycles(p, l.mode, b_loaded, double(std::min(tn, std::max<Index>(l.n, 1))));
-  e.dma_bytes = (a_loaded + b_loaded) * 4.0 + double(l.m) * double(l.n) * 4.0 * (l.beta_nonzero ? 2 : 1);
+  // Operands arrive in HBM as fp32 and are brought into the mode's format on chip once, on their first load; an
+  // operand loaded again (it does not stay in SBUF) has its converted parts written back to HBM once and reloaded
+  // in that format (bf16: 2 bytes, bf16x3: hi and lo, 4 bytes per element).
+  const double a_elems = double(l.m) * double(l.k), b_elems = double(l.k) * double(l.n);
+  e.vector_cycles += operand_format_cycles(p, l.mode, a_elems, double(tm)) +
+                     operand_format_cycles(p, l.mode, b_elems, double(std::min(tn, std::max<Index>(l.n, 1))));
+  auto operand_bytes = [&](double elems, double loads) {
+    if (loads <= 1) return elems * 4.0;
+    if (l.mode == MatmulMode::fp32) return elems * 4.0 * loads;
+    return elems * 4.0 + elems * eb + elems * eb * (loads - 1);
+  };
+  e.dma_bytes = operand_bytes(a_elems, a_loads) + operand_bytes(b_elems, b_loads) +
+                double(l.m) * double(l.n) * 4.0 * (l.beta_nonzero ? 2 : 1);
   e.dma_count = double(mt * kt) * a_loads + double(kt * nt) * b_loads + double(mt * nt) * (l.beta_nonzero ? 2 : 1);
   const double c = double(l.count);
   e.pe_cycles *= c, e.scalar_cycles *= c, e.vector_cycles *= c, e.dma_bytes *= c, e.dma_count *= c, e.flops *= c;

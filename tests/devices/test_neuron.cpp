@@ -17,6 +17,7 @@
 #include "devices/neuron/calibration.hpp"
 #include "devices/neuron/neuron_backend.hpp"
 #include "devices/neuron/neuron_params.hpp"
+#include "devices/neuron/timing_model.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
 
@@ -297,6 +298,46 @@ TEST_F(NeuronArithmetic, Bf16ErrorLargerThanFp32AndWithinBf16Bounds) {
   const MatrixF ar = a.unaryExpr([](float x) { return neuron::round_to_bf16(x); });
   const MatrixF br = b.unaryExpr([](float x) { return neuron::round_to_bf16(x); });
   EXPECT_LT(max_ratio(c16, to_d(ar) * to_d(br), scale, 1.1 * k * kU32), 1.0);
+}
+
+// bf16x3: hi = bf16(x), lo = bf16(x - hi), hi*hi + hi*lo + lo*hi: each operand carries about 2^-17 of relative
+// error and lo*lo (2^-18) is left out, so the result is within ~2^-15 of the exact product's scale: far better
+// than bf16, a little worse than fp32.
+TEST_F(NeuronArithmetic, Bf16x3BetweenBf16AndFp32) {
+  const Index m = 128, n = 256, k = 512;
+  const MatrixF a = random_f(m, k, rng), b = random_f(k, n, rng);
+  const Matrix ref = to_d(a) * to_d(b);
+  const Matrix scale = to_d(a).cwiseAbs() * to_d(b).cwiseAbs();
+  MatrixF c32(m, n), c16(m, n), c3(m, n);
+  trn->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(b), 0.0f, la::view(c32));
+  trn->set_matmul_mode(la::MatmulMode::bf16);
+  trn->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(b), 0.0f, la::view(c16));
+  trn->set_matmul_mode(la::MatmulMode::bf16x3);
+  trn->gemm(Trans::no, Trans::no, 1.0f, la::view(a), la::view(b), 0.0f, la::view(c3));
+  const double peak3 = trn->peak_flops();
+  trn->set_matmul_mode(la::MatmulMode::fp32);
+  EXPECT_NEAR(trn->peak_flops() / peak3, 0.75, 1e-12) << "three bf16 passes against fp32's four";
+  const double e32 = max_abs_err(c32, ref), e16 = max_abs_err(c16, ref), e3 = max_abs_err(c3, ref);
+  EXPECT_LT(e3, e16 / 50) << "bf16x3 " << e3 << " bf16 " << e16;
+  EXPECT_GT(e3, e32) << "the low parts hold 16 bits, not fp32's 24";
+  EXPECT_LT(max_ratio(c3, ref, scale, 3 * 0x1p-17 + 1.1 * k * kU32), 1.0);
+}
+
+// The timing of bf16x3: three bf16 matmul instructions per tile (0.75 of fp32's Tensor Engine time on a
+// compute-bound shape), the on-chip split on the Vector Engine (once per operand), and fp32 operand traffic.
+TEST(NeuronTiming, Bf16x3IsThreeBf16PassesPlusTheSplit) {
+  const auto p = neuron::load_neuron_params("trn1");
+  auto cost = [&](la::MatmulMode mode) {
+    neuron::Launch l;
+    l.m = 2048, l.n = 2048, l.k = 2048, l.mode = mode, l.tensors = 3;
+    return neuron::launch_cost(p, l);
+  };
+  const auto f32 = cost(la::MatmulMode::fp32), b16 = cost(la::MatmulMode::bf16), x3 = cost(la::MatmulMode::bf16x3);
+  EXPECT_NEAR(x3.compute / f32.compute, 0.75, 0.02);
+  EXPECT_NEAR(x3.compute / b16.compute, 3.0, 0.1);
+  EXPECT_GE(x3.dma, f32.dma) << "operands arrive as fp32, are split on chip, and the split parts are re-read";
+  EXPECT_GE(x3.instructions - f32.instructions, 2 * 16 * 4 * 16) << "two more matmuls per tile (16 x 4 x 16 tiles)";
+  EXPECT_NEAR(x3.flops, 3 * f32.flops, 1e-6 * f32.flops);
 }
 
 std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }
