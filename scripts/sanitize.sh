@@ -13,4 +13,7 @@ cmake --build "$build_dir" -j "$(nproc)"
 # report at every exit. Every other finding stops the program.
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=0:abort_on_error=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
-ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" -L "unit|backends|devices|cli" "$@"
+# Scale.TightMemory* runs dfmp2 within `memory: 250 MB` and checks the measured peak: AddressSanitizer's shadow
+# memory adds about 250 MiB to the process's own resident size, so that budget cannot hold here (the run stops
+# with the memory plan's error, as it should). Every other memory case allows for it.
+ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" -L "unit|backends|devices|cli" -E "Scale\.TightMemory" "$@"
