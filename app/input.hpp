@@ -17,7 +17,8 @@
 //   frozen_core  bool or integer >= 0    false        true: Psi4's rule (previous noble-gas shell); n: n orbitals
 //   backends     list of strings         [eigen]      backends to run, in order; the first one's energies are
 //                                                     the reported result ([openblas] in a portable build)
-//   precision    string or list          fp64         fp64, fp32 or mixed; a list runs each backend in each precision
+//   precision    string, list or mapping fp64         fp64, fp32, mixed, bf16 or bf16x3 (device models); a list runs
+//                                                     each backend in each; a mapping gives each backend its own
 //   metric       string or mapping       cholesky     cholesky | eigh | newton-schulz, or {method, threshold (eigh),
 //                                                     tolerance and max_iterations (newton-schulz)}
 //   screening    bool or mapping         false        {threshold: 1e-12, block: 32, compare: false}: block screening

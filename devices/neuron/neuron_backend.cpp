@@ -132,11 +132,11 @@ class NeuronBackend final : public linalg::Backend {
   std::string details() const override {
     return fmt::format(
         "model of NeuronCore-{} ({}): {} GHz {}x{} PE array, {:.1f} TFLOPS bf16 / {:.1f} TFLOPS fp32, SBUF {} KiB x {} "
-        "partitions, HBM {} GiB at {} GB/s per core; matmul operands {}; compile cache {}; times are predictions, "
+        "partitions, HBM {} GiB at {} GB/s per core; compile cache {}; times are predictions, "
         "arithmetic emulated on the host ({} threads)",
         p_.device == "trn1" ? "v2" : "v3", p_.device, p_.pe_clock_ghz, p_.pe_rows, p_.pe_rows,
         p_.peak_flops(MatmulMode::bf16) / 1e12, p_.peak_flops(MatmulMode::fp32) / 1e12, p_.sbuf_partition_kib, p_.pe_rows, p_.hbm_gib,
-        p_.hbm_gbps, linalg::matmul_mode_name(mode_), cache_.folder().empty() ? "none" : cache_.folder(),
+        p_.hbm_gbps, cache_.folder().empty() ? "none" : cache_.folder(),
         Eigen::nbThreads());
   }
   bool supports(Op op, linalg::DType dtype) const override {
