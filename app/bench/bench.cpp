@@ -417,13 +417,34 @@ std::vector<Dfmp2Result> run_dfmp2_mode(const BenchOptions& o) {
   return plan;
 }
 
+// The run a DF-MP2 result's energy is judged against: an fp64 run of the same shape (the first), else, for bf16
+// and bf16x3, the same backend's fp32 run of the shape; nullptr when there is none (or for the reference itself).
+const Dfmp2Result* energy_reference(const std::vector<Dfmp2Result>& results, const Dfmp2Result& r) {
+  auto find = [&](const std::string& precision, bool same_backend) -> const Dfmp2Result* {
+    for (const auto& o : results)
+      if (o.status == "ok" && o.shape == r.shape && o.precision == precision && (!same_backend || o.backend == r.backend))
+        return &o;
+    return nullptr;
+  };
+  const Dfmp2Result* ref = find("fp64", false);
+  if (ref == nullptr && (r.precision == "bf16" || r.precision == "bf16x3")) ref = find("fp32", true);
+  return ref == &r ? nullptr : ref;
+}
+
+std::string energy_error(const std::vector<Dfmp2Result>& results, const Dfmp2Result& r, bool with_reference) {
+  const Dfmp2Result* ref = r.status == "ok" ? energy_reference(results, r) : nullptr;
+  if (ref == nullptr) return with_reference ? "-" : "";
+  const std::string err = fmt::format("{:.3e}", r.correlation - ref->correlation);
+  return with_reference ? fmt::format("{} ({} {})", err, ref->backend, ref->precision) : err;
+}
+
 Table dfmp2_table(const std::vector<Dfmp2Result>& results) {
   Table t;
   t.columns = {"shape", "nbasis", "nocc", "naux", "backend", "precision", "status", "runs", "wall_median_s",
                "wall_min_s", "wall_max_s"};
   for (const auto& s : kSteps) t.columns.push_back(s + "_s");
-  t.columns.insert(t.columns.end(), {"correlation_energy", "opposite_spin_energy", "same_spin_energy", "model_cold_s",
-                                     "model_warm_s"});
+  t.columns.insert(t.columns.end(), {"correlation_energy", "opposite_spin_energy", "same_spin_energy",
+                                     "correlation_error", "error_against", "model_cold_s", "model_warm_s"});
   for (const auto& s : kSteps) t.columns.push_back("model_" + s + "_s");
   t.columns.push_back("note");
   for (const auto& r : results) {
@@ -434,6 +455,9 @@ Table dfmp2_table(const std::vector<Dfmp2Result>& results) {
                                     opt_num(ok, r.wall_min), opt_num(ok, r.wall_max)};
     for (const auto& s : kSteps) row.push_back(ok ? num(r.step_seconds.at(s)) : "");
     for (const double e : {r.correlation, r.opposite_spin, r.same_spin}) row.push_back(ok ? fmt::format("{:.15g}", e) : "");
+    const Dfmp2Result* ref = ok ? energy_reference(results, r) : nullptr;
+    row.push_back(ref ? fmt::format("{:.6e}", r.correlation - ref->correlation) : "");
+    row.push_back(ref ? ref->backend + " " + ref->precision : "");
     row.push_back(opt_num(ok && r.modelled, r.model_cold));
     row.push_back(opt_num(ok && r.modelled, r.model_warm));
     for (const auto& s : kSteps) row.push_back(ok && r.modelled ? num(r.model_steps.at(s)) : "");
@@ -456,6 +480,7 @@ std::string dfmp2_text(const std::vector<Dfmp2Result>& results) {
                                     fmt::format("{:.4f}", r.wall_max)};
     for (const auto& s : kSteps) row.push_back(fmt::format("{:.4f}", r.step_seconds.at(s)));
     row.push_back(fmt::format("{:.12f}", r.correlation));
+    row.push_back(energy_error(results, r, true));
     rows.push_back(row);
     if (r.modelled) {
       std::vector<std::string> m = {r.shape, dims, r.backend, r.precision, fmt::format("{:.4f}", r.model_cold),
@@ -467,7 +492,7 @@ std::string dfmp2_text(const std::vector<Dfmp2Result>& results) {
   std::string out = "DF-MP2 on synthetic shapes (nbasis/nocc/naux): measured wall seconds (median, min, max) and "
                     "per step (median), correlation energy (Eh)\n";
   out += format_text_table({"shape", "dims", "backend", "precision", "runs", "wall", "min", "max", "metric",
-                            "transform", "fitting", "pair_energy", "E_corr"},
+                            "transform", "fitting", "pair_energy", "E_corr", "error (against)"},
                            rows);
   if (!modelled.empty()) {
     out += "\nDevice models: modelled seconds (cold = first run with its compiles; warm = median of the timed runs, "

@@ -223,6 +223,27 @@ TEST(Bench, Dfmp2ModelledOnTrn1) {
   EXPECT_LT(row["correlation_energy"].get<double>(), 0.0);
 }
 
+// A bf16 or bf16x3 energy is never shown without its error: against fp64 when run, else the same backend's fp32.
+TEST(Bench, Dfmp2LowPrecisionEnergiesCarryTheirError) {
+  TempDir dir;
+  const auto json = dir.path() / "p.json";
+  const auto r = run_command(kBench + " --dfmp2 small --backends trn1 --precision fp32,bf16,bf16x3 --warmup 0 "
+                                      "--repeat 1 --threads 1 --json " + json.string(),
+                             dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(trn1 fp32)"), std::string::npos) << r.out;
+  const auto rows = nlohmann::json::parse(slurp(json))["rows"];
+  ASSERT_EQ(rows.size(), 3u);
+  const double fp32 = rows[0]["correlation_energy"].get<double>();
+  for (int i : {1, 2}) {
+    EXPECT_EQ(rows[i]["error_against"], "trn1 fp32");
+    const double err = rows[i]["correlation_error"].get<double>();
+    EXPECT_NEAR(err, rows[i]["correlation_energy"].get<double>() - fp32, 1e-12);
+    EXPECT_GT(std::abs(err), 0.0);
+  }
+  EXPECT_LT(std::abs(rows[2]["correlation_error"].get<double>()), std::abs(rows[1]["correlation_error"].get<double>()));
+}
+
 TEST(Bench, ShippedTraceOnTrn1ShowsThePublishedTime) {
   TempDir dir;
   const auto json = dir.path() / "trace.json";
