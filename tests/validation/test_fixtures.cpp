@@ -1,5 +1,5 @@
 // DF-MP2 on the committed integral files against the energies Psi4 recorded in them (1e-9 Eh), on every
-// backend, with ample and with tight memory (many blocks), and against shared/reference/psi4_refs.json.
+// backend, with ample and with tight memory (many blocks). The Psi4 reference cases are decks (decks/).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -82,30 +82,15 @@ TEST(FixtureEnergies, TightMemoryReallyUsesManyBlocks) {
   EXPECT_GT(calc.runs[0].result.block_pairs, 1);
 }
 
-// The shared references were computed independently of the fixtures (same Psi4, same settings): the fixtures'
-// orbitals must reproduce them.
-TEST(SharedReferences, FixturesReproducePsi4Refs) {
-  std::ifstream in(DFMP2_SHARED_REFERENCE);
-  if (!in) GTEST_SKIP() << "shared reference file not found: " << DFMP2_SHARED_REFERENCE;
-  const auto refs = nlohmann::json::parse(in);
-  int compared = 0;
-  for (const auto& c : refs["cases"]) {
-    if (c["basis"] != "cc-pvdz" || c["aux_basis"] != "cc-pvdz-ri") continue;
-    const std::string file = c["molecule"].get<std::string>() + "-cc-pvdz.h5";
-    if (file != "water-cc-pvdz.h5" && file != "methane-cc-pvdz.h5") continue;
-    const int nfrozen = c["nfrozen"];
-    SCOPED_TRACE(file + " nfrozen " + std::to_string(nfrozen));
-    const auto calc = run({file, nfrozen, 1e9}, {"openblas"});
-    const auto& pk = c["scf_pk"];
-    EXPECT_NEAR(*calc.integrals->scf_energy(), pk["e_scf"].get<double>(), 1e-8);
-    EXPECT_NEAR(calc.runs[0].result.opposite_spin, pk["e_os"].get<double>(), kTolerance);
-    EXPECT_NEAR(calc.runs[0].result.same_spin, pk["e_ss"].get<double>(), kTolerance);
-    EXPECT_NEAR(calc.runs[0].result.correlation(), pk["e_corr"].get<double>(), kTolerance);
-    EXPECT_NEAR(*calc.integrals->scf_energy() + calc.runs[0].result.scs_correlation(), pk["e_scs_total"].get<double>(),
-                kTolerance);
-    ++compared;
-  }
-  EXPECT_EQ(compared, 3);  // water all-electron, water frozen core, methane frozen core
+// The fixtures against the independent Psi4 references are validation decks now (tests/validation/decks/fixture_*),
+// run from the repository's copy of shared/reference/psi4_refs.json. The copy must not drift from the original.
+TEST(ReferenceCopy, MatchesShared) {
+  std::ifstream shared(DFMP2_SHARED_REFERENCE), copy(DFMP2_REFERENCE_COPY);
+  ASSERT_TRUE(copy) << "the repository's reference copy is missing: " << DFMP2_REFERENCE_COPY;
+  if (!shared) GTEST_SKIP() << "shared reference file not found (the copy is used alone): " << DFMP2_SHARED_REFERENCE;
+  EXPECT_EQ(nlohmann::json::parse(shared), nlohmann::json::parse(copy))
+      << "tests/validation/reference/psi4_refs.json differs from shared/reference/psi4_refs.json: copy it again and "
+         "rerun tests/validation/make_decks.py";
 }
 
 }  // namespace
