@@ -189,7 +189,8 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
                                                     std::clamp<Index>(rows, 1, 8192))
                                 : rows;
     // At least four occupied blocks (ten block pairs) once there are 32 or more active orbitals: the pair list is
-    // the unit of work to hand out (to threads now, to MPI ranks later) and of progress reporting, and blocks of 8
+    // the unit of work (the pair loop runs them in order on one thread, each pair's GEMM and reduction using the
+    // backend's threads; MPI ranks will be handed pairs) and of progress reporting, and blocks of 8
     // or more orbitals keep the GEMMs large (8 x nvir rows) enough to run near the DGEMM rate.
     const Index balanced = std::max<Index>(8, (nact + 3) / 4);
     Index nb = std::min<Index>(std::max<Index>(nact, 1), balanced);

@@ -1,5 +1,6 @@
 #pragma once
-// Files that must never be left half-written: the results file, the saved integral file (and, later, scratch).
+// Files that must never be left half-written: the results file, the saved integral file, and the scratch files
+// of the phases that do not fit in memory (chem/scratch.hpp).
 // Each is written under a temporary name beside its final path and renamed into place when complete. The
 // temporary is removed when the writer fails (the destructor), and when the program is stopped by SIGINT, SIGTERM
 // or SIGHUP (a signal handler that unlinks every live temporary, then lets the signal end the process). A

@@ -1,7 +1,7 @@
 #pragma once
 // The published trn1 measurements (shared/device/trn1_measurements.md) against the model: each kernel row is run
 // through the real backend (random operands of the published shapes) and its modelled time read back. Used by
-// bench/neuron_calibration.cpp, the device tests and, later, `dfmp2 bench`.
+// bench/neuron_calibration.cpp, the device tests and `dfmp2 bench --calibration`.
 #include <string>
 #include <vector>
 

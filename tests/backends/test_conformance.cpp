@@ -1,6 +1,7 @@
 // Backend conformance, in the manner of ggml's test-backend-ops: a table of cases, each naming its op and options,
 // its dtype and shape, the tolerance its result must meet (with the reason) and, through linalg/cost.hpp, the flops
-// the kernel log must show. Every case runs on every backend built into this binary, through linalg::Kernels, and
+// the kernel log must show. Every case runs on every CPU backend built into this binary (the device models' arithmetic
+// has its own tolerance tiers in tests/devices), through linalg::Kernels, and
 // is compared with the reference backend (eigen) run on the same inputs. Shape classes: 1x1, empty (a zero
 // dimension), sizes that are not multiples of 128 ("odd": 129, 200, 257), tall (300 x 7) and wide (7 x 300); square
 // ops (cholesky, eigh, the inverse square roots) have no tall or wide class.
