@@ -39,54 +39,13 @@ const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "
                                         "metric",    "screening", "memory",      "threads",  "output",
                                         "device",    "scratch",   "mp2_storage"};
 const std::vector<std::string> kDeviceKeys = {"compile_cache", "host_fallback", "step_precision", "trn1", "trn2"};
-const std::vector<std::string> kMatmulModes = {"fp32", "bf16", "bf16x3"};  // order of linalg::MatmulMode
 const std::vector<std::string> kMoleculeKeys = {"xyz", "file", "units", "charge", "multiplicity"};
 const std::vector<std::string> kScfKeys = {"type", "jk_basis", "e_convergence", "d_convergence", "max_iterations",
                                            "guess", "jk_storage"};
-const std::vector<std::string> kJkStorages = {"auto", "memory", "scratch", "recompute"};  // order of chem::JkStorage
-const std::vector<std::string> kMp2Storages = {"auto", "memory", "scratch"};              // order of chem::Mp2Storage
 const std::vector<std::string> kScreeningKeys = {"threshold", "block", "compare"};
 const std::vector<std::string> kSyntheticKeys = {"shape", "nbasis", "nocc", "naux", "seed"};
-const std::vector<std::string> kPrecisions = {"fp64", "fp32", "mixed", "bf16", "bf16x3"};  // order of chem::Precision
-const std::vector<std::string> kMetrics = {"cholesky", "eigh", "newton-schulz"};
 const std::vector<std::string> kMetricKeys = {"method", "threshold", "tolerance", "max_iterations"};
 
-class Context {
- public:
-  explicit Context(std::string file) : file_(std::move(file)) {}
-
-  std::string where(const YAML::Node& node) const {
-    const YAML::Mark m = node.Mark();
-    if (m.line < 0) return file_;
-    return fmt::format("{}:{}:{}", file_, m.line + 1, m.column + 1);
-  }
-  [[noreturn]] void fail(const YAML::Node& node, const std::string& what) const {
-    throw InputError(fmt::format("{}: {}", where(node), what));
-  }
-  [[noreturn]] void fail(const std::string& what) const { throw InputError(fmt::format("{}: {}", file_, what)); }
-
-  std::string scalar(const YAML::Node& node, const std::string& key, const char* expected) const {
-    if (!node.IsScalar()) fail(node, fmt::format("key '{}': expected {}, got {}", key, expected, kind(node)));
-    return node.Scalar();
-  }
-
-  static std::string kind(const YAML::Node& node) {
-    if (node.IsMap()) return "a mapping";
-    if (node.IsSequence()) return "a list";
-    if (node.IsNull()) return "nothing";
-    return fmt::format("'{}'", node.Scalar());
-  }
-
-  const std::string& file() const { return file_; }
-  fs::path resolve(const std::string& p) const {
-    const fs::path path(p);
-    if (path.is_absolute()) return path;
-    return fs::path(file_).parent_path() / path;
-  }
-
- private:
-  std::string file_;
-};
 
 std::optional<long long> as_integer(const std::string& s) {
   static const std::regex integer(R"(^\s*[+-]?[0-9]+\s*$)");
@@ -109,13 +68,6 @@ std::string default_compile_cache() {
   return {};
 }
 
-std::optional<bool> as_bool(const std::string& s) {
-  std::string l = s;
-  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (l == "true" || l == "yes" || l == "on") return true;
-  if (l == "false" || l == "no" || l == "off") return false;
-  return std::nullopt;
-}
 
 // YAML node -> JSON, keeping scalars' types as YAML would resolve them (for the results file's echo).
 nlohmann::json to_json(const YAML::Node& node) {
@@ -183,32 +135,6 @@ void require_regular_file(const fs::path& path, const std::function<void(const s
 
 }  // namespace
 
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-std::optional<std::string> nearest(const std::string& word, const std::vector<std::string>& candidates) {
-  std::optional<std::string> best;
-  std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
-  for (const auto& c : candidates) {
-    const std::size_t d = edit_distance(word, c);
-    if (d < best_distance) {
-      best = c;
-      best_distance = d;
-    }
-  }
-  return best;
-}
-
 std::optional<double> parse_memory_size(const std::string& text) {
   static const std::regex size(R"(^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$)");
   std::smatch m;
@@ -232,7 +158,7 @@ std::optional<double> parse_memory_size(const std::string& text) {
 
 namespace {
 
-void check_keys(const YAML::Node& node, const Context& ctx, const std::string& parent,
+void check_keys(const YAML::Node& node, const YamlReader& ctx, const std::string& parent,
                 const std::vector<std::string>& keys) {
   for (const auto& kv : node) {
     const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
@@ -244,7 +170,7 @@ void check_keys(const YAML::Node& node, const Context& ctx, const std::string& p
   }
 }
 
-double positive_number(const YAML::Node& n, const Context& ctx, const std::string& key) {
+double positive_number(const YAML::Node& n, const YamlReader& ctx, const std::string& key) {
   const std::string value = ctx.scalar(n, key, "a positive number");
   try {
     std::size_t used = 0;
@@ -270,11 +196,11 @@ std::string default_basis_dir() {
   return DFMP2_BASIS_DIR;
 }
 
-void read_molecule_input(const YAML::Node& root, const Context& ctx, Input& in) {
+void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& in) {
   const YAML::Node node = root["molecule"];
   if (!node.IsMap()) {
     ctx.fail(node, fmt::format("key 'molecule': expected a mapping {{xyz: ..., units: angstrom, charge: 0}}, got {}",
-                               Context::kind(node)));
+                               YamlReader::kind(node)));
   }
   check_keys(node, ctx, "molecule", kMoleculeKeys);
   if (node["xyz"] && node["file"]) ctx.fail(node["file"], "keys 'molecule.xyz' and 'molecule.file' exclude each other");
@@ -353,7 +279,7 @@ void read_molecule_input(const YAML::Node& root, const Context& ctx, Input& in) 
   resolve_basis(in.aux_basis);
 
   if (const YAML::Node scf = root["scf"]) {
-    if (!scf.IsMap()) ctx.fail(scf, fmt::format("key 'scf': expected a mapping {{type: df, ...}}, got {}", Context::kind(scf)));
+    if (!scf.IsMap()) ctx.fail(scf, fmt::format("key 'scf': expected a mapping {{type: df, ...}}, got {}", YamlReader::kind(scf)));
     check_keys(scf, ctx, "scf", kScfKeys);
     if (const YAML::Node n = scf["type"]) {
       const std::string type = ctx.scalar(n, "scf.type", "df or exact");
@@ -374,12 +300,7 @@ void read_molecule_input(const YAML::Node& root, const Context& ctx, Input& in) 
     }
     if (const YAML::Node n = scf["jk_storage"]) {
       if (in.scf.type != chem::ScfType::df) ctx.fail(n, "key 'scf.jk_storage' applies to scf type df only");
-      const std::string value = ctx.scalar(n, "scf.jk_storage", "auto, memory, scratch or recompute");
-      const auto it = std::find(kJkStorages.begin(), kJkStorages.end(), value);
-      if (it == kJkStorages.end()) {
-        ctx.fail(n, fmt::format("key 'scf.jk_storage': expected auto, memory, scratch or recompute, got '{}'", value));
-      }
-      in.jk_storage = static_cast<chem::JkStorage>(it - kJkStorages.begin());
+      in.jk_storage = ctx.choice(n, "scf.jk_storage", chem::jk_storage_names(), "storage");
     }
     if (const YAML::Node n = scf["guess"]) {
       const std::string guess = ctx.scalar(n, "scf.guess", "sad or core");
@@ -408,11 +329,11 @@ void read_molecule_input(const YAML::Node& root, const Context& ctx, Input& in) 
 }  // namespace
 
 Input read_input(const std::string& path) {
-  Context ctx(path);
+  YamlReader ctx(path);
   std::error_code ec;
   const YAML::Node root = load_yaml_file(path, path);
   if (root.IsNull()) ctx.fail("the input is empty; expected a mapping with at least 'integrals'");
-  if (!root.IsMap()) ctx.fail(root, fmt::format("expected a mapping of keys (integrals, backends, ...), got {}", Context::kind(root)));
+  if (!root.IsMap()) ctx.fail(root, fmt::format("expected a mapping of keys (integrals, backends, ...), got {}", YamlReader::kind(root)));
 
   Input in;
   in.path = path;
@@ -519,7 +440,7 @@ Input read_input(const std::string& path) {
   }
 
   if (const YAML::Node node = root["backends"]) {
-    if (!node.IsSequence()) ctx.fail(node, fmt::format("key 'backends': expected a list such as [openblas, eigen], got {}", Context::kind(node)));
+    if (!node.IsSequence()) ctx.fail(node, fmt::format("key 'backends': expected a list such as [openblas, eigen], got {}", YamlReader::kind(node)));
     if (node.size() == 0) ctx.fail(node, "key 'backends': the list is empty; name at least one backend");
     in.backends.clear();
     const auto built = devices::built_backends();
@@ -548,25 +469,20 @@ Input read_input(const std::string& path) {
     auto parse_list = [&](const YAML::Node& n, const std::string& key) {
       std::vector<YAML::Node> items;
       if (n.IsSequence()) {
-        if (n.size() == 0) ctx.fail(n, fmt::format("key '{}': the list is empty; name at least one of {}", key,
-                                                   fmt::join(kPrecisions, ", ")));
+        if (n.size() == 0) {
+          std::vector<std::string> names;
+          for (const auto& [p, name] : chem::precision_names()) names.push_back(name);
+          ctx.fail(n, fmt::format("key '{}': the list is empty; name at least one of {}", key, fmt::join(names, ", ")));
+        }
         for (const auto& item : n) items.push_back(item);
       } else {
         items.push_back(n);
       }
       std::vector<chem::Precision> out;
       for (const auto& item : items) {
-        const std::string value = ctx.scalar(item, key, "fp64, fp32, mixed, bf16 or bf16x3");
-        const auto it = std::find(kPrecisions.begin(), kPrecisions.end(), value);
-        if (it == kPrecisions.end()) {
-          const auto guess = nearest(value, kPrecisions);
-          ctx.fail(item, fmt::format("key '{}': unknown precision '{}'{} (expected one of {})", key, value,
-                                     guess ? fmt::format(" (did you mean '{}'?)", *guess) : "",
-                                     fmt::join(kPrecisions, ", ")));
-        }
-        const auto p = static_cast<chem::Precision>(it - kPrecisions.begin());
+        const auto p = ctx.choice(item, key, chem::precision_names(), "precision");
         if (std::find(out.begin(), out.end(), p) != out.end()) {
-          ctx.fail(item, fmt::format("key '{}': '{}' is named twice", key, value));
+          ctx.fail(item, fmt::format("key '{}': '{}' is named twice", key, item.Scalar()));
         }
         out.push_back(p);
       }
@@ -597,14 +513,7 @@ Input read_input(const std::string& path) {
 
   if (const YAML::Node node = root["metric"]) {
     auto method = [&](const YAML::Node& n) {
-      const std::string value = ctx.scalar(n, "metric", "cholesky, eigh or newton-schulz");
-      const auto it = std::find(kMetrics.begin(), kMetrics.end(), value);
-      if (it == kMetrics.end()) {
-        const auto guess = nearest(value, kMetrics);
-        ctx.fail(n, fmt::format("key 'metric': unknown method '{}'{} (expected one of {})", value,
-                                guess ? fmt::format(" (did you mean '{}'?)", *guess) : "", fmt::join(kMetrics, ", ")));
-      }
-      return static_cast<chem::MetricMethod>(it - kMetrics.begin());
+      return ctx.choice(n, "metric", chem::metric_names(), "method");
     };
     if (node.IsMap()) {
       check_keys(node, ctx, "metric", kMetricKeys);
@@ -646,7 +555,7 @@ Input read_input(const std::string& path) {
     if (!node.IsMap()) {
       ctx.fail(node, fmt::format("key 'device': expected a mapping {{compile_cache, host_fallback, step_precision, trn1, "
                                  "trn2}}, got {}",
-                                 Context::kind(node)));
+                                 YamlReader::kind(node)));
     }
     check_keys(node, ctx, "device", kDeviceKeys);
     if (const YAML::Node n = node["compile_cache"]) {
@@ -668,27 +577,15 @@ Input read_input(const std::string& path) {
       // Per-step operand format of bf16 and bf16x3 runs, e.g. {metric: bf16} for an all-bf16 metric, which is
       // never the default (chem::step_matmul_modes).
       if (!steps.IsMap()) {
-        ctx.fail(steps, fmt::format("key 'device.step_precision': expected a mapping of step: precision ({} to {}), "
-                                    "got {}",
-                                    fmt::join(chem::matmul_steps(), ", "), fmt::join(kMatmulModes, ", "),
-                                    Context::kind(steps)));
+        ctx.fail(steps, fmt::format("key 'device.step_precision': expected a mapping of step: precision ({} to fp32, "
+                                    "bf16, bf16x3), got {}",
+                                    fmt::join(chem::matmul_steps(), ", "), YamlReader::kind(steps)));
       }
       for (const auto& kv : steps) {
-        const std::string step = ctx.scalar(kv.first, "device.step_precision", "a step name");
-        const auto& known = chem::matmul_steps();
-        if (std::find(known.begin(), known.end(), step) == known.end()) {
-          const auto guess = nearest(step, known);
-          ctx.fail(kv.first, fmt::format("key 'device.step_precision': unknown step '{}'{} (expected one of {})", step,
-                                         guess ? fmt::format(" (did you mean '{}'?)", *guess) : "",
-                                         fmt::join(known, ", ")));
-        }
-        const std::string key = "device.step_precision." + step;
-        const std::string value = ctx.scalar(kv.second, key, "fp32, bf16 or bf16x3");
-        const auto it = std::find(kMatmulModes.begin(), kMatmulModes.end(), value);
-        if (it == kMatmulModes.end()) {
-          ctx.fail(kv.second, fmt::format("key '{}': expected fp32, bf16 or bf16x3, got '{}'", key, value));
-        }
-        in.step_modes[step] = static_cast<linalg::MatmulMode>(it - kMatmulModes.begin());
+        const auto& steps = chem::matmul_steps();
+        const std::string step = steps[ctx.choice_index(kv.first, "device.step_precision", steps, "step")];
+        in.step_modes[step] =
+            ctx.choice(kv.second, "device.step_precision." + step, linalg::matmul_mode_names(), "precision");
       }
       bool any_device_precision = false;
       for (const auto& b : in.backends)
@@ -705,7 +602,7 @@ Input read_input(const std::string& path) {
       const std::string key = fmt::format("device.{}", device);
       if (!params.IsMap()) {
         ctx.fail(params, fmt::format("key '{}': expected a mapping of parameter: value, got {}", key,
-                                     Context::kind(params)));
+                                     YamlReader::kind(params)));
       }
       for (const auto& kv : params) {
         const std::string name = ctx.scalar(kv.first, key, "a parameter name");
@@ -784,12 +681,7 @@ Input read_input(const std::string& path) {
     in.scratch = ctx.resolve(value).string();
   }
   if (const YAML::Node node = root["mp2_storage"]) {
-    const std::string value = ctx.scalar(node, "mp2_storage", "auto, memory or scratch");
-    const auto it = std::find(kMp2Storages.begin(), kMp2Storages.end(), value);
-    if (it == kMp2Storages.end()) {
-      ctx.fail(node, fmt::format("key 'mp2_storage': expected auto, memory or scratch, got '{}'", value));
-    }
-    in.mp2_storage = static_cast<chem::Mp2Storage>(it - kMp2Storages.begin());
+    in.mp2_storage = ctx.choice(node, "mp2_storage", chem::mp2_storage_names(), "storage");
   }
 
   const int cores = available_cores();

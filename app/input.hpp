@@ -44,6 +44,7 @@
 #include "chem/synthetic.hpp"
 #include "devices/device_options.hpp"
 #include "devices/registry.hpp"
+#include "app/yaml_reader.hpp"  // edit_distance, nearest
 
 namespace dfmp2::app {
 
@@ -105,9 +106,6 @@ Input read_input(const std::string& path);
 // Parses a size such as "2 GiB", "500 MB", "1.5GB" or "1048576" (bytes); nullopt when it is not one.
 std::optional<double> parse_memory_size(const std::string& text);
 
-// Levenshtein distance, for "did you mean" suggestions.
-std::size_t edit_distance(const std::string& a, const std::string& b);
-// The candidate nearest to `word`, if it is near enough to be a likely typo.
-std::optional<std::string> nearest(const std::string& word, const std::vector<std::string>& candidates);
+
 
 }  // namespace dfmp2::app

@@ -22,13 +22,17 @@ using linalg::MatrixView;
 using linalg::Stopwatch;
 using linalg::Trans;
 
+const std::vector<std::pair<JkStorage, std::string>>& jk_storage_names() {
+  static const std::vector<std::pair<JkStorage, std::string>> t = {{JkStorage::automatic, "auto"},
+                                                                    {JkStorage::memory, "memory"},
+                                                                    {JkStorage::scratch, "scratch"},
+                                                                    {JkStorage::recompute, "recompute"}};
+  return t;
+}
+
 std::string jk_storage_name(JkStorage s) {
-  switch (s) {
-    case JkStorage::automatic: return "auto";
-    case JkStorage::memory: return "memory";
-    case JkStorage::scratch: return "scratch";
-    case JkStorage::recompute: return "recompute";
-  }
+  for (const auto& [v, name] : jk_storage_names())
+    if (v == s) return name;
   return "?";
 }
 

@@ -17,6 +17,8 @@
 // X_Q = B_Q C_occ (B_Q unpacked to nbf x nbf), J from d_Q = B_Q . D.
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "chem/basis_set.hpp"
 #include "chem/scf.hpp"
@@ -25,6 +27,7 @@
 namespace dfmp2::chem {
 
 enum class JkStorage { automatic, memory, scratch, recompute };
+const std::vector<std::pair<JkStorage, std::string>>& jk_storage_names();  // the one name table
 std::string jk_storage_name(JkStorage s);
 
 struct DfJkOptions {

@@ -68,16 +68,39 @@ void require_finite(const std::string& step, const char* what, const T* data, In
 
 }  // namespace
 
-std::string precision_name(Precision p) {
-  switch (p) {
-    case Precision::fp64: return "fp64";
-    case Precision::fp32: return "fp32";
-    case Precision::mixed: return "mixed";
-    case Precision::bf16: return "bf16";
-    case Precision::bf16x3: return "bf16x3";
-  }
+const std::vector<std::pair<Precision, std::string>>& precision_names() {
+  static const std::vector<std::pair<Precision, std::string>> t = {{Precision::fp64, "fp64"},
+                                                                    {Precision::fp32, "fp32"},
+                                                                    {Precision::mixed, "mixed"},
+                                                                    {Precision::bf16, "bf16"},
+                                                                    {Precision::bf16x3, "bf16x3"}};
+  return t;
+}
+
+const std::vector<std::pair<MetricMethod, std::string>>& metric_names() {
+  static const std::vector<std::pair<MetricMethod, std::string>> t = {
+      {MetricMethod::cholesky, "cholesky"}, {MetricMethod::eigh, "eigh"}, {MetricMethod::newton_schulz, "newton-schulz"}};
+  return t;
+}
+
+const std::vector<std::pair<Mp2Storage, std::string>>& mp2_storage_names() {
+  static const std::vector<std::pair<Mp2Storage, std::string>> t = {
+      {Mp2Storage::automatic, "auto"}, {Mp2Storage::memory, "memory"}, {Mp2Storage::scratch, "scratch"}};
+  return t;
+}
+
+namespace {
+template <class E>
+std::string name_in(const std::vector<std::pair<E, std::string>>& table, E value) {
+  for (const auto& [v, name] : table)
+    if (v == value) return name;
   return "?";
 }
+}  // namespace
+
+std::string precision_name(Precision p) { return name_in(precision_names(), p); }
+std::string metric_name(MetricMethod m) { return name_in(metric_names(), m); }
+std::string mp2_storage_name(Mp2Storage s) { return name_in(mp2_storage_names(), s); }
 
 const std::vector<std::string>& matmul_steps() {
   static const std::vector<std::string> steps = {"metric", "transform", "fitting", "pair_energy"};
@@ -107,24 +130,6 @@ std::map<std::string, linalg::MatmulMode> step_matmul_modes(Precision precision,
   if (device)
     for (const auto& [step, mode] : overrides) modes[step] = mode;
   return modes;
-}
-
-std::string metric_name(MetricMethod m) {
-  switch (m) {
-    case MetricMethod::cholesky: return "cholesky";
-    case MetricMethod::eigh: return "eigh";
-    case MetricMethod::newton_schulz: return "newton-schulz";
-  }
-  return "?";
-}
-
-std::string mp2_storage_name(Mp2Storage s) {
-  switch (s) {
-    case Mp2Storage::automatic: return "auto";
-    case Mp2Storage::memory: return "memory";
-    case Mp2Storage::scratch: return "scratch";
-  }
-  return "?";
 }
 
 BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, Index nvir, Index naux,

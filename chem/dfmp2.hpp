@@ -20,6 +20,7 @@
 // orbital energies, block_pair_energy() needs nothing else, so the pair list can be handed out to workers.
 #include <functional>
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,11 @@ enum class MetricMethod { cholesky, eigh, newton_schulz };
 // block by block by the pair loop (the next block read while the current pair is computed), as Psi4's disk-based
 // DF-MP2 does. `automatic`: memory when it fits.
 enum class Mp2Storage { automatic, memory, scratch };
+// Each enum's names, in one table that both the input parser and the report read (an enum is never cast from a
+// list position).
+const std::vector<std::pair<Precision, std::string>>& precision_names();
+const std::vector<std::pair<MetricMethod, std::string>>& metric_names();
+const std::vector<std::pair<Mp2Storage, std::string>>& mp2_storage_names();
 std::string precision_name(Precision p);
 // The DF-MP2 steps whose float products a device runs in a MatmulMode, in pipeline order.
 const std::vector<std::string>& matmul_steps();  // metric, transform, fitting, pair_energy

@@ -18,6 +18,8 @@
 // With alpha == 0 the operands are not read; with beta == 0, C is not read.
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "linalg/errors.hpp"
 #include "linalg/matrix_view.hpp"
@@ -35,6 +37,12 @@ namespace dfmp2::linalg {
 enum class MatmulMode { fp32, bf16, bf16x3 };
 constexpr const char* matmul_mode_name(MatmulMode mode) {
   return mode == MatmulMode::fp32 ? "fp32" : mode == MatmulMode::bf16 ? "bf16" : "bf16x3";
+}
+// The name table (for parsers): every mode with its name.
+inline const std::vector<std::pair<MatmulMode, std::string>>& matmul_mode_names() {
+  static const std::vector<std::pair<MatmulMode, std::string>> t = {
+      {MatmulMode::fp32, "fp32"}, {MatmulMode::bf16, "bf16"}, {MatmulMode::bf16x3, "bf16x3"}};
+  return t;
 }
 
 struct BatchStrides {

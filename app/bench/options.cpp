@@ -10,6 +10,7 @@
 
 #include "app/bench/bench.hpp"
 #include "app/yaml_file.hpp"
+#include "app/yaml_reader.hpp"
 #include "chem/synthetic.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
@@ -136,13 +137,10 @@ void validate(BenchOptions& o) {
 
 namespace {
 
-struct ConfigReader {
-  std::string path;
-
-  [[noreturn]] void fail(const YAML::Node& node, const std::string& what) const {
-    const auto mark = node.Mark();
-    throw InputError(fmt::format("{}:{}:{}: {}", path, mark.line + 1, mark.column + 1, what));
-  }
+// The config file's keys live under `bench:`; scalars, integers, booleans and paths are read by the one YAML
+// reading layer (app/yaml_reader.hpp), with the key named "bench.<key>" in messages.
+struct ConfigReader : YamlReader {
+  using YamlReader::YamlReader;
 
   // A list given as a YAML sequence or as one comma-separated string.
   std::vector<std::string> list(const YAML::Node& node, const std::string& key) const {
@@ -161,37 +159,13 @@ struct ConfigReader {
   }
 
   std::string scalar(const YAML::Node& node, const std::string& key) const {
-    if (!node.IsScalar()) fail(node, fmt::format("key 'bench.{}': expected a single value", key));
-    return node.Scalar();
+    return YamlReader::scalar(node, "bench." + key);
   }
-
   long long integer(const YAML::Node& node, const std::string& key, long long lo) const {
-    const std::string s = scalar(node, key);
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != s.size() || v < lo) fail(node, fmt::format("key 'bench.{}': expected an integer >= {}, got '{}'", key, lo, s));
-    return v;
+    return YamlReader::integer(node, "bench." + key, lo);
   }
-
-  bool boolean(const YAML::Node& node, const std::string& key) const {
-    const std::string s = scalar(node, key);
-    if (s == "true") return true;
-    if (s == "false") return false;
-    fail(node, fmt::format("key 'bench.{}': expected true or false, got '{}'", key, s));
-  }
-
-  // A path in the config file is relative to the config file's folder.
-  std::string file(const YAML::Node& node, const std::string& key) const {
-    const fs::path p(scalar(node, key));
-    if (p.is_absolute()) return p.string();
-    const fs::path dir = fs::path(path).parent_path();
-    return (dir.empty() ? p : dir / p).string();
-  }
+  bool boolean(const YAML::Node& node, const std::string& key) const { return YamlReader::boolean(node, "bench." + key); }
+  std::string file(const YAML::Node& node, const std::string& key) const { return resolve(scalar(node, key)).string(); }
 };
 
 const std::vector<std::string> kConfigKeys = {
@@ -203,7 +177,7 @@ const std::vector<std::string> kConfigKeys = {
 
 void read_bench_config(const std::string& path, const std::vector<std::string>& given, BenchOptions& o) {
   const YAML::Node root = load_yaml_file(path, "--config: " + path);
-  ConfigReader r{path};
+  ConfigReader r(path);
   if (!root.IsMap() || !root["bench"]) {
     throw InputError(fmt::format("{}: expected a mapping with a 'bench:' section", path));
   }

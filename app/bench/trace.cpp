@@ -10,6 +10,7 @@
 
 #include "app/bench/calls.hpp"
 #include "app/yaml_file.hpp"
+#include "app/yaml_reader.hpp"
 #include "linalg/errors.hpp"
 
 namespace dfmp2::app::bench {
@@ -36,39 +37,10 @@ std::vector<std::string> op_keys(const std::string& op) {
   return {"n"};  // cholesky, eigh, invsqrt_eigh, invsqrt_ns, random (n numbers)
 }
 
-struct Reader {
-  std::string path;
-  [[noreturn]] void fail(const YAML::Node& node, const std::string& what) const {
-    throw InputError(fmt::format("{}:{}:{}: {}", path, node.Mark().line + 1, node.Mark().column + 1, what));
-  }
-  std::string scalar(const YAML::Node& node, const std::string& key) const {
-    if (!node.IsScalar()) fail(node, fmt::format("key '{}': expected a single value", key));
-    return node.Scalar();
-  }
-  long long integer(const YAML::Node& node, const std::string& key, long long lo) const {
-    const std::string s = scalar(node, key);
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != s.size() || v < lo) fail(node, fmt::format("key '{}': expected an integer >= {}, got '{}'", key, lo, s));
-    return v;
-  }
-  double number(const YAML::Node& node, const std::string& key) const {
-    const std::string s = scalar(node, key);
-    std::size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != s.size()) fail(node, fmt::format("key '{}': expected a number, got '{}'", key, s));
-    return v;
-  }
+// Scalars, integers and numbers come from the one YAML reading layer (app/yaml_reader.hpp); a transpose flag is
+// the trace's own.
+struct Reader : YamlReader {
+  using YamlReader::YamlReader;
   bool trans(const YAML::Node& node, const std::string& key) const {
     const std::string s = scalar(node, key);
     if (s == "n" || s == "N") return false;
@@ -83,7 +55,7 @@ Trace read_trace(const std::string& path) {
   Trace trace;
   trace.path = path;
   trace.published_device = "trn1";
-  Reader r{path};
+  Reader r(path);
   // A trace may list many calls: ten times an input's node budget.
   const YAML::Node root = load_yaml_file(path, "--trace: " + path, 10 * kMaxYamlNodes);
   if (!root.IsMap()) throw InputError(fmt::format("{}: expected a mapping with a 'trace:' list", path));

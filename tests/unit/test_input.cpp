@@ -34,6 +34,29 @@ TEST(Suggestions, NearestKey) {
   EXPECT_FALSE(dfmp2::app::nearest("zzzzzz", keys));
 }
 
+// The one YAML reading layer: an enum by its name table (with the nearest name suggested), the one boolean rule,
+// whole integers only, and file:line:column in every message.
+TEST(YamlReader, ChoicesBooleansIntegers) {
+  const dfmp2::app::YamlReader r("cfg.yaml");
+  const YAML::Node doc = YAML::Load("a: mixed\nb: mixd\nc: Yes\nd: maybe\ne: 3x\nf: 7\n");
+  EXPECT_EQ(r.choice(doc["a"], "a", dfmp2::chem::precision_names(), "precision"), dfmp2::chem::Precision::mixed);
+  try {
+    r.choice(doc["b"], "b", dfmp2::chem::precision_names(), "precision");
+    FAIL() << "a misspelt name accepted";
+  } catch (const dfmp2::InputError& e) {
+    EXPECT_STREQ(e.what(), "cfg.yaml:2:4: key 'b': unknown precision 'mixd' (did you mean 'mixed'?) (expected one of "
+                           "fp64, fp32, mixed, bf16, bf16x3)");
+  }
+  EXPECT_TRUE(r.boolean(doc["c"], "c"));
+  EXPECT_THROW(r.boolean(doc["d"], "d"), dfmp2::InputError);
+  EXPECT_THROW(r.integer(doc["e"], "e", 0), dfmp2::InputError);
+  EXPECT_EQ(r.integer(doc["f"], "f", 0), 7);
+  EXPECT_THROW(r.integer(doc["f"], "f", 8), dfmp2::InputError);
+  // Names and enums come from one table each way.
+  for (const auto& [p, name] : dfmp2::chem::precision_names()) EXPECT_EQ(dfmp2::chem::precision_name(p), name);
+  for (const auto& [m, name] : dfmp2::chem::metric_names()) EXPECT_EQ(dfmp2::chem::metric_name(m), name);
+}
+
 TEST(ReadInput, DefaultsAndResolvedPaths) {
   dfmp2::testing::TempDir dir;
   dir.file("ints.h5", "");
