@@ -57,18 +57,6 @@ std::optional<long long> as_integer(const std::string& s) {
   }
 }
 
-// $XDG_CACHE_HOME/dfmp2/neuron, else ~/.cache/dfmp2/neuron; empty (no persistent cache) when neither is set.
-std::string default_compile_cache() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    return (fs::path(xdg) / "dfmp2" / "neuron").string();
-  }
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
-    return (fs::path(home) / ".cache" / "dfmp2" / "neuron").string();
-  }
-  return {};
-}
-
-
 // YAML node -> JSON, keeping scalars' types as YAML would resolve them (for the results file's echo).
 nlohmann::json to_json(const YAML::Node& node) {
   if (node.IsMap()) {
@@ -94,6 +82,31 @@ nlohmann::json to_json(const YAML::Node& node) {
   }
   return s;
 }
+
+// Only regular files are read: a FIFO would block the run forever, a folder or a device is a mistake.
+void require_regular_file(const fs::path& path, const std::function<void(const std::string&)>& fail) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) fail(fmt::format("'{}' does not exist", path.string()));
+  if (fs::is_directory(status)) fail(fmt::format("'{}' is a folder, expected a file", path.string()));
+  if (!fs::is_regular_file(status)) {
+    fail(fmt::format("'{}' is not a regular file (a FIFO, socket or device?)", path.string()));
+  }
+}
+
+}  // namespace
+
+// $XDG_CACHE_HOME/dfmp2/neuron, else ~/.cache/dfmp2/neuron; empty (no persistent cache) when neither is set.
+std::string default_compile_cache() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return (fs::path(xdg) / "dfmp2" / "neuron").string();
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return (fs::path(home) / ".cache" / "dfmp2" / "neuron").string();
+  }
+  return {};
+}
+
 
 // MemAvailable of /proc/meminfo (what the kernel can give without swapping), else physical memory.
 double available_memory_bytes() {
@@ -122,18 +135,16 @@ int available_cores() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-// Only regular files are read: a FIFO would block the run forever, a folder or a device is a mistake.
-void require_regular_file(const fs::path& path, const std::function<void(const std::string&)>& fail) {
-  std::error_code ec;
-  const auto status = fs::status(path, ec);
-  if (!fs::exists(status)) fail(fmt::format("'{}' does not exist", path.string()));
-  if (fs::is_directory(status)) fail(fmt::format("'{}' is a folder, expected a file", path.string()));
-  if (!fs::is_regular_file(status)) {
-    fail(fmt::format("'{}' is not a regular file (a FIFO, socket or device?)", path.string()));
-  }
+std::string default_basis_dir() {
+  if (const char* env = std::getenv("DFMP2_BASIS_DIR")) return env;
+  return DFMP2_BASIS_DIR;
 }
 
-}  // namespace
+std::string default_memory_text() {
+  return fmt::format("{} (default: {:.0f}% of the {} available)", linalg::format_bytes(default_memory_bytes()),
+                     100 * kDefaultMemoryShare, linalg::format_bytes(available_memory_bytes()));
+}
+
 
 std::optional<double> parse_memory_size(const std::string& text) {
   static const std::regex size(R"(^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$)");
@@ -189,11 +200,6 @@ std::string default_fitting(const std::string& basis, const std::string& kind) {
   if (b == "sto-3g") return kind == "ri" ? "def2-qzvpp-ri" : "def2-svp-jkfit";
   if (b == "6-31g*" || b == "6-31gs" || b == "6-31g(d)") return kind == "ri" ? "cc-pvdz-ri" : "cc-pvdz-jkfit";
   return b + "-" + kind;
-}
-
-std::string default_basis_dir() {
-  if (const char* env = std::getenv("DFMP2_BASIS_DIR")) return env;
-  return DFMP2_BASIS_DIR;
 }
 
 void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& in) {
@@ -268,7 +274,6 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
   in.aux_basis = root["aux_basis"] ? ctx.scalar(root["aux_basis"], "aux_basis", "a basis set name")
                                     : default_fitting(in.basis, "ri");
   in.jk_basis = default_fitting(in.basis, "jkfit");
-  in.basis_dir = default_basis_dir();
   // Paths to .gbs files are relative to the YAML file, like every path in it.
   auto resolve_basis = [&](std::string& name) {
     if (name.find('/') != std::string::npos || (name.size() > 4 && name.substr(name.size() - 4) == ".gbs")) {
@@ -550,7 +555,6 @@ Input read_input(const std::string& path) {
     }
   }
 
-  in.device.compile_cache = default_compile_cache();
   if (const YAML::Node node = root["device"]) {
     if (!node.IsMap()) {
       ctx.fail(node, fmt::format("key 'device': expected a mapping {{compile_cache, host_fallback, step_precision, trn1, "
@@ -668,13 +672,6 @@ Input read_input(const std::string& path) {
     in.memory_text = value;
   }
 
-  if (!root["memory"]) {
-    in.memory_bytes = default_memory_bytes();
-    in.memory_text = fmt::format("{} (default: {:.0f}% of the {} available)", linalg::format_bytes(in.memory_bytes),
-                                 100 * kDefaultMemoryShare, linalg::format_bytes(available_memory_bytes()));
-  }
-
-  in.scratch = default_scratch_folder();
   if (const YAML::Node node = root["scratch"]) {
     const std::string value = ctx.scalar(node, "scratch", "a folder");
     if (value.empty()) ctx.fail(node, "key 'scratch': expected a folder, got an empty string");
@@ -684,8 +681,7 @@ Input read_input(const std::string& path) {
     in.mp2_storage = ctx.choice(node, "mp2_storage", chem::mp2_storage_names(), "storage");
   }
 
-  const int cores = available_cores();
-  in.threads = cores;
+  const int cores = available_cores();  // the default of `threads` (Input), and its limit
   if (const YAML::Node node = root["threads"]) {
     const std::string value = ctx.scalar(node, "threads", "a number of threads >= 1");
     const auto n = as_integer(value);

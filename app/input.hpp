@@ -53,6 +53,15 @@ struct FrozenCore {
   int count = 0;  // for Kind::count
 };
 
+// The defaults of the keys that depend on the machine or the environment, in one place: Input's members start
+// from them, so an Input built in code gets the same defaults as a YAML file that leaves the key out.
+double default_memory_bytes();         // memory: half of MemAvailable (/proc/meminfo)
+std::string default_memory_text();     // how the report names that default
+std::string default_scratch_folder();  // scratch: $TMPDIR, else /tmp
+int available_cores();                 // threads: the cores this process may run on (its CPU affinity)
+std::string default_compile_cache();   // device.compile_cache: $XDG_CACHE_HOME/dfmp2/neuron, else ~/.cache/...
+std::string default_basis_dir();       // the basis set library: $DFMP2_BASIS_DIR, else the one built in
+
 struct Input {
   std::string path;       // the YAML file as given
   std::string integrals;  // resolved path of the HDF5 file (empty with `synthetic`)
@@ -63,7 +72,7 @@ struct Input {
   std::string molecule_source;  // "molecule.xyz" (inline) or the resolved .xyz path
   std::string molecule_file;    // the resolved .xyz path with molecule.file, else empty
   std::string basis, aux_basis, jk_basis;
-  std::string basis_dir;  // the basis set library
+  std::string basis_dir = default_basis_dir();  // the basis set library
   chem::ScfOptions scf;
   std::optional<std::string> save_integrals;  // resolved path; empty optional = do not save
   FrozenCore frozen_core;
@@ -80,19 +89,19 @@ struct Input {
   linalg::NewtonSchulzOptions newton_schulz;
   chem::ScreeningOptions screening;
   bool screening_compare = false;  // also run unscreened and report the energy change
-  double memory_bytes = 2.0 * double(1 << 30);  // read_input sets the default: half the available memory
-  std::string memory_text = "2 GiB";
+  double memory_bytes = default_memory_bytes();
+  std::string memory_text = default_memory_text();
   // What the process holds before the calculation (the program, its libraries, the input), measured by the
   // caller (main() does; 0 when a program builds the Input itself): the memory plan counts it against `memory`.
   double resident_at_start = 0;
-  std::string scratch = "/tmp";                  // folder for scratch files; read_input: $TMPDIR, else /tmp
+  std::string scratch = default_scratch_folder();  // folder for scratch files
   chem::JkStorage jk_storage = chem::JkStorage::automatic;      // scf.jk_storage
   chem::Mp2Storage mp2_storage = chem::Mp2Storage::automatic;   // mp2_storage
-  int threads = 0;  // filled with the machine's core count when absent
+  int threads = available_cores();
   std::optional<std::string> output;  // resolved path
   // Device models (key `device`): compile cache folder, parameter overrides; host_fallback lets ops a device
   // cannot run go to the host backend (counted in the report) instead of stopping the run.
-  devices::DeviceOptions device;
+  devices::DeviceOptions device{.overrides = {}, .compile_cache = default_compile_cache()};
   // device.step_precision: operand format per DF-MP2 step of bf16 and bf16x3 runs (chem::step_matmul_modes).
   std::map<std::string, linalg::MatmulMode> step_modes;
   bool host_fallback = false;
