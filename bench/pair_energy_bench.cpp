@@ -265,7 +265,7 @@ int run(const Options& o) {
     pr.os = total.opposite_spin;
     pr.ss = total.same_spin;
     for (const auto& rec : log.records()) {
-      if (rec.step != "pair_energy") continue;
+      if (rec.step != dfmp2::chem::step_name(dfmp2::chem::Mp2Step::pair_energy)) continue;
       auto& k = pr.kernels[rec.kernel];
       k.calls += rec.calls;
       k.seconds += rec.seconds;

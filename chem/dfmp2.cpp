@@ -102,8 +102,26 @@ std::string precision_name(Precision p) { return name_in(precision_names(), p); 
 std::string metric_name(MetricMethod m) { return name_in(metric_names(), m); }
 std::string mp2_storage_name(Mp2Storage s) { return name_in(mp2_storage_names(), s); }
 
+const std::vector<std::pair<Mp2Step, std::string>>& mp2_step_names() {
+  static const std::vector<std::pair<Mp2Step, std::string>> t = {{Mp2Step::metric, "metric"},
+                                                                  {Mp2Step::transform, "transform"},
+                                                                  {Mp2Step::fitting, "fitting"},
+                                                                  {Mp2Step::pair_energy, "pair_energy"}};
+  return t;
+}
+
+const std::string& step_name(Mp2Step step) {
+  for (const auto& [s, name] : mp2_step_names())
+    if (s == step) return name;
+  throw std::logic_error("step_name: unknown step");
+}
+
 const std::vector<std::string>& matmul_steps() {
-  static const std::vector<std::string> steps = {"metric", "transform", "fitting", "pair_energy"};
+  static const std::vector<std::string> steps = [] {
+    std::vector<std::string> out;
+    for (const auto& [s, name] : mp2_step_names()) out.push_back(name);
+    return out;
+  }();
   return steps;
 }
 
@@ -122,10 +140,10 @@ std::map<std::string, linalg::MatmulMode> step_matmul_modes(Precision precision,
   const bool device = precision == Precision::bf16 || precision == Precision::bf16x3;
   for (const auto& step : matmul_steps()) modes[step] = MatmulMode::fp32;
   if (precision == Precision::bf16) {
-    modes["transform"] = MatmulMode::bf16x3;
-    modes["pair_energy"] = MatmulMode::bf16;
+    modes[step_name(Mp2Step::transform)] = MatmulMode::bf16x3;
+    modes[step_name(Mp2Step::pair_energy)] = MatmulMode::bf16;
   } else if (precision == Precision::bf16x3) {
-    modes["pair_energy"] = MatmulMode::bf16x3;
+    modes[step_name(Mp2Step::pair_energy)] = MatmulMode::bf16x3;
   }
   if (device)
     for (const auto& [step, mode] : overrides) modes[step] = mode;
@@ -240,18 +258,18 @@ MatrixT<F> metric_factor(const Matrix& metric, const DfMp2Options& options, lina
   MatrixT<F> factor = metric.cast<F>();
   try {
     switch (options.metric) {
-      case MetricMethod::cholesky: kernels.cholesky("metric", linalg::Uplo::lower, linalg::view(factor)); break;
+      case MetricMethod::cholesky: kernels.cholesky(step_name(Mp2Step::metric), linalg::Uplo::lower, linalg::view(factor)); break;
       case MetricMethod::eigh:
-        report = linalg::inverse_sqrt_eigh(kernels, "metric", linalg::view(factor), options.eigh_threshold);
+        report = linalg::inverse_sqrt_eigh(kernels, step_name(Mp2Step::metric), linalg::view(factor), options.eigh_threshold);
         break;
       case MetricMethod::newton_schulz:
-        report = linalg::inverse_sqrt_newton_schulz(kernels, "metric", linalg::view(factor), options.newton_schulz);
+        report = linalg::inverse_sqrt_newton_schulz(kernels, step_name(Mp2Step::metric), linalg::view(factor), options.newton_schulz);
         break;
     }
   } catch (const NumericalError& e) {
     throw NumericalError(fmt::format("metric (P|Q), {}: {}", metric_name(options.metric), e.what()));
   }
-  require_finite("metric", "the metric factor", factor.data(), factor.size());
+  require_finite(step_name(Mp2Step::metric), "the metric factor", factor.data(), factor.size());
   return factor;
 }
 
@@ -294,12 +312,12 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const BlockPla
         buffer.resize(static_cast<std::size_t>(np * stride));
         source.read_block(p0, np, buffer.data());
       }
-      kernels.record_host("transform", "read_3index", read_clock.seconds(), {0, 8.0 * double(np) * double(stride)});
+      kernels.record_host(step_name(Mp2Step::transform), "read_3index", read_clock.seconds(), {0, 8.0 * double(np) * double(stride)});
       if (direct) return;
 
       if (source.form() == ThreeIndexForm::mo) {
         for (Index p = 0; p < np; ++p) {
-          convert(buffer.data() + p * stride + nfrozen * nvir, nact * nvir, out + p * nact * nvir, kernels, "transform");
+          convert(buffer.data() + p * stride + nfrozen * nvir, nact * nvir, out + p * nact * nvir, kernels, step_name(Mp2Step::transform));
         }
         return;
       }
@@ -308,7 +326,7 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const BlockPla
         ao_data = buffer.data();
       } else {
         converted.resize(buffer.size());
-        convert(buffer.data(), np * stride, converted.data(), kernels, "transform");
+        convert(buffer.data(), np * stride, converted.data(), kernels, step_name(Mp2Step::transform));
         ao_data = converted.data();
       }
       const Index nbf = c.rows();
@@ -323,24 +341,24 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const BlockPla
         Stopwatch screen_clock;
         const auto tiles = linalg::bsr_from_dense(ao, options.screening.block, options.screening.block,
                                                   options.screening.threshold);
-        kernels.record_host("transform", "screen", screen_clock.seconds(), {0, double(sizeof(W)) * double(nbf * nbf * np)},
+        kernels.record_host(step_name(Mp2Step::transform), "screen", screen_clock.seconds(), {0, double(sizeof(W)) * double(nbf * nbf * np)},
                             dtype<W>());
         screening.blocks_kept += tiles.nblocks();
         screening.blocks_total += static_cast<long long>(tiles.block_row_count()) * tiles.block_col_count();
         const MatrixViewT<W> half_t{half.data(), nbf * np, nact, nbf * np};
-        kernels.spmm("transform", Trans::yes, W(1), tiles, c_act, W(0), half_t);
-        kernels.gemm_batched("transform", Trans::yes, Trans::no, np, {0, nbf, nact * nvir}, W(1), c_vir,
+        kernels.spmm(step_name(Mp2Step::transform), Trans::yes, W(1), tiles, c_act, W(0), half_t);
+        kernels.gemm_batched(step_name(Mp2Step::transform), Trans::yes, Trans::no, np, {0, nbf, nact * nvir}, W(1), c_vir,
                              ConstMatrixViewT<W>{half.data(), nbf, nact, nbf * np}, W(0),
                              MatrixViewT<W>{out, nvir, nact, nvir});
         return;
       }
-      kernels.gemm("transform", Trans::yes, Trans::no, W(1), c_act, ao, W(0), MatrixViewT<W>{half.data(), nact, nbf * np, nact});
+      kernels.gemm(step_name(Mp2Step::transform), Trans::yes, Trans::no, W(1), c_act, ao, W(0), MatrixViewT<W>{half.data(), nact, nbf * np, nact});
       // For each P: A_P (nvir x nact, column P of A) = C_vir^T (i|P m)^T.
-      kernels.gemm_batched("transform", Trans::yes, Trans::yes, np, {0, nact * nbf, nact * nvir}, W(1), c_vir,
+      kernels.gemm_batched(step_name(Mp2Step::transform), Trans::yes, Trans::yes, np, {0, nact * nbf, nact * nvir}, W(1), c_vir,
                            ConstMatrixViewT<W>{half.data(), nact, nbf, nact}, W(0), MatrixViewT<W>{out, nvir, nact, nvir});
     };
     one_block();
-    require_finite("transform", "the transformed integrals (P|ia)", out, nact * nvir * np);
+    require_finite(step_name(Mp2Step::transform), "the transformed integrals (P|ia)", out, nact * nvir * np);
     written(p0, np, out);
     if (options.progress) options.progress("MP2 transform", p1, naux);
   }
@@ -359,7 +377,7 @@ void fit(MatrixT<W>& a, const MatrixT<F>& factor, MetricMethod metric, const Blo
   const Index rows = a.rows(), naux = a.cols();
   if constexpr (std::is_same_v<W, F>) {
     if (metric == MetricMethod::cholesky) {
-      kernels.trsm("fitting", linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, F(1),
+      kernels.trsm(step_name(Mp2Step::fitting), linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, F(1),
                    linalg::view(factor), linalg::view(a));
       return;
     }
@@ -370,16 +388,16 @@ void fit(MatrixT<W>& a, const MatrixT<F>& factor, MetricMethod metric, const Blo
     const Index nr = std::min(chunk, rows - r0);
     const auto a_block = linalg::view(a).block(r0, 0, nr, naux);
     MatrixViewT<F> in_view{in.data(), nr, naux, chunk};
-    for (Index j = 0; j < naux; ++j) convert(&a_block(0, j), nr, &in_view(0, j), kernels, "fitting");
+    for (Index j = 0; j < naux; ++j) convert(&a_block(0, j), nr, &in_view(0, j), kernels, step_name(Mp2Step::fitting));
     MatrixViewT<F> result = in_view;
     if (metric == MetricMethod::cholesky) {
-      kernels.trsm("fitting", linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, F(1),
+      kernels.trsm(step_name(Mp2Step::fitting), linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, F(1),
                    linalg::view(factor), in_view);
     } else {
       result = MatrixViewT<F>{out.data(), nr, naux, chunk};
-      kernels.gemm("fitting", Trans::no, Trans::no, F(1), in_view, linalg::view(factor), F(0), result);
+      kernels.gemm(step_name(Mp2Step::fitting), Trans::no, Trans::no, F(1), in_view, linalg::view(factor), F(0), result);
     }
-    for (Index j = 0; j < naux; ++j) convert(&result(0, j), nr, &a_block(0, j), kernels, "fitting");
+    for (Index j = 0; j < naux; ++j) convert(&result(0, j), nr, &a_block(0, j), kernels, step_name(Mp2Step::fitting));
   }
 }
 
@@ -414,7 +432,7 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
                  [&](Index p0, Index) { return fitted.data() + p0 * rows; }, [](Index, Index, const W*) {});
     done_with("MP2 transform");
     fit<W, F>(fitted, factor, options.metric, result.plan, kernels);
-    require_finite("fitting", "the fitted tensor B", fitted.data(), fitted.size());
+    require_finite(step_name(Mp2Step::fitting), "the fitted tensor B", fitted.data(), fitted.size());
     done_with("MP2 fitting");
     for (const auto& pair : pairs) add(block_pair_energy<W, Acc>(pair, fitted, eps_occ, eps_vir, kernels, workspace));
   } else {
@@ -425,12 +443,12 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
     for (Index i0 = 0; i0 < nact; i0 += nb) occupied.emplace_back(i0, std::min(i0 + nb, nact));
     auto base = [&](Index i0) { return static_cast<std::size_t>(i0 * nvir * naux); };
     ScratchFile file(options.scratch_folder, "mp2");
-    auto write = [&](const char* step, const W* data, Index count, std::size_t offset) {
+    auto write = [&](const std::string& step, const W* data, Index count, std::size_t offset) {
       Stopwatch clock;
       file.write(data, static_cast<std::size_t>(count), offset);
       kernels.record_host(step, "scratch_write", clock.seconds(), {0, double(sizeof(W)) * double(count)}, dtype<W>());
     };
-    auto read = [&](const char* step, W* data, Index count, std::size_t offset) {
+    auto read = [&](const std::string& step, W* data, Index count, std::size_t offset) {
       Stopwatch clock;
       file.read(data, static_cast<std::size_t>(count), offset);
       kernels.record_host(step, "scratch_read", clock.seconds(), {0, double(sizeof(W)) * double(count)}, dtype<W>());
@@ -454,7 +472,7 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
             const Index nr = (i1 - i0) * nvir;
             part.resize(static_cast<std::size_t>(nr * np));
             for (Index p = 0; p < np; ++p) std::copy_n(data + p * rows + i0 * nvir, nr, part.data() + p * nr);
-            write("transform", part.data(), nr * np, base(i0) + static_cast<std::size_t>(p0 * nr));
+            write(step_name(Mp2Step::transform), part.data(), nr * np, base(i0) + static_cast<std::size_t>(p0 * nr));
           }
         });
     std::vector<W>().swap(block);
@@ -467,11 +485,11 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
       for (const auto& [i0, i1] : occupied) {
         const Index nr = (i1 - i0) * nvir;
         a.resize(nr, naux);
-        read("fitting", a.data(), nr * naux, base(i0));
+        read(step_name(Mp2Step::fitting), a.data(), nr * naux, base(i0));
         plan.fit_rows = nr;
         fit<W, F>(a, factor, options.metric, plan, kernels);
-        require_finite("fitting", "the fitted tensor B", a.data(), a.size());
-        write("fitting", a.data(), nr * naux, base(i0));
+        require_finite(step_name(Mp2Step::fitting), "the fitted tensor B", a.data(), a.size());
+        write(step_name(Mp2Step::fitting), a.data(), nr * naux, base(i0));
       }
     }
     done_with("MP2 fitting");
@@ -480,7 +498,7 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
     for (std::size_t bi = 0; bi < occupied.size(); ++bi) {
       const auto [i0, i1] = occupied[bi];
       b_i.resize((i1 - i0) * nvir, naux);
-      read("pair_energy", b_i.data(), b_i.size(), base(i0));
+      read(step_name(Mp2Step::pair_energy), b_i.data(), b_i.size(), base(i0));
       auto load = [&](std::size_t bj, MatrixT<W>& into) {
         into.resize((occupied[bj].second - occupied[bj].first) * nvir, naux);
         file.read(into.data(), static_cast<std::size_t>(into.size()), base(occupied[bj].first));
@@ -511,14 +529,14 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
                                       workspace));
       }
       // The reads of B_J overlap the pair computations; only the time spent waiting for them is the reads' cost.
-      if (bi > 0) kernels.record_host("pair_energy", "scratch_read", waited, {0, bytes}, dtype<W>());
+      if (bi > 0) kernels.record_host(step_name(Mp2Step::pair_energy), "scratch_read", waited, {0, bytes}, dtype<W>());
     }
   }
   done_with("MP2 pair energies");
   result.opposite_spin = double(os);
   result.same_spin = double(ss);
   const double energies[] = {result.opposite_spin, result.same_spin};
-  require_finite("pair_energy", "the pair-energy sum", energies, 2);
+  require_finite(step_name(Mp2Step::pair_energy), "the pair-energy sum", energies, 2);
 }
 
 }  // namespace
@@ -543,9 +561,9 @@ PairEnergy block_pair_energy(const OccupiedBlockPair& pair, ConstMatrixViewT<W> 
   const MatrixViewT<W> g{workspace.data(), ni * nvir, nj * nvir, std::max<Index>(1, workspace.rows())};
   if (pair.diagonal()) {
     // (ia|jb) for i >= j is the lower triangle of B_I B_I^T: half the work of a GEMM.
-    kernels.syrk("pair_energy", linalg::Uplo::lower, Trans::no, W(1), b_i, W(0), g);
+    kernels.syrk(step_name(Mp2Step::pair_energy), linalg::Uplo::lower, Trans::no, W(1), b_i, W(0), g);
   } else {
-    kernels.gemm("pair_energy", Trans::no, Trans::yes, W(1), b_i, b_j, W(0), g);
+    kernels.gemm(step_name(Mp2Step::pair_energy), Trans::no, Trans::yes, W(1), b_i, b_j, W(0), g);
   }
 
   Stopwatch reduce_clock;
@@ -598,7 +616,7 @@ PairEnergy block_pair_energy(const OccupiedBlockPair& pair, ConstMatrixViewT<W> 
     ss += per_pair_ss[static_cast<std::size_t>(ij)];
   }
   const double elements = double(ni) * double(nj) * double(nvir) * double(nvir) * (pair.diagonal() ? 0.5 : 1.0);
-  kernels.record_host("pair_energy", "pair_reduce", reduce_clock.seconds(),
+  kernels.record_host(step_name(Mp2Step::pair_energy), "pair_reduce", reduce_clock.seconds(),
                       {7.0 * elements, 2.0 * sizeof(W) * elements}, dtype<Acc>());
   return {double(os), double(ss)};
 }

@@ -43,8 +43,13 @@ const std::vector<std::pair<Precision, std::string>>& precision_names();
 const std::vector<std::pair<MetricMethod, std::string>>& metric_names();
 const std::vector<std::pair<Mp2Storage, std::string>>& mp2_storage_names();
 std::string precision_name(Precision p);
-// The DF-MP2 steps whose float products a device runs in a MatmulMode, in pipeline order.
-const std::vector<std::string>& matmul_steps();  // metric, transform, fitting, pair_energy
+// The DF-MP2 steps, in pipeline order, as the kernel log, the timing tables and the device precisions name them
+// (step_name): one name table, so no caller spells a step itself.
+enum class Mp2Step { metric, transform, fitting, pair_energy };
+const std::vector<std::pair<Mp2Step, std::string>>& mp2_step_names();
+const std::string& step_name(Mp2Step step);
+// The names of the steps whose float products a device runs in a MatmulMode: all four, in pipeline order.
+const std::vector<std::string>& matmul_steps();
 // The operand format of each step in a run of `precision` (bf16: transform bf16x3, pair_energy bf16; bf16x3:
 // pair_energy bf16x3; everything else fp32), then `overrides` (step -> mode); fp32 throughout for every other
 // precision (overrides ignored).

@@ -293,7 +293,7 @@ std::vector<Series> kernel_series(const std::vector<KernelResult>& results) {
 // ---------------------------------------------------------------------------------------------------------------
 // DF-MP2 mode
 
-const std::vector<std::string> kSteps = {"metric", "transform", "fitting", "pair_energy"};
+const std::vector<std::string>& kSteps = chem::matmul_steps();  // the DF-MP2 steps, from their one name table
 
 struct Dfmp2Result {
   std::string shape, backend, precision, status = "ok", note;
@@ -491,15 +491,16 @@ std::string dfmp2_text(const std::vector<Dfmp2Result>& results) {
   }
   std::string out = "DF-MP2 on synthetic shapes (nbasis/nocc/naux): measured wall seconds (median, min, max) and "
                     "per step (median), correlation energy (Eh)\n";
-  out += format_text_table({"shape", "dims", "backend", "precision", "runs", "wall", "min", "max", "metric",
-                            "transform", "fitting", "pair_energy", "E_corr", "error (against)"},
-                           rows);
+  std::vector<std::string> header = {"shape", "dims", "backend", "precision", "runs", "wall", "min", "max"};
+  header.insert(header.end(), kSteps.begin(), kSteps.end());
+  header.insert(header.end(), {"E_corr", "error (against)"});
+  out += format_text_table(header, rows);
   if (!modelled.empty()) {
     out += "\nDevice models: modelled seconds (cold = first run with its compiles; warm = median of the timed runs, "
            "per step)\n";
-    out += format_text_table({"shape", "dims", "backend", "precision", "cold", "warm", "metric", "transform", "fitting",
-                              "pair_energy"},
-                             modelled);
+    std::vector<std::string> model_header = {"shape", "dims", "backend", "precision", "cold", "warm"};
+    model_header.insert(model_header.end(), kSteps.begin(), kSteps.end());
+    out += format_text_table(model_header, modelled);
   }
   return out;
 }
