@@ -1,7 +1,8 @@
 // Backend conformance, in the manner of ggml's test-backend-ops: a table of cases, each naming its op and options,
 // its dtype and shape, the tolerance its result must meet (with the reason) and, through linalg/cost.hpp, the flops
-// the kernel log must show. Every case runs on every CPU backend built into this binary (the device models' arithmetic
-// has its own tolerance tiers in tests/devices), through linalg::Kernels, and
+// the kernel log must show. Every case runs on every CPU backend built into this binary and on the device models
+// trn1 and trn2 (fp32; their fp64 and eigh cells count as unsupported; bf16 and bf16x3 have their own tolerance
+// tiers in tests/devices), through linalg::Kernels, and
 // is compared with the reference backend (eigen) run on the same inputs. Shape classes: 1x1, empty (a zero
 // dimension), sizes that are not multiples of 128 ("odd": 129, 200, 257), tall (300 x 7) and wide (7 x 300); square
 // ops (cholesky, eigh, the inverse square roots) have no tall or wide class.
@@ -10,7 +11,7 @@
 // case checks that the Kernels call throws dfmp2::UnsupportedError, that the backend was never called for that op
 // and that nothing was logged, and counts the case as unsupported (neither a pass nor a failure). The built backends
 // support everything; the mechanism is exercised by a fake backend ("partial_<backend>") that wraps a real one and
-// refuses one dtype of each op. A summary (backend x op x dtype: passed / failed / unsupported, worst error over
+// refuses one dtype of each op, and by the device models' fp64. A summary (backend x op x dtype: passed / failed / unsupported, worst error over
 // tolerance) is printed when the test program ends.
 //
 // Inputs come from fixed-seed std::mt19937_64 generators (one seed per case, the same for every backend). Dense
@@ -566,6 +567,8 @@ std::string fake_name() { return "partial_" + dfmp2::testing::cpu_backends().bac
 std::vector<std::string> subject_names() {
   std::vector<std::string> names = dfmp2::testing::cpu_backends();
   names.push_back(fake_name());
+  // The device models (fp32 only, no eigh: those cells count as unsupported), through the same table.
+  for (const std::string device : {"trn1", "trn2"}) names.push_back(device);
   return names;
 }
 
