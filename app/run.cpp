@@ -20,18 +20,9 @@
 
 namespace dfmp2::app {
 
-bool BackendRun::modelled() const {
-  for (const auto& r : log.records())
-    if (r.modelled) return true;
-  return false;
-}
+bool BackendRun::modelled() const { return log.any_modelled(); }
 
-double BackendRun::modelled_seconds() const {
-  double t = wall_seconds;
-  for (const auto& r : log.records())
-    if (r.modelled) t += r.model.total - r.seconds;
-  return t;
-}
+double BackendRun::modelled_seconds() const { return log.wall_with_modelled_kernels(wall_seconds); }
 
 int resolve_frozen_core(const Input& input, const Problem& problem) {
   int n = 0;

@@ -31,6 +31,19 @@ void KernelLog::add(const std::string& step, const std::string& kernel, const st
   }
 }
 
+double KernelLog::wall_with_modelled_kernels(double wall_seconds) const {
+  double t = wall_seconds;
+  for (const auto& r : records_)
+    if (r.modelled) t += r.model.total - r.seconds;
+  return t;
+}
+
+bool KernelLog::any_modelled() const {
+  for (const auto& r : records_)
+    if (r.modelled) return true;
+  return false;
+}
+
 double KernelLog::modelled_seconds() const {
   double total = 0;
   for (const auto& r : records_)

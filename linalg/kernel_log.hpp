@@ -32,6 +32,11 @@ class KernelLog {
            bool fallback = false);
   // Sum of the modelled totals of the records that have one (0 when none do).
   double modelled_seconds() const;
+  // A run's time on the modelled device: its measured wall time with each modelled kernel's measured time replaced
+  // by its modelled time (host work outside the kernels stays as measured). The one rule the report and
+  // `dfmp2 bench` both use.
+  double wall_with_modelled_kernels(double wall_seconds) const;
+  bool any_modelled() const;
   long fallback_calls() const;
   const std::vector<KernelRecord>& records() const { return records_; }
   double total_seconds() const;

@@ -378,19 +378,13 @@ std::vector<Dfmp2Result> run_dfmp2_mode(const BenchOptions& o) {
       linalg::Stopwatch wall;
       const chem::DfMp2Result result = chem::run_dfmp2(input, options, kernels);
       const double seconds = wall.seconds();
-      // Modelled: the wall time with each modelled kernel's measured time replaced by its modelled time.
-      double modelled = seconds;
-      bool any_model = false;
+      const double modelled = log.wall_with_modelled_kernels(seconds);
       std::map<std::string, double> step_t, step_m;
       for (const auto& rec : log.records()) {
         step_t[rec.step] += rec.seconds;
         step_m[rec.step] += rec.modelled ? rec.model.total : rec.seconds;
-        if (rec.modelled) {
-          any_model = true;
-          modelled += rec.model.total - rec.seconds;
-        }
       }
-      r.modelled = any_model;
+      r.modelled = log.any_modelled();
       if (i == 0) r.model_cold = modelled;
       r.correlation = result.correlation();
       r.opposite_spin = result.opposite_spin;
