@@ -331,6 +331,271 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
   }
 }
 
+// Key `synthetic` (README, "Input keys"): one parser per key, each filling its part of `in`.
+void read_synthetic(const YAML::Node& node, const YamlReader& ctx, Input& in) {
+  const auto names = chem::synthetic_shape_names();
+  auto named = [&](const YAML::Node& n, const std::string& key) {
+    const std::string value = ctx.scalar(n, key, "a shape name");
+    const auto shape = chem::named_synthetic_shape(value);
+    if (!shape) {
+      const auto guess = nearest(value, names);
+      ctx.fail(n, fmt::format("key '{}': unknown shape '{}'{} (expected one of {})", key, value,
+                              guess ? fmt::format(" (did you mean '{}'?)", *guess) : "", fmt::join(names, ", ")));
+    }
+    in.synthetic_name = value;
+    return *shape;
+  };
+  auto count = [&](const YAML::Node& n, const std::string& key, long long min) {
+    const auto v = as_integer(ctx.scalar(n, key, "an integer"));
+    if (!v || *v < min || *v > 1000000) {
+      ctx.fail(n, fmt::format("key '{}': expected an integer >= {}, got '{}'", key, min, n.Scalar()));
+    }
+    return *v;
+  };
+  chem::SyntheticShape shape;
+  if (node.IsMap()) {
+    check_keys(node, ctx, "synthetic", kSyntheticKeys);
+    const bool explicit_shape = node["nbasis"] || node["nocc"] || node["naux"];
+    if (node["shape"] && explicit_shape) {
+      ctx.fail(node, "key 'synthetic': give either 'shape' or 'nbasis', 'nocc' and 'naux', not both");
+    }
+    if (node["shape"]) {
+      shape = named(node["shape"], "synthetic.shape");
+    } else {
+      for (const char* key : {"nbasis", "nocc", "naux"}) {
+        if (!node[key]) ctx.fail(node, fmt::format("key 'synthetic': missing '{}' (or give a 'shape')", key));
+      }
+      shape.nbasis = count(node["nbasis"], "synthetic.nbasis", 2);
+      shape.nocc = count(node["nocc"], "synthetic.nocc", 1);
+      shape.naux = count(node["naux"], "synthetic.naux", 1);
+      shape.seed = chem::kDefaultSyntheticSeed;
+      if (shape.nocc >= shape.nbasis) {
+        ctx.fail(node["nocc"], fmt::format("key 'synthetic.nocc': {} leaves no virtual orbitals (nbasis {})",
+                                           shape.nocc, shape.nbasis));
+      }
+    }
+    if (node["seed"]) shape.seed = static_cast<std::uint64_t>(count(node["seed"], "synthetic.seed", 0));
+  } else {
+    shape = named(node, "synthetic");
+  }
+  in.synthetic = shape;
+}
+
+// Key `backends`.
+void read_backends(const YAML::Node& node, const YamlReader& ctx, Input& in) {
+  if (!node.IsSequence()) {
+    ctx.fail(node, fmt::format("key 'backends': expected a list such as [openblas, eigen], got {}",
+                               YamlReader::kind(node)));
+  }
+  if (node.size() == 0) ctx.fail(node, "key 'backends': the list is empty; name at least one backend");
+  in.backends.clear();
+  const auto built = devices::built_backends();
+  const auto known = devices::known_backends();
+  for (const auto& item : node) {
+    const std::string name = ctx.scalar(item, "backends", "a backend name");
+    if (std::find(built.begin(), built.end(), name) == built.end()) {
+      if (std::find(known.begin(), known.end(), name) != known.end()) {
+        throw UnsupportedError(fmt::format("{}: key 'backends': backend '{}' is not built into this dfmp2 (built: {})",
+                                           ctx.where(item), name, fmt::join(built, ", ")));
+      }
+      const auto guess = nearest(name, known);
+      ctx.fail(item, fmt::format("key 'backends': unknown backend '{}'{} (built: {})", name,
+                                 guess ? fmt::format(" (did you mean '{}'?)", *guess) : "", fmt::join(built, ", ")));
+    }
+    if (std::find(in.backends.begin(), in.backends.end(), name) != in.backends.end()) {
+      ctx.fail(item, fmt::format("key 'backends': backend '{}' is named twice", name));
+    }
+    in.backends.push_back(name);
+  }
+}
+
+// Key `precision`.
+void read_precision(const YAML::Node& node, const YamlReader& ctx, Input& in) {
+  // A single precision or a list of them, each backend running in each in order; or a mapping backend ->
+  // precision(s), so that, say, eigen in fp64 and trn1 in bf16 compare in one input.
+  auto parse_list = [&](const YAML::Node& n, const std::string& key) {
+    std::vector<YAML::Node> items;
+    if (n.IsSequence()) {
+      if (n.size() == 0) {
+        std::vector<std::string> names;
+        for (const auto& [p, name] : chem::precision_names()) names.push_back(name);
+        ctx.fail(n, fmt::format("key '{}': the list is empty; name at least one of {}", key, fmt::join(names, ", ")));
+      }
+      for (const auto& item : n) items.push_back(item);
+    } else {
+      items.push_back(n);
+    }
+    std::vector<chem::Precision> out;
+    for (const auto& item : items) {
+      const auto p = ctx.choice(item, key, chem::precision_names(), "precision");
+      if (std::find(out.begin(), out.end(), p) != out.end()) {
+        ctx.fail(item, fmt::format("key '{}': '{}' is named twice", key, item.Scalar()));
+      }
+      out.push_back(p);
+    }
+    return out;
+  };
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      const std::string backend = ctx.scalar(kv.first, "precision", "a backend name");
+      if (std::find(in.backends.begin(), in.backends.end(), backend) == in.backends.end()) {
+        ctx.fail(kv.first, fmt::format("key 'precision': '{}' is not one of the backends ({})", backend,
+                                       fmt::join(in.backends, ", ")));
+      }
+      in.backend_precisions[backend] = parse_list(kv.second, "precision." + backend);
+    }
+  } else {
+    in.precisions = parse_list(node, "precision");
+  }
+}
+
+// Key `metric`.
+void read_metric(const YAML::Node& node, const YamlReader& ctx, Input& in) {
+  auto method = [&](const YAML::Node& n) {
+    return ctx.choice(n, "metric", chem::metric_names(), "method");
+  };
+  if (node.IsMap()) {
+    check_keys(node, ctx, "metric", kMetricKeys);
+    if (!node["method"]) ctx.fail(node, "key 'metric': missing 'method' (cholesky, eigh or newton-schulz)");
+    in.metric = method(node["method"]);
+    const auto only_for = [&](const char* key, chem::MetricMethod m) {
+      if (node[key] && in.metric != m) {
+        ctx.fail(node[key], fmt::format("key 'metric.{}' applies to method {} only, not {}", key,
+                                        chem::metric_name(m), chem::metric_name(in.metric)));
+      }
+    };
+    only_for("threshold", chem::MetricMethod::eigh);
+    only_for("tolerance", chem::MetricMethod::newton_schulz);
+    only_for("max_iterations", chem::MetricMethod::newton_schulz);
+    if (node["threshold"]) {
+      in.eigh_threshold = positive_number(node["threshold"], ctx, "metric.threshold");
+      // Relative to the largest eigenvalue: at 1 or above nothing but (at most) the largest would be kept.
+      if (in.eigh_threshold >= 1) {
+        ctx.fail(node["threshold"], fmt::format("key 'metric.threshold': {} would drop every eigenvalue of the metric "
+                                                "(it is relative to the largest); expected a number below 1, such as 1e-10",
+                                                node["threshold"].Scalar()));
+      }
+    }
+    if (node["tolerance"]) in.newton_schulz.tolerance = positive_number(node["tolerance"], ctx, "metric.tolerance");
+    if (const YAML::Node n = node["max_iterations"]) {
+      const auto count = as_integer(ctx.scalar(n, "metric.max_iterations", "a count >= 1"));
+      if (!count || *count < 1 || *count > 100000) {
+        ctx.fail(n, fmt::format("key 'metric.max_iterations': expected a count >= 1, got '{}'", n.Scalar()));
+      }
+      in.newton_schulz.max_iterations = static_cast<int>(*count);
+    }
+  } else {
+    in.metric = method(node);
+  }
+}
+
+// Key `device`.
+void read_device(const YAML::Node& node, const YamlReader& ctx, Input& in) {
+  if (!node.IsMap()) {
+    ctx.fail(node, fmt::format("key 'device': expected a mapping {{compile_cache, host_fallback, step_precision, trn1, "
+                               "trn2}}, got {}",
+                               YamlReader::kind(node)));
+  }
+  check_keys(node, ctx, "device", kDeviceKeys);
+  if (const YAML::Node n = node["compile_cache"]) {
+    const std::string value = ctx.scalar(n, "device.compile_cache", "a folder or false");
+    if (const auto b = as_bool(value); b && !*b) {
+      in.device.compile_cache.clear();
+    } else if (b) {
+      ctx.fail(n, "key 'device.compile_cache': expected a folder or false, got 'true'");
+    } else {
+      in.device.compile_cache = ctx.resolve(value).string();
+    }
+  }
+  if (const YAML::Node n = node["host_fallback"]) {
+    const auto b = as_bool(ctx.scalar(n, "device.host_fallback", "true or false"));
+    if (!b) ctx.fail(n, fmt::format("key 'device.host_fallback': expected true or false, got '{}'", n.Scalar()));
+    in.host_fallback = *b;
+  }
+  if (const YAML::Node steps = node["step_precision"]) {
+    // Per-step operand format of bf16 and bf16x3 runs, e.g. {metric: bf16} for an all-bf16 metric, which is
+    // never the default (chem::step_matmul_modes).
+    if (!steps.IsMap()) {
+      ctx.fail(steps, fmt::format("key 'device.step_precision': expected a mapping of step: precision ({} to fp32, "
+                                  "bf16, bf16x3), got {}",
+                                  fmt::join(chem::matmul_steps(), ", "), YamlReader::kind(steps)));
+    }
+    for (const auto& kv : steps) {
+      const auto& steps = chem::matmul_steps();
+      const std::string step = steps[ctx.choice_index(kv.first, "device.step_precision", steps, "step")];
+      in.step_modes[step] =
+          ctx.choice(kv.second, "device.step_precision." + step, linalg::matmul_mode_names(), "precision");
+    }
+    bool any_device_precision = false;
+    for (const auto& b : in.backends)
+      for (const auto p : in.precisions_of(b))
+        any_device_precision = any_device_precision || p == chem::Precision::bf16 || p == chem::Precision::bf16x3;
+    if (!any_device_precision) {
+      ctx.fail(steps, "key 'device.step_precision': it applies to bf16 and bf16x3 runs, and no backend runs in "
+                      "either (key 'precision')");
+    }
+  }
+  for (const char* device : {"trn1", "trn2"}) {
+    const YAML::Node params = node[device];
+    if (!params) continue;
+    const std::string key = fmt::format("device.{}", device);
+    if (!params.IsMap()) {
+      ctx.fail(params, fmt::format("key '{}': expected a mapping of parameter: value, got {}", key,
+                                   YamlReader::kind(params)));
+    }
+    for (const auto& kv : params) {
+      const std::string name = ctx.scalar(kv.first, key, "a parameter name");
+      const std::string value = ctx.scalar(kv.second, key + "." + name, "a number");
+      try {
+        std::size_t used = 0;
+        const double v = std::stod(value, &used);
+        if (used != value.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(value);
+        in.device.overrides[device][name] = v;
+      } catch (const std::exception&) {
+        ctx.fail(kv.second, fmt::format("key '{}.{}': expected a number >= 0, got '{}'", key, name, value));
+      }
+    }
+  }
+}
+
+// Key `screening`.
+void read_screening(const YAML::Node& node, const YamlReader& ctx, Input& in) {
+  if (node.IsMap()) {
+    check_keys(node, ctx, "screening", kScreeningKeys);
+    in.screening.enabled = true;
+    if (const YAML::Node n = node["threshold"]) {
+      const std::string value = ctx.scalar(n, "screening.threshold", "a number >= 0");
+      try {
+        std::size_t used = 0;
+        const double v = std::stod(value, &used);
+        if (used != value.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(value);
+        in.screening.threshold = v;
+      } catch (const std::exception&) {
+        ctx.fail(n, fmt::format("key 'screening.threshold': expected a number >= 0, got '{}'", value));
+      }
+    }
+    if (const YAML::Node n = node["block"]) {
+      const auto v = as_integer(ctx.scalar(n, "screening.block", "a block size >= 1"));
+      if (!v || *v < 1 || *v > 4096) {
+        ctx.fail(n, fmt::format("key 'screening.block': expected a block size from 1 to 4096, got '{}'", n.Scalar()));
+      }
+      in.screening.block = static_cast<linalg::Index>(*v);
+    }
+    if (const YAML::Node n = node["compare"]) {
+      const auto b = as_bool(ctx.scalar(n, "screening.compare", "true or false"));
+      if (!b) ctx.fail(n, fmt::format("key 'screening.compare': expected true or false, got '{}'", n.Scalar()));
+      in.screening_compare = *b;
+    }
+  } else {
+    const auto b = as_bool(ctx.scalar(node, "screening", "true, false or a mapping {threshold, block, compare}"));
+    if (!b) {
+      ctx.fail(node, fmt::format("key 'screening': expected true, false or a mapping {{threshold, block, compare}}, "
+                                 "got '{}'", node.Scalar()));
+    }
+    in.screening.enabled = *b;
+  }
+}
+
 }  // namespace
 
 Input read_input(const std::string& path) {
@@ -384,54 +649,7 @@ Input read_input(const std::string& path) {
     require_regular_file(resolved, [&](const std::string& what) { ctx.fail(node, "key 'integrals': " + what); });
     in.integrals = resolved.string();
   }
-  if (const YAML::Node node = root["synthetic"]) {
-    const auto names = chem::synthetic_shape_names();
-    auto named = [&](const YAML::Node& n, const std::string& key) {
-      const std::string value = ctx.scalar(n, key, "a shape name");
-      const auto shape = chem::named_synthetic_shape(value);
-      if (!shape) {
-        const auto guess = nearest(value, names);
-        ctx.fail(n, fmt::format("key '{}': unknown shape '{}'{} (expected one of {})", key, value,
-                                guess ? fmt::format(" (did you mean '{}'?)", *guess) : "", fmt::join(names, ", ")));
-      }
-      in.synthetic_name = value;
-      return *shape;
-    };
-    auto count = [&](const YAML::Node& n, const std::string& key, long long min) {
-      const auto v = as_integer(ctx.scalar(n, key, "an integer"));
-      if (!v || *v < min || *v > 1000000) {
-        ctx.fail(n, fmt::format("key '{}': expected an integer >= {}, got '{}'", key, min, n.Scalar()));
-      }
-      return *v;
-    };
-    chem::SyntheticShape shape;
-    if (node.IsMap()) {
-      check_keys(node, ctx, "synthetic", kSyntheticKeys);
-      const bool explicit_shape = node["nbasis"] || node["nocc"] || node["naux"];
-      if (node["shape"] && explicit_shape) {
-        ctx.fail(node, "key 'synthetic': give either 'shape' or 'nbasis', 'nocc' and 'naux', not both");
-      }
-      if (node["shape"]) {
-        shape = named(node["shape"], "synthetic.shape");
-      } else {
-        for (const char* key : {"nbasis", "nocc", "naux"}) {
-          if (!node[key]) ctx.fail(node, fmt::format("key 'synthetic': missing '{}' (or give a 'shape')", key));
-        }
-        shape.nbasis = count(node["nbasis"], "synthetic.nbasis", 2);
-        shape.nocc = count(node["nocc"], "synthetic.nocc", 1);
-        shape.naux = count(node["naux"], "synthetic.naux", 1);
-        shape.seed = chem::kDefaultSyntheticSeed;
-        if (shape.nocc >= shape.nbasis) {
-          ctx.fail(node["nocc"], fmt::format("key 'synthetic.nocc': {} leaves no virtual orbitals (nbasis {})",
-                                             shape.nocc, shape.nbasis));
-        }
-      }
-      if (node["seed"]) shape.seed = static_cast<std::uint64_t>(count(node["seed"], "synthetic.seed", 0));
-    } else {
-      shape = named(node, "synthetic");
-    }
-    in.synthetic = shape;
-  }
+  if (const YAML::Node node = root["synthetic"]) read_synthetic(node, ctx, in);
 
   if (const YAML::Node node = root["frozen_core"]) {
     const std::string value = ctx.scalar(node, "frozen_core", "true, false or a number of orbitals");
@@ -444,68 +662,9 @@ Input read_input(const std::string& path) {
     }
   }
 
-  if (const YAML::Node node = root["backends"]) {
-    if (!node.IsSequence()) ctx.fail(node, fmt::format("key 'backends': expected a list such as [openblas, eigen], got {}", YamlReader::kind(node)));
-    if (node.size() == 0) ctx.fail(node, "key 'backends': the list is empty; name at least one backend");
-    in.backends.clear();
-    const auto built = devices::built_backends();
-    const auto known = devices::known_backends();
-    for (const auto& item : node) {
-      const std::string name = ctx.scalar(item, "backends", "a backend name");
-      if (std::find(built.begin(), built.end(), name) == built.end()) {
-        if (std::find(known.begin(), known.end(), name) != known.end()) {
-          throw UnsupportedError(fmt::format("{}: key 'backends': backend '{}' is not built into this dfmp2 (built: {})",
-                                             ctx.where(item), name, fmt::join(built, ", ")));
-        }
-        const auto guess = nearest(name, known);
-        ctx.fail(item, fmt::format("key 'backends': unknown backend '{}'{} (built: {})", name,
-                                   guess ? fmt::format(" (did you mean '{}'?)", *guess) : "", fmt::join(built, ", ")));
-      }
-      if (std::find(in.backends.begin(), in.backends.end(), name) != in.backends.end()) {
-        ctx.fail(item, fmt::format("key 'backends': backend '{}' is named twice", name));
-      }
-      in.backends.push_back(name);
-    }
-  }
+  if (const YAML::Node node = root["backends"]) read_backends(node, ctx, in);
 
-  if (const YAML::Node node = root["precision"]) {
-    // A single precision or a list of them, each backend running in each in order; or a mapping backend ->
-    // precision(s), so that, say, eigen in fp64 and trn1 in bf16 compare in one input.
-    auto parse_list = [&](const YAML::Node& n, const std::string& key) {
-      std::vector<YAML::Node> items;
-      if (n.IsSequence()) {
-        if (n.size() == 0) {
-          std::vector<std::string> names;
-          for (const auto& [p, name] : chem::precision_names()) names.push_back(name);
-          ctx.fail(n, fmt::format("key '{}': the list is empty; name at least one of {}", key, fmt::join(names, ", ")));
-        }
-        for (const auto& item : n) items.push_back(item);
-      } else {
-        items.push_back(n);
-      }
-      std::vector<chem::Precision> out;
-      for (const auto& item : items) {
-        const auto p = ctx.choice(item, key, chem::precision_names(), "precision");
-        if (std::find(out.begin(), out.end(), p) != out.end()) {
-          ctx.fail(item, fmt::format("key '{}': '{}' is named twice", key, item.Scalar()));
-        }
-        out.push_back(p);
-      }
-      return out;
-    };
-    if (node.IsMap()) {
-      for (const auto& kv : node) {
-        const std::string backend = ctx.scalar(kv.first, "precision", "a backend name");
-        if (std::find(in.backends.begin(), in.backends.end(), backend) == in.backends.end()) {
-          ctx.fail(kv.first, fmt::format("key 'precision': '{}' is not one of the backends ({})", backend,
-                                         fmt::join(in.backends, ", ")));
-        }
-        in.backend_precisions[backend] = parse_list(kv.second, "precision." + backend);
-      }
-    } else {
-      in.precisions = parse_list(node, "precision");
-    }
-  }
+  if (const YAML::Node node = root["precision"]) read_precision(node, ctx, in);
 
   if (!root["precision"] || root["precision"].IsMap()) {
     // A backend whose precision is not given runs in fp64 on a CPU backend and in fp32 on a device model (it has
@@ -516,149 +675,11 @@ Input read_input(const std::string& path) {
         in.backend_precisions[name] = {chem::Precision::fp32};
   }
 
-  if (const YAML::Node node = root["metric"]) {
-    auto method = [&](const YAML::Node& n) {
-      return ctx.choice(n, "metric", chem::metric_names(), "method");
-    };
-    if (node.IsMap()) {
-      check_keys(node, ctx, "metric", kMetricKeys);
-      if (!node["method"]) ctx.fail(node, "key 'metric': missing 'method' (cholesky, eigh or newton-schulz)");
-      in.metric = method(node["method"]);
-      const auto only_for = [&](const char* key, chem::MetricMethod m) {
-        if (node[key] && in.metric != m) {
-          ctx.fail(node[key], fmt::format("key 'metric.{}' applies to method {} only, not {}", key,
-                                          chem::metric_name(m), chem::metric_name(in.metric)));
-        }
-      };
-      only_for("threshold", chem::MetricMethod::eigh);
-      only_for("tolerance", chem::MetricMethod::newton_schulz);
-      only_for("max_iterations", chem::MetricMethod::newton_schulz);
-      if (node["threshold"]) {
-        in.eigh_threshold = positive_number(node["threshold"], ctx, "metric.threshold");
-        // Relative to the largest eigenvalue: at 1 or above nothing but (at most) the largest would be kept.
-        if (in.eigh_threshold >= 1) {
-          ctx.fail(node["threshold"], fmt::format("key 'metric.threshold': {} would drop every eigenvalue of the metric "
-                                                  "(it is relative to the largest); expected a number below 1, such as 1e-10",
-                                                  node["threshold"].Scalar()));
-        }
-      }
-      if (node["tolerance"]) in.newton_schulz.tolerance = positive_number(node["tolerance"], ctx, "metric.tolerance");
-      if (const YAML::Node n = node["max_iterations"]) {
-        const auto count = as_integer(ctx.scalar(n, "metric.max_iterations", "a count >= 1"));
-        if (!count || *count < 1 || *count > 100000) {
-          ctx.fail(n, fmt::format("key 'metric.max_iterations': expected a count >= 1, got '{}'", n.Scalar()));
-        }
-        in.newton_schulz.max_iterations = static_cast<int>(*count);
-      }
-    } else {
-      in.metric = method(node);
-    }
-  }
+  if (const YAML::Node node = root["metric"]) read_metric(node, ctx, in);
 
-  if (const YAML::Node node = root["device"]) {
-    if (!node.IsMap()) {
-      ctx.fail(node, fmt::format("key 'device': expected a mapping {{compile_cache, host_fallback, step_precision, trn1, "
-                                 "trn2}}, got {}",
-                                 YamlReader::kind(node)));
-    }
-    check_keys(node, ctx, "device", kDeviceKeys);
-    if (const YAML::Node n = node["compile_cache"]) {
-      const std::string value = ctx.scalar(n, "device.compile_cache", "a folder or false");
-      if (const auto b = as_bool(value); b && !*b) {
-        in.device.compile_cache.clear();
-      } else if (b) {
-        ctx.fail(n, "key 'device.compile_cache': expected a folder or false, got 'true'");
-      } else {
-        in.device.compile_cache = ctx.resolve(value).string();
-      }
-    }
-    if (const YAML::Node n = node["host_fallback"]) {
-      const auto b = as_bool(ctx.scalar(n, "device.host_fallback", "true or false"));
-      if (!b) ctx.fail(n, fmt::format("key 'device.host_fallback': expected true or false, got '{}'", n.Scalar()));
-      in.host_fallback = *b;
-    }
-    if (const YAML::Node steps = node["step_precision"]) {
-      // Per-step operand format of bf16 and bf16x3 runs, e.g. {metric: bf16} for an all-bf16 metric, which is
-      // never the default (chem::step_matmul_modes).
-      if (!steps.IsMap()) {
-        ctx.fail(steps, fmt::format("key 'device.step_precision': expected a mapping of step: precision ({} to fp32, "
-                                    "bf16, bf16x3), got {}",
-                                    fmt::join(chem::matmul_steps(), ", "), YamlReader::kind(steps)));
-      }
-      for (const auto& kv : steps) {
-        const auto& steps = chem::matmul_steps();
-        const std::string step = steps[ctx.choice_index(kv.first, "device.step_precision", steps, "step")];
-        in.step_modes[step] =
-            ctx.choice(kv.second, "device.step_precision." + step, linalg::matmul_mode_names(), "precision");
-      }
-      bool any_device_precision = false;
-      for (const auto& b : in.backends)
-        for (const auto p : in.precisions_of(b))
-          any_device_precision = any_device_precision || p == chem::Precision::bf16 || p == chem::Precision::bf16x3;
-      if (!any_device_precision) {
-        ctx.fail(steps, "key 'device.step_precision': it applies to bf16 and bf16x3 runs, and no backend runs in "
-                        "either (key 'precision')");
-      }
-    }
-    for (const char* device : {"trn1", "trn2"}) {
-      const YAML::Node params = node[device];
-      if (!params) continue;
-      const std::string key = fmt::format("device.{}", device);
-      if (!params.IsMap()) {
-        ctx.fail(params, fmt::format("key '{}': expected a mapping of parameter: value, got {}", key,
-                                     YamlReader::kind(params)));
-      }
-      for (const auto& kv : params) {
-        const std::string name = ctx.scalar(kv.first, key, "a parameter name");
-        const std::string value = ctx.scalar(kv.second, key + "." + name, "a number");
-        try {
-          std::size_t used = 0;
-          const double v = std::stod(value, &used);
-          if (used != value.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(value);
-          in.device.overrides[device][name] = v;
-        } catch (const std::exception&) {
-          ctx.fail(kv.second, fmt::format("key '{}.{}': expected a number >= 0, got '{}'", key, name, value));
-        }
-      }
-    }
-  }
+  if (const YAML::Node node = root["device"]) read_device(node, ctx, in);
 
-  if (const YAML::Node node = root["screening"]) {
-    if (node.IsMap()) {
-      check_keys(node, ctx, "screening", kScreeningKeys);
-      in.screening.enabled = true;
-      if (const YAML::Node n = node["threshold"]) {
-        const std::string value = ctx.scalar(n, "screening.threshold", "a number >= 0");
-        try {
-          std::size_t used = 0;
-          const double v = std::stod(value, &used);
-          if (used != value.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(value);
-          in.screening.threshold = v;
-        } catch (const std::exception&) {
-          ctx.fail(n, fmt::format("key 'screening.threshold': expected a number >= 0, got '{}'", value));
-        }
-      }
-      if (const YAML::Node n = node["block"]) {
-        const auto v = as_integer(ctx.scalar(n, "screening.block", "a block size >= 1"));
-        if (!v || *v < 1 || *v > 4096) {
-          ctx.fail(n, fmt::format("key 'screening.block': expected a block size from 1 to 4096, got '{}'", n.Scalar()));
-        }
-        in.screening.block = static_cast<linalg::Index>(*v);
-      }
-      if (const YAML::Node n = node["compare"]) {
-        const auto b = as_bool(ctx.scalar(n, "screening.compare", "true or false"));
-        if (!b) ctx.fail(n, fmt::format("key 'screening.compare': expected true or false, got '{}'", n.Scalar()));
-        in.screening_compare = *b;
-      }
-    } else {
-      const auto b = as_bool(ctx.scalar(node, "screening", "true, false or a mapping {threshold, block, compare}"));
-      if (!b) {
-        ctx.fail(node, fmt::format("key 'screening': expected true, false or a mapping {{threshold, block, compare}}, "
-                                   "got '{}'", node.Scalar()));
-      }
-      in.screening.enabled = *b;
-    }
-  }
+  if (const YAML::Node node = root["screening"]) read_screening(node, ctx, in);
 
   if (const YAML::Node node = root["memory"]) {
     const std::string value = ctx.scalar(node, "memory", "a size such as '2 GiB'");
