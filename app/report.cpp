@@ -102,7 +102,7 @@ std::string format_energies(const Calculation& calc, const BackendRun& run) {
   if (r.metric == chem::MetricMethod::eigh) {
     out += fmt::format("  metric eigh: {} of {} eigenvalues below {:.1e} x the largest ({:.3e}) dropped; smallest kept "
                        "{:.3e}\n\n",
-                       m.dropped, r.naux, calc.input.eigh_threshold, m.largest, m.smallest_kept);
+                       m.dropped, r.naux, r.eigh_threshold, m.largest, m.smallest_kept);
   } else if (r.metric == chem::MetricMethod::newton_schulz) {
     out += fmt::format("  metric newton-schulz: converged in {} iterations, residual {:.3e}\n\n", m.iterations,
                        m.residual);
@@ -110,8 +110,8 @@ std::string format_energies(const Calculation& calc, const BackendRun& run) {
   if (r.screening.enabled) {
     const auto& sc = r.screening;
     const long long skipped = sc.blocks_total - sc.blocks_kept;
-    out += fmt::format("  screening: threshold {:.1e}, tiles {}x{}: kept {} of {}, skipped {} ({:.1f}%)", calc.input.screening.threshold,
-                       calc.input.screening.block, calc.input.screening.block, sc.blocks_kept, sc.blocks_total, skipped,
+    out += fmt::format("  screening: threshold {:.1e}, tiles {}x{}: kept {} of {}, skipped {} ({:.1f}%)", sc.threshold,
+                       sc.block, sc.block, sc.blocks_kept, sc.blocks_total, skipped,
                        sc.blocks_total > 0 ? 100.0 * double(skipped) / double(sc.blocks_total) : 0.0);
     if (run.unscreened_correlation) {
       out += fmt::format("; energy change vs unscreened {:.3e} Eh", r.correlation() - *run.unscreened_correlation);

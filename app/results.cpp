@@ -102,7 +102,7 @@ nlohmann::json results_json(const Calculation& calc) {
     nlohmann::json metric = {{"method", chem::metric_name(r.metric)}};
     if (r.metric == chem::MetricMethod::eigh) {
       metric["dropped_eigenvalues"] = r.metric_report.dropped;
-      metric["threshold"] = calc.input.eigh_threshold;
+      metric["threshold"] = r.eigh_threshold;
     } else if (r.metric == chem::MetricMethod::newton_schulz) {
       metric["iterations"] = r.metric_report.iterations;
       metric["residual"] = r.metric_report.residual;
@@ -116,8 +116,8 @@ nlohmann::json results_json(const Calculation& calc) {
     for (const auto& [step, mode] : r.step_modes) operands[step] = linalg::matmul_mode_name(mode);
     nlohmann::json screening = nullptr;
     if (r.screening.enabled) {
-      screening = {{"threshold", calc.input.screening.threshold},
-                   {"block", calc.input.screening.block},
+      screening = {{"threshold", r.screening.threshold},
+                   {"block", r.screening.block},
                    {"blocks_kept", r.screening.blocks_kept},
                    {"blocks_total", r.screening.blocks_total},
                    {"energy_change_vs_unscreened",

@@ -412,6 +412,8 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
   const MatrixT<F> factor = metric_factor<F>(*in.metric, options, kernels, result.metric_report);
   done_with("MP2 metric");
   result.screening.enabled = options.screening.enabled;
+  result.screening.threshold = options.screening.threshold;
+  result.screening.block = options.screening.block;
   const Vector eps_occ = eps.segment(options.nfrozen, nact);
   const Vector eps_vir = eps.tail(nvir);
   const auto pairs = occupied_block_pairs(nact, result.plan.occupied_block);
@@ -662,6 +664,7 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg:
   result.precision = options.precision;
   result.metric = options.metric;
   result.step_modes = step_matmul_modes(options.precision, options.step_modes);
+  result.eigh_threshold = options.eigh_threshold;
   const bool ao = in.three_index->form() == ThreeIndexForm::ao;
   if (ao && in.mo_coefficients == nullptr) throw std::logic_error("run_dfmp2: AO-form integrals need MO coefficients");
   const Index nbf = ao ? in.mo_coefficients->rows() : 0;

@@ -70,6 +70,8 @@ struct ScreeningOptions {
 
 struct ScreeningReport {
   bool enabled = false;
+  double threshold = 0;    // as run
+  linalg::Index block = 0;  // tile size, as run
   long long blocks_kept = 0;
   long long blocks_total = 0;
 };
@@ -152,6 +154,7 @@ struct DfMp2Result {
   Precision precision = Precision::fp64;
   MetricMethod metric = MetricMethod::cholesky;
   std::map<std::string, linalg::MatmulMode> step_modes;  // operand format of each step (step_matmul_modes)
+  double eigh_threshold = 0;                 // metric eigh: the relative threshold as run
   linalg::InverseSqrtReport metric_report;  // eigh / newton-schulz only
   ScreeningReport screening;
   BlockPlan plan;
