@@ -301,6 +301,16 @@ TEST(Cli, Bf16ErrorAgainstFp32AndExplicitAllBf16) {
   EXPECT_NE(out.out.find("against trn1 fp32"), std::string::npos);
 }
 
+// A bf16 run with nothing to compare with says so instead of printing a bare energy.
+TEST(Cli, Bf16AloneSaysItsErrorIsUnknown) {
+  TempDir dir;
+  dfmp2::testing::CommandResult out;
+  const auto j = run_json(dir, "integrals: " + kWater + "\nbackends: [trn1]\nprecision: bf16x3\ndevice: {compile_cache: false}\n",
+                          &out);
+  EXPECT_TRUE(j["extras"]["dfmp2"]["backends"][0]["error"].is_null());
+  EXPECT_NE(out.out.find("error of this precision: unknown (no fp64 or fp32 run"), std::string::npos) << out.out;
+}
+
 // fp64 on a device model runs only when the input allows the host fallback, and then every fallback call is
 // counted and shown; the energy is the host's fp64 energy.
 TEST(Cli, HostFallbackIsExplicitAndCounted) {
