@@ -335,15 +335,8 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
 void read_synthetic(const YAML::Node& node, const YamlReader& ctx, Input& in) {
   const auto names = chem::synthetic_shape_names();
   auto named = [&](const YAML::Node& n, const std::string& key) {
-    const std::string value = ctx.scalar(n, key, "a shape name");
-    const auto shape = chem::named_synthetic_shape(value);
-    if (!shape) {
-      const auto guess = nearest(value, names);
-      ctx.fail(n, fmt::format("key '{}': unknown shape '{}'{} (expected one of {})", key, value,
-                              guess ? fmt::format(" (did you mean '{}'?)", *guess) : "", fmt::join(names, ", ")));
-    }
-    in.synthetic_name = value;
-    return *shape;
+    in.synthetic_name = names[ctx.choice_index(n, key, names, "shape")];
+    return *chem::named_synthetic_shape(in.synthetic_name);
   };
   auto count = [&](const YAML::Node& n, const std::string& key, long long min) {
     const auto v = as_integer(ctx.scalar(n, key, "an integer"));
