@@ -189,7 +189,7 @@ std::vector<KernelResult> run_kernels(const BenchOptions& o) {
             const std::string reason = unsupported_reason(*probe.backend, cell.call, precision);
             if (!reason.empty()) {
               if (!o.allow_fallback) throw UnsupportedError(reason + "; --allow-fallback marks such cells instead");
-              r.timing.status = "unsupported";
+              r.timing.status = CellStatus::unsupported;
               r.timing.note = reason;
             }
             plan.push_back(r);
@@ -199,7 +199,7 @@ std::vector<KernelResult> run_kernels(const BenchOptions& o) {
     }
   }
   for (auto& r : plan) {
-    if (r.timing.status != "ok") continue;
+    if (r.timing.status != CellStatus::ok) continue;
     BackendSession s = open_backend(r.backend == "host" ? o.backends.front() : r.backend, o);
     linalg::KernelLog log;
     linalg::Kernels kernels(*s.backend, log);
@@ -220,10 +220,10 @@ Table kernel_table(const std::vector<KernelResult>& results) {
   t.columns.push_back("note");
   for (const auto& r : results) {
     const Timing& x = r.timing;
-    const bool ok = x.status == "ok";
+    const bool ok = x.status == CellStatus::ok;
     std::vector<std::string> row = {
         r.cell.op, r.cell.call.shape_label(), std::to_string(r.cell.size), r.cell.density ? num(*r.cell.density) : "",
-        r.backend, r.precision, x.status, ok ? std::to_string(x.calls) : "",
+        r.backend, r.precision, status_name(x.status), ok ? std::to_string(x.calls) : "",
         opt_num(ok, x.median), opt_num(ok, x.min), opt_num(ok, x.max),
         ok && x.median > 0 ? num((x.max - x.min) / x.median * 100) : "",
         ok && x.flops > 0 && x.median > 0 ? num(x.flops / x.median / 1e9) : "",
@@ -241,8 +241,8 @@ std::string kernel_text(const std::vector<KernelResult>& results) {
   for (const auto& r : results) {
     const Timing& x = r.timing;
     const std::string density = r.cell.density ? fmt::format("{:g}", *r.cell.density) : "";
-    if (x.status != "ok") {
-      measured.push_back({r.cell.op, r.cell.call.shape_label(), density, r.backend, r.precision, "unsupported"});
+    if (x.status != CellStatus::ok) {
+      measured.push_back({r.cell.op, r.cell.call.shape_label(), density, r.backend, r.precision, status_name(r.timing.status)});
       continue;
     }
     std::string rate = "-";
@@ -276,7 +276,7 @@ std::vector<Series> kernel_series(const std::vector<KernelResult>& results) {
   std::map<std::string, Series> by_label;
   std::vector<std::string> order;
   for (const auto& r : results) {
-    if (r.timing.status != "ok") continue;
+    if (r.timing.status != CellStatus::ok) continue;
     std::string label = fmt::format("{} {} {}", r.cell.op, r.backend, r.precision);
     if (r.cell.density) label += fmt::format(" d={:g}", *r.cell.density);
     if (r.timing.modelled) label += " (modelled)";
@@ -296,7 +296,8 @@ std::vector<Series> kernel_series(const std::vector<KernelResult>& results) {
 const std::vector<std::string>& kSteps = chem::matmul_steps();  // the DF-MP2 steps, from their one name table
 
 struct Dfmp2Result {
-  std::string shape, backend, precision, status = "ok", note;
+  std::string shape, backend, precision, note;
+  CellStatus status = CellStatus::ok;
   chem::SyntheticShape dims;
   int runs = 0;
   double wall_median = 0, wall_min = 0, wall_max = 0;
@@ -349,7 +350,7 @@ std::vector<Dfmp2Result> run_dfmp2_mode(const BenchOptions& o) {
         r.note = dfmp2_unsupported(*probe.backend, precision);
         if (!r.note.empty()) {
           if (!o.allow_fallback) throw UnsupportedError(r.note + "; --allow-fallback marks such runs instead");
-          r.status = "unsupported";
+          r.status = CellStatus::unsupported;
         }
         plan.push_back(r);
       }
@@ -357,7 +358,7 @@ std::vector<Dfmp2Result> run_dfmp2_mode(const BenchOptions& o) {
   }
   std::map<std::string, std::unique_ptr<chem::SyntheticProblem>> problems;
   for (auto& r : plan) {
-    if (r.status != "ok") continue;
+    if (r.status != CellStatus::ok) continue;
     auto& problem = problems[r.shape];
     if (!problem) problem = std::make_unique<chem::SyntheticProblem>(r.dims);
     chem::DfMp2Input input;
@@ -416,7 +417,7 @@ std::vector<Dfmp2Result> run_dfmp2_mode(const BenchOptions& o) {
 const Dfmp2Result* energy_reference(const std::vector<Dfmp2Result>& results, const Dfmp2Result& r) {
   auto find = [&](const std::string& precision, bool same_backend) -> const Dfmp2Result* {
     for (const auto& o : results)
-      if (o.status == "ok" && o.shape == r.shape && o.precision == precision && (!same_backend || o.backend == r.backend))
+      if (o.status == CellStatus::ok && o.shape == r.shape && o.precision == precision && (!same_backend || o.backend == r.backend))
         return &o;
     return nullptr;
   };
@@ -426,7 +427,7 @@ const Dfmp2Result* energy_reference(const std::vector<Dfmp2Result>& results, con
 }
 
 std::string energy_error(const std::vector<Dfmp2Result>& results, const Dfmp2Result& r, bool with_reference) {
-  const Dfmp2Result* ref = r.status == "ok" ? energy_reference(results, r) : nullptr;
+  const Dfmp2Result* ref = r.status == CellStatus::ok ? energy_reference(results, r) : nullptr;
   if (ref == nullptr) return with_reference ? "-" : "";
   const std::string err = fmt::format("{:.3e}", r.correlation - ref->correlation);
   return with_reference ? fmt::format("{} ({} {})", err, ref->backend, ref->precision) : err;
@@ -442,9 +443,9 @@ Table dfmp2_table(const std::vector<Dfmp2Result>& results) {
   for (const auto& s : kSteps) t.columns.push_back("model_" + s + "_s");
   t.columns.push_back("note");
   for (const auto& r : results) {
-    const bool ok = r.status == "ok";
+    const bool ok = r.status == CellStatus::ok;
     std::vector<std::string> row = {r.shape, std::to_string(r.dims.nbasis), std::to_string(r.dims.nocc),
-                                    std::to_string(r.dims.naux), r.backend, r.precision, r.status,
+                                    std::to_string(r.dims.naux), r.backend, r.precision, status_name(r.status),
                                     ok ? std::to_string(r.runs) : "", opt_num(ok, r.wall_median),
                                     opt_num(ok, r.wall_min), opt_num(ok, r.wall_max)};
     for (const auto& s : kSteps) row.push_back(ok ? num(r.step_seconds.at(s)) : "");
@@ -465,8 +466,8 @@ std::string dfmp2_text(const std::vector<Dfmp2Result>& results) {
   std::vector<std::vector<std::string>> rows, modelled;
   for (const auto& r : results) {
     const std::string dims = fmt::format("{}/{}/{}", r.dims.nbasis, r.dims.nocc, r.dims.naux);
-    if (r.status != "ok") {
-      rows.push_back({r.shape, dims, r.backend, r.precision, "unsupported"});
+    if (r.status != CellStatus::ok) {
+      rows.push_back({r.shape, dims, r.backend, r.precision, status_name(r.status)});
       continue;
     }
     std::vector<std::string> row = {r.shape, dims, r.backend, r.precision, std::to_string(r.runs),
@@ -503,7 +504,7 @@ std::vector<Series> dfmp2_series(const std::vector<Dfmp2Result>& results) {
   std::map<std::string, Series> by_label;
   std::vector<std::string> order;
   for (const auto& r : results) {
-    if (r.status != "ok") continue;
+    if (r.status != CellStatus::ok) continue;
     const std::string label = fmt::format("dfmp2 {} {}{}", r.backend, r.precision, r.modelled ? " (modelled)" : "");
     if (!by_label.count(label)) order.push_back(label);
     by_label[label].label = label;
@@ -519,7 +520,8 @@ std::vector<Series> dfmp2_series(const std::vector<Dfmp2Result>& results) {
 
 struct TraceEntryResult {
   const TraceEntry* entry = nullptr;
-  std::string precision, status = "ok", note;
+  std::string precision, note;
+  CellStatus status = CellStatus::ok;
   Timing timing;  // per pass of the entry (its `repeat` calls together)
 };
 
@@ -546,7 +548,7 @@ std::vector<TraceRun> run_trace(const Trace& trace, const BenchOptions& o, const
             throw UnsupportedError(fmt::format("{}: entry '{}': {}; --allow-fallback marks such entries instead",
                                                trace.path, e.label, er.note));
           }
-          er.status = "unsupported";
+          er.status = CellStatus::unsupported;
         }
         run.entries.push_back(er);
       }
@@ -559,7 +561,7 @@ std::vector<TraceRun> run_trace(const Trace& trace, const BenchOptions& o, const
     linalg::Kernels k(*s.backend, log);
     std::vector<PreparedCall> calls;
     for (const auto& er : run.entries) {
-      calls.push_back(er.status == "ok" ? prepare_call(er.entry->call, er.precision == "fp64", o.seed) : PreparedCall{});
+      calls.push_back(er.status == CellStatus::ok ? prepare_call(er.entry->call, er.precision == "fp64", o.seed) : PreparedCall{});
     }
     // Passes over the whole trace: the first is cold (every signature new to this backend instance); `warmup`
     // passes in all are untimed, then `repeat` timed ones.
@@ -573,7 +575,7 @@ std::vector<TraceRun> run_trace(const Trace& trace, const BenchOptions& o, const
       double pass_seconds = 0, pass_model = 0;
       for (std::size_t i = 0; i < run.entries.size(); ++i) {
         auto& er = run.entries[i];
-        if (er.status != "ok") continue;
+        if (er.status != CellStatus::ok) continue;
         // The entry's operand format (fp32, bf16, bf16x3), handed to the backend before each of its calls.
         k.set_matmul_mode(matmul_mode_of(er.precision));
         double entry_seconds = 0;
@@ -619,7 +621,7 @@ std::vector<TraceRun> run_trace(const Trace& trace, const BenchOptions& o, const
     }
     for (std::size_t i = 0; i < run.entries.size(); ++i) {
       auto& t = run.entries[i].timing;
-      if (run.entries[i].status != "ok") continue;
+      if (run.entries[i].status != CellStatus::ok) continue;
       t.calls = o.repeat;
       t.median = median(seconds[i]);
       t.min = *std::min_element(seconds[i].begin(), seconds[i].end());
@@ -652,9 +654,9 @@ Table trace_table(const std::vector<TraceRun>& runs) {
   t.columns.push_back("note");
   auto row_of = [&](const std::string& index, const std::string& label, const std::string& op, const std::string& shape,
                     const std::string& calls, const TraceRun& run, const std::string& precision,
-                    const std::string& status, const Timing& x, const std::string& note) {
-    const bool ok = status == "ok";
-    std::vector<std::string> row = {index, label, op, shape, calls, run.backend, precision, status,
+                    CellStatus status, const Timing& x, const std::string& note) {
+    const bool ok = status == CellStatus::ok;
+    std::vector<std::string> row = {index, label, op, shape, calls, run.backend, precision, status_name(status),
                                     ok ? std::to_string(x.calls) : "", opt_num(ok, x.median), opt_num(ok, x.min),
                                     opt_num(ok, x.max),
                                     ok && x.flops > 0 && x.median > 0 ? num(x.flops / x.median / 1e9) : ""};
@@ -669,7 +671,7 @@ Table trace_table(const std::vector<TraceRun>& runs) {
       row_of(std::to_string(i + 1), er.entry->label, er.entry->call.op, er.entry->call.shape_label(),
              std::to_string(er.entry->repeat), run, er.precision, er.status, er.timing, er.note);
     }
-    row_of("total", "total", "", "", "", run, run.precision, "ok", run.total, "");
+    row_of("total", "total", "", "", "", run, run.precision, CellStatus::ok, run.total, "");
   }
   return t;
 }
@@ -684,8 +686,8 @@ std::string trace_text(const Trace& trace, const std::vector<TraceRun>& runs) {
       const Timing& x = er.timing;
       std::vector<std::string> row = {std::to_string(i + 1), er.entry->label, er.entry->call.op,
                                       er.entry->call.shape_label(), std::to_string(er.entry->repeat), er.precision};
-      if (er.status != "ok") {
-        row.push_back("unsupported");
+      if (er.status != CellStatus::ok) {
+        row.push_back(status_name(er.status));
       } else {
         row.push_back(ms(x.median));
         row.push_back(x.modelled ? ms(x.cold.total) : "-");

@@ -58,9 +58,14 @@ struct CallSpec {
   std::string shape_label() const;  // "m x n x k" etc., as the tables print it
 };
 
+// Whether a cell (kernel, DF-MP2 shape, trace entry) ran: ok, or unsupported (reported instead of failing with
+// --allow-fallback). status_name() is what the tables, CSV and JSON print.
+enum class CellStatus { ok, unsupported };
+inline const char* status_name(CellStatus s) { return s == CellStatus::ok ? "ok" : "unsupported"; }
+
 // Measured and (device models) modelled time of one kernel cell or trace entry.
 struct Timing {
-  std::string status = "ok";   // "ok", or "unsupported" (with --allow-fallback)
+  CellStatus status = CellStatus::ok;
   std::string note;            // why it is unsupported
   int calls = 0;               // timed calls
   double median = 0, min = 0, max = 0;  // measured host seconds per call (or per pass of a trace entry)
