@@ -372,7 +372,7 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
       const chem::BlockPlan bp = within_memory(plan, plan.baseline + later, [&] {
         return chem::plan_blocks(pr.form, pr.form == chem::ThreeIndexForm::ao ? pr.nbf : 0, pr.nocc, nact, nvir,
                                  pr.naux, mp2_budget, precision, input.metric, input.screening.enabled,
-                                 input.mp2_storage);
+                                 input.mp2_storage, chem::working_copies_of(*backend, precision, input.step_modes));
       });
       if (bp.peak_bytes > largest.peak_bytes) largest = bp;
     }

@@ -150,17 +150,28 @@ std::map<std::string, linalg::MatmulMode> step_matmul_modes(Precision precision,
   return modes;
 }
 
+double working_copies_of(const linalg::Backend& backend, Precision precision,
+                         const std::map<std::string, linalg::MatmulMode>& step_modes) {
+  double copies = 0;
+  for (const auto& [step, mode] : step_matmul_modes(precision, step_modes))
+    copies = std::max(copies, backend.working_copies(mode));
+  return copies;
+}
+
 BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, Index nvir, Index naux,
                       double memory_bytes, Precision precision, MetricMethod metric, bool screening,
-                      Mp2Storage storage) {
-  const double w = work_bytes(precision), f = fit_bytes(precision);
+                      Mp2Storage storage, double working_copies) {
+  const double w = work_bytes(precision), f = fit_bytes(precision), copies = working_copies;
   const double fitted = w * double(nact) * double(nvir) * double(naux);
   // The metric factor, plus the temporaries of an inverse square root (eigh: eigenvectors scaled; Newton-Schulz:
   // four iterates), which are gone before the transformation starts but count towards the peak.
   const double metric_bytes = f * double(naux) * double(naux);
-  const double inverse_sqrt_bytes = metric_bytes * (metric == MetricMethod::eigh            ? 1.0
-                                                    : metric == MetricMethod::newton_schulz ? 4.0
-                                                                                            : 0.0);
+  // A backend's working copies (device models) of the factor as it is made, and again by the fitting's TRSM.
+  const double inverse_sqrt_bytes = metric_bytes * ((metric == MetricMethod::eigh            ? 1.0
+                                                     : metric == MetricMethod::newton_schulz ? 4.0
+                                                                                             : 0.0) +
+                                                    copies);
+  const double fit_fixed = copies * metric_bytes;
   const double orbitals = w * double(nbf) * double(nact + nvir);
   // Per auxiliary function in the transformation: the AO block as read (double), its converted copy and the
   // half-transformed block; or the MO block as stored (all occupied orbitals, before the frozen core is dropped).
@@ -168,11 +179,12 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
   // block is also held before it is written.
   const double per_aux_base = form == ThreeIndexForm::ao
                                   ? double(nbf) * (8.0 * double(nbf) + (w == 8.0 ? 0.0 : w * double(nbf)) +
-                                                   w * double(nact) + (screening ? 1.25 * w * double(nbf) : 0.0))
+                                                   w * double(nact) + (screening ? 1.25 * w * double(nbf) : 0.0) +
+                                                   copies * w * double(nbf + nact))
                                   : 8.0 * double(nocc) * double(nvir);
-  // Fitting in row chunks needs an input and an output row buffer in F (at most).
-  const bool chunked_fit = metric != MetricMethod::cholesky || w != f;
-  const double per_fit_row = chunked_fit ? 2.0 * f * double(naux) : 0.0;
+  // Fitting in row chunks needs an input and an output row buffer in F (at most), and the backend's copies of a row.
+  const bool chunked_fit = metric != MetricMethod::cholesky || w != f || copies > 0;
+  const double per_fit_row = chunked_fit ? (2.0 + copies) * f * double(naux) : 0.0;
   const Index rows = nact * nvir;
 
   auto plan_for = [&](Mp2Storage s) {
@@ -183,15 +195,18 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
     const double per_aux = per_aux_base + (scratch ? 2.0 * w * double(rows) : 0.0);
     // Occupied blocks: memory storage needs only the pair product G (nb nvir)^2; scratch also B_I and two B_J
     // (the next one is read while the current one is used) and, to fit a block, its rows in F and W.
+    // A backend's working copies cover the product G and both of its operand blocks.
     auto pair_need = [&](double nb) {
       const double g = w * std::pow(nb * double(nvir), 2);
-      if (!scratch) return g;
+      const double copied = copies * (g + 2.0 * w * nb * double(nvir) * double(naux));
+      if (!scratch) return g + copied;
       const double blocks = 3.0 * w * nb * double(nvir) * double(naux);
-      const double fit = nb * double(nvir) * double(naux) * (w + (chunked_fit ? 2.0 * f : 0.0));
-      return std::max(g + blocks, fit);
+      const double fit = nb * double(nvir) * double(naux) * (w + (chunked_fit ? (2.0 + copies) * f : 0.0)) + fit_fixed;
+      return std::max(g + blocks + copied, fit);
     };
     const double available = memory_bytes - plan.fixed_bytes;
-    const double phase_min = std::max({per_aux, pair_need(1.0), scratch ? 0.0 : per_fit_row, inverse_sqrt_bytes});
+    const double phase_min =
+        std::max({per_aux, pair_need(1.0), scratch ? 0.0 : per_fit_row + fit_fixed, inverse_sqrt_bytes});
     if (available < phase_min) {
       const char* phase = phase_min == per_aux ? "MP2 transformation" : phase_min == pair_need(1.0) ? "MP2 pair energies"
                           : phase_min == inverse_sqrt_bytes                                       ? "MP2 metric"
@@ -208,8 +223,9 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
     }
     plan.aux_block = std::clamp<Index>(static_cast<Index>(available / per_aux), 1, std::max<Index>(naux, 1));
     // Fitting chunks beyond a few thousand rows gain nothing in GEMM speed.
-    plan.fit_rows = chunked_fit ? std::clamp<Index>(static_cast<Index>(available / std::max(per_fit_row, 1.0)), 1,
-                                                    std::clamp<Index>(rows, 1, 8192))
+    plan.fit_rows = chunked_fit ? std::clamp<Index>(static_cast<Index>((available - fit_fixed) /
+                                                                       std::max(per_fit_row, 1.0)),
+                                                    1, std::clamp<Index>(rows, 1, 8192))
                                 : rows;
     // At least four occupied blocks (ten block pairs) once there are 32 or more active orbitals: the pair list is
     // the unit of work (the pair loop runs them in order on one thread, each pair's GEMM and reduction using the
@@ -221,8 +237,9 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
     plan.occupied_block = nb;
     if (scratch) plan.fit_rows = nb * nvir;  // on scratch a whole occupied block is fitted at once
     plan.transform_bytes = per_aux * double(plan.aux_block);
-    plan.fitting_bytes = scratch ? nb * double(nvir) * double(naux) * (w + (chunked_fit ? 2.0 * f : 0.0))
-                                 : per_fit_row * double(plan.fit_rows);
+    plan.fitting_bytes = scratch ? nb * double(nvir) * double(naux) * (w + (chunked_fit ? (2.0 + copies) * f : 0.0)) +
+                                       fit_fixed
+                                 : per_fit_row * double(plan.fit_rows) + fit_fixed;
     plan.pair_bytes = pair_need(double(nb));
     plan.peak_bytes = plan.fixed_bytes + std::max({plan.transform_bytes, plan.fitting_bytes, plan.pair_bytes,
                                                    inverse_sqrt_bytes});
@@ -376,7 +393,7 @@ void fit(MatrixT<W>& a, const MatrixT<F>& factor, MetricMethod metric, const Blo
          linalg::Kernels& kernels) {
   const Index rows = a.rows(), naux = a.cols();
   if constexpr (std::is_same_v<W, F>) {
-    if (metric == MetricMethod::cholesky) {
+    if (metric == MetricMethod::cholesky && plan.fit_rows >= rows) {
       kernels.trsm(step_name(Mp2Step::fitting), linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, F(1),
                    linalg::view(factor), linalg::view(a));
       return;
@@ -672,7 +689,8 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg:
     throw std::logic_error("run_dfmp2: screening applies to AO-form integrals only");
   }
   result.plan = plan_blocks(in.three_index->form(), nbf, nocc, nact, nvir, result.naux, options.memory_bytes,
-                            options.precision, options.metric, options.screening.enabled, options.storage);
+                            options.precision, options.metric, options.screening.enabled, options.storage,
+                            working_copies_of(kernels.backend(), options.precision, options.step_modes));
   if (result.plan.storage == Mp2Storage::scratch) {
     check_scratch_folder(options.scratch_folder);
     const double free = free_bytes(options.scratch_folder);

@@ -134,11 +134,16 @@ struct BlockPlan {
 };
 
 // Picks the storage and block sizes so the working set stays under `memory_bytes`; throws ResourceError when even
-// the smallest blocks do not fit, naming the phase and what is needed.
+// the smallest blocks do not fit, naming the phase and what is needed. `working_copies`: what the backend allocates
+// per call beyond its operands (working_copies_of), counted in every phase; with copies, the fitting runs in row
+// chunks so that they are copies of a chunk, not of the whole fitted tensor.
 BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, linalg::Index nocc, linalg::Index nact,
                       linalg::Index nvir, linalg::Index naux, double memory_bytes,
                       Precision precision = Precision::fp64, MetricMethod metric = MetricMethod::cholesky,
-                      bool screening = false, Mp2Storage storage = Mp2Storage::automatic);
+                      bool screening = false, Mp2Storage storage = Mp2Storage::automatic, double working_copies = 0);
+// The largest Backend::working_copies over the operand formats a run of `precision` uses on `backend`.
+double working_copies_of(const linalg::Backend& backend, Precision precision,
+                         const std::map<std::string, linalg::MatmulMode>& step_modes);
 
 // Block pairs I >= J over `nact` active occupied orbitals in blocks of `block`.
 std::vector<OccupiedBlockPair> occupied_block_pairs(linalg::Index nact, linalg::Index block);

@@ -101,6 +101,14 @@ class Backend {
   virtual const ModelledTime* last_modelled() const { return nullptr; }
   // (optional) Peak Tensor Engine rate in flop/s for the current operand precision, for "achieved vs peak".
   virtual double peak_flops() const { return 0; }
+  // (optional) Host memory a call allocates beyond its operands and result, in copies of the arrays it touches: the
+  // device models emulate the device on the host with a copy of each operand part (bf16: one, bf16x3: two) and an
+  // fp32 accumulator or working copy (TRSM and Cholesky copy their matrices). The DF-MP2 memory plan counts it.
+  // 0: the backend works in place (BLAS).
+  virtual double working_copies(MatmulMode mode) const {
+    (void)mode;
+    return 0;
+  }
   // (optional) The operand format of the float ops that follow (MatmulMode). A backend without a mode refuses it
   // (UnsupportedError), never ignores it.
   virtual bool supports_matmul_mode(MatmulMode mode) const { return mode == MatmulMode::fp32; }

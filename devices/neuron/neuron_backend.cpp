@@ -148,6 +148,10 @@ class NeuronBackend final : public linalg::Backend {
   const linalg::ModelledTime* last_modelled() const override { return &last_; }
   double peak_flops() const override { return p_.peak_flops(mode_); }
   bool supports_matmul_mode(MatmulMode) const override { return true; }
+  // The accumulator (or TRSM/Cholesky working copy), plus the operand parts of the mode (operand_parts).
+  double working_copies(MatmulMode mode) const override {
+    return mode == MatmulMode::fp32 ? 1.0 : mode == MatmulMode::bf16 ? 2.0 : 3.0;
+  }
   void set_matmul_mode(MatmulMode mode) override { mode_ = mode; }
 
   // fp64: the Tensor Engine has none.

@@ -165,6 +165,26 @@ TEST(PlanBlocks, WorkingSetStaysUnderMemory) {
   EXPECT_EQ(big.occupied_block, 5);
 }
 
+// A backend that works on copies (the device models' emulation) gets smaller blocks and a chunked fitting, and the
+// plan still counts its copies within `memory`.
+TEST(PlanBlocks, BackendWorkingCopiesAreCounted) {
+  using dfmp2::chem::Mp2Storage;
+  using dfmp2::chem::Precision;
+  const auto ao = dfmp2::chem::ThreeIndexForm::ao;
+  const auto chol = dfmp2::chem::MetricMethod::cholesky;
+  const auto plain = dfmp2::chem::plan_blocks(ao, 384, 80, 80, 304, 1344, 0.4e9, Precision::fp32, chol, false,
+                                              Mp2Storage::memory, 0.0);
+  const auto copied = dfmp2::chem::plan_blocks(ao, 384, 80, 80, 304, 1344, 0.4e9, Precision::fp32, chol, false,
+                                               Mp2Storage::memory, 3.0);
+  EXPECT_EQ(plain.fit_rows, 80 * 304) << "BLAS fits the whole tensor in place";
+  EXPECT_LT(copied.fit_rows, 80 * 304) << "copies of a row chunk, not of the fitted tensor";
+  EXPECT_LT(copied.occupied_block, plain.occupied_block);
+  EXPECT_LE(copied.peak_bytes, 0.4e9);
+  // What the copies add is in the phase's bytes: G and both operand blocks, three times over.
+  const double nb = double(copied.occupied_block), g = 4.0 * std::pow(nb * 304, 2);
+  EXPECT_DOUBLE_EQ(copied.pair_bytes, g + 3.0 * (g + 2.0 * 4.0 * nb * 304 * 1344));
+}
+
 TEST(OccupiedBlockPairs, CoverEveryPairOnce) {
   for (Index nact : {1, 5, 7, 80}) {
     for (Index block : {1, 2, 3, 7, 100}) {
