@@ -47,15 +47,6 @@ const std::vector<std::string> kSyntheticKeys = {"shape", "nbasis", "nocc", "nau
 const std::vector<std::string> kMetricKeys = {"method", "threshold", "tolerance", "max_iterations"};
 
 
-std::optional<long long> as_integer(const std::string& s) {
-  static const std::regex integer(R"(^\s*[+-]?[0-9]+\s*$)");
-  if (!std::regex_match(s, integer)) return std::nullopt;
-  try {
-    return std::stoll(s);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
 
 // YAML node -> JSON, keeping scalars' types as YAML would resolve them (for the results file's echo).
 nlohmann::json to_json(const YAML::Node& node) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <regex>
 #include <stdexcept>
 
 #include "linalg/errors.hpp"
@@ -45,6 +46,26 @@ std::optional<bool> as_bool(const std::string& s) {
   return std::nullopt;
 }
 
+std::optional<long long> as_integer(const std::string& s) {
+  static const std::regex integer(R"(^\s*[+-]?[0-9]+\s*$)");
+  if (!std::regex_match(s, integer)) return std::nullopt;
+  try {
+    return std::stoll(s);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<double> as_number(const std::string& s) {
+  std::size_t used = 0;
+  try {
+    const double v = std::stod(s, &used);
+    if (used == s.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
 std::string YamlReader::where(const YAML::Node& node) const {
   const YAML::Mark m = node.Mark();
   if (m.line < 0) return file_;
@@ -77,30 +98,16 @@ bool YamlReader::boolean(const YAML::Node& node, const std::string& key) const {
 
 long long YamlReader::integer(const YAML::Node& node, const std::string& key, long long min) const {
   const std::string s = scalar(node, key, "an integer");
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size() || v < min) {
-    fail(node, fmt::format("key '{}': expected an integer >= {}, got '{}'", key, min, s));
-  }
-  return v;
+  const auto v = as_integer(s);
+  if (!v || *v < min) fail(node, fmt::format("key '{}': expected an integer >= {}, got '{}'", key, min, s));
+  return *v;
 }
 
 double YamlReader::number(const YAML::Node& node, const std::string& key) const {
   const std::string s = scalar(node, key, "a number");
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size()) fail(node, fmt::format("key '{}': expected a number, got '{}'", key, s));
-  return v;
+  const auto v = as_number(s);
+  if (!v) fail(node, fmt::format("key '{}': expected a number, got '{}'", key, s));
+  return *v;
 }
 
 std::filesystem::path YamlReader::resolve(const std::string& path) const {

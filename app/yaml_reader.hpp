@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "linalg/name_table.hpp"
+
 namespace dfmp2::app {
 
 // Levenshtein distance, for suggestions.
@@ -20,6 +22,10 @@ std::size_t edit_distance(const std::string& a, const std::string& b);
 std::optional<std::string> nearest(const std::string& word, const std::vector<std::string>& candidates);
 // The one boolean rule of every YAML file dfmp2 reads: true/yes/on and false/no/off, in any case.
 std::optional<bool> as_bool(const std::string& s);
+// A whole string that is an integer (surrounding blanks allowed) or a number (as strtod reads it, finite or not);
+// nullopt otherwise, and for an integer out of range. Also for command-line values.
+std::optional<long long> as_integer(const std::string& s);
+std::optional<double> as_number(const std::string& s);
 
 class YamlReader {
  public:
@@ -42,12 +48,8 @@ class YamlReader {
   // One of an enum's names (its table, as chem::precision_names()): "key 'K': unknown NOUN 'x' (did you mean
   // 'y'?) (expected one of a, b, c)".
   template <class E>
-  E choice(const YAML::Node& node, const std::string& key, const std::vector<std::pair<E, std::string>>& table,
-           const char* noun) const {
-    std::vector<std::string> names;
-    for (const auto& [value, name] : table) names.push_back(name);
-    const std::size_t i = choice_index(node, key, names, noun);
-    return table[i].first;
+  E choice(const YAML::Node& node, const std::string& key, const linalg::NameTable<E>& table, const char* noun) const {
+    return table[choice_index(node, key, linalg::names_of(table), noun)].first;
   }
   // The same for a plain list of names: the index of the one given.
   std::size_t choice_index(const YAML::Node& node, const std::string& key, const std::vector<std::string>& names,

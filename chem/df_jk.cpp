@@ -1,4 +1,5 @@
 #include "chem/df_jk.hpp"
+#include "linalg/name_table.hpp"
 
 #include <fmt/format.h>
 
@@ -22,19 +23,15 @@ using linalg::MatrixView;
 using linalg::Stopwatch;
 using linalg::Trans;
 
-const std::vector<std::pair<JkStorage, std::string>>& jk_storage_names() {
-  static const std::vector<std::pair<JkStorage, std::string>> t = {{JkStorage::automatic, "auto"},
+const linalg::NameTable<JkStorage>& jk_storage_names() {
+  static const linalg::NameTable<JkStorage> t = {{JkStorage::automatic, "auto"},
                                                                     {JkStorage::memory, "memory"},
                                                                     {JkStorage::scratch, "scratch"},
                                                                     {JkStorage::recompute, "recompute"}};
   return t;
 }
 
-std::string jk_storage_name(JkStorage s) {
-  for (const auto& [v, name] : jk_storage_names())
-    if (v == s) return name;
-  return "?";
-}
+std::string jk_storage_name(JkStorage s) { return linalg::name_in(jk_storage_names(), s); }
 
 namespace {
 

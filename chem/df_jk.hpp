@@ -27,7 +27,7 @@
 namespace dfmp2::chem {
 
 enum class JkStorage { automatic, memory, scratch, recompute };
-const std::vector<std::pair<JkStorage, std::string>>& jk_storage_names();  // the one name table
+const linalg::NameTable<JkStorage>& jk_storage_names();  // the one name table
 std::string jk_storage_name(JkStorage s);
 
 struct DfJkOptions {

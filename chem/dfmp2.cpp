@@ -68,8 +68,8 @@ void require_finite(const std::string& step, const char* what, const T* data, In
 
 }  // namespace
 
-const std::vector<std::pair<Precision, std::string>>& precision_names() {
-  static const std::vector<std::pair<Precision, std::string>> t = {{Precision::fp64, "fp64"},
+const linalg::NameTable<Precision>& precision_names() {
+  static const linalg::NameTable<Precision> t = {{Precision::fp64, "fp64"},
                                                                     {Precision::fp32, "fp32"},
                                                                     {Precision::mixed, "mixed"},
                                                                     {Precision::bf16, "bf16"},
@@ -77,33 +77,24 @@ const std::vector<std::pair<Precision, std::string>>& precision_names() {
   return t;
 }
 
-const std::vector<std::pair<MetricMethod, std::string>>& metric_names() {
-  static const std::vector<std::pair<MetricMethod, std::string>> t = {
+const linalg::NameTable<MetricMethod>& metric_names() {
+  static const linalg::NameTable<MetricMethod> t = {
       {MetricMethod::cholesky, "cholesky"}, {MetricMethod::eigh, "eigh"}, {MetricMethod::newton_schulz, "newton-schulz"}};
   return t;
 }
 
-const std::vector<std::pair<Mp2Storage, std::string>>& mp2_storage_names() {
-  static const std::vector<std::pair<Mp2Storage, std::string>> t = {
+const linalg::NameTable<Mp2Storage>& mp2_storage_names() {
+  static const linalg::NameTable<Mp2Storage> t = {
       {Mp2Storage::automatic, "auto"}, {Mp2Storage::memory, "memory"}, {Mp2Storage::scratch, "scratch"}};
   return t;
 }
 
-namespace {
-template <class E>
-std::string name_in(const std::vector<std::pair<E, std::string>>& table, E value) {
-  for (const auto& [v, name] : table)
-    if (v == value) return name;
-  return "?";
-}
-}  // namespace
+std::string precision_name(Precision p) { return linalg::name_in(precision_names(), p); }
+std::string metric_name(MetricMethod m) { return linalg::name_in(metric_names(), m); }
+std::string mp2_storage_name(Mp2Storage s) { return linalg::name_in(mp2_storage_names(), s); }
 
-std::string precision_name(Precision p) { return name_in(precision_names(), p); }
-std::string metric_name(MetricMethod m) { return name_in(metric_names(), m); }
-std::string mp2_storage_name(Mp2Storage s) { return name_in(mp2_storage_names(), s); }
-
-const std::vector<std::pair<Mp2Step, std::string>>& mp2_step_names() {
-  static const std::vector<std::pair<Mp2Step, std::string>> t = {{Mp2Step::metric, "metric"},
+const linalg::NameTable<Mp2Step>& mp2_step_names() {
+  static const linalg::NameTable<Mp2Step> t = {{Mp2Step::metric, "metric"},
                                                                   {Mp2Step::transform, "transform"},
                                                                   {Mp2Step::fitting, "fitting"},
                                                                   {Mp2Step::pair_energy, "pair_energy"}};
@@ -117,11 +108,7 @@ const std::string& step_name(Mp2Step step) {
 }
 
 const std::vector<std::string>& matmul_steps() {
-  static const std::vector<std::string> steps = [] {
-    std::vector<std::string> out;
-    for (const auto& [s, name] : mp2_step_names()) out.push_back(name);
-    return out;
-  }();
+  static const std::vector<std::string> steps = linalg::names_of(mp2_step_names());
   return steps;
 }
 

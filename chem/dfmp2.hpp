@@ -27,6 +27,7 @@
 #include "chem/three_index_source.hpp"
 #include "linalg/inverse_sqrt.hpp"
 #include "linalg/kernels.hpp"
+#include "linalg/name_table.hpp"
 
 namespace dfmp2::chem {
 
@@ -39,14 +40,14 @@ enum class MetricMethod { cholesky, eigh, newton_schulz };
 enum class Mp2Storage { automatic, memory, scratch };
 // Each enum's names, in one table that both the input parser and the report read (an enum is never cast from a
 // list position).
-const std::vector<std::pair<Precision, std::string>>& precision_names();
-const std::vector<std::pair<MetricMethod, std::string>>& metric_names();
-const std::vector<std::pair<Mp2Storage, std::string>>& mp2_storage_names();
+const linalg::NameTable<Precision>& precision_names();
+const linalg::NameTable<MetricMethod>& metric_names();
+const linalg::NameTable<Mp2Storage>& mp2_storage_names();
 std::string precision_name(Precision p);
 // The DF-MP2 steps, in pipeline order, as the kernel log, the timing tables and the device precisions name them
 // (step_name): one name table, so no caller spells a step itself.
 enum class Mp2Step { metric, transform, fitting, pair_energy };
-const std::vector<std::pair<Mp2Step, std::string>>& mp2_step_names();
+const linalg::NameTable<Mp2Step>& mp2_step_names();
 const std::string& step_name(Mp2Step step);
 // The names of the steps whose float products a device runs in a MatmulMode: all four, in pipeline order.
 const std::vector<std::string>& matmul_steps();

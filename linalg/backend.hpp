@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "linalg/errors.hpp"
+#include "linalg/name_table.hpp"
 #include "linalg/matrix_view.hpp"
 #include "linalg/ops.hpp"
 #include "linalg/sparse.hpp"
@@ -39,8 +40,8 @@ constexpr const char* matmul_mode_name(MatmulMode mode) {
   return mode == MatmulMode::fp32 ? "fp32" : mode == MatmulMode::bf16 ? "bf16" : "bf16x3";
 }
 // The name table (for parsers): every mode with its name.
-inline const std::vector<std::pair<MatmulMode, std::string>>& matmul_mode_names() {
-  static const std::vector<std::pair<MatmulMode, std::string>> t = {
+inline const NameTable<MatmulMode>& matmul_mode_names() {
+  static const NameTable<MatmulMode> t = {
       {MatmulMode::fp32, "fp32"}, {MatmulMode::bf16, "bf16"}, {MatmulMode::bf16x3, "bf16x3"}};
   return t;
 }

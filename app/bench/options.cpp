@@ -43,17 +43,9 @@ std::vector<std::string> split_list(const std::string& text) {
 std::vector<linalg::Index> parse_sizes(const std::string& flag, const std::vector<std::string>& items) {
   std::vector<linalg::Index> out;
   for (const auto& s : items) {
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != s.size() || v < 1 || v > 65536) {
-      throw InputError(fmt::format("{}: expected sizes from 1 to 65536, got '{}'", flag, s));
-    }
-    out.push_back(static_cast<linalg::Index>(v));
+    const auto v = as_integer(s);
+    if (!v || *v < 1 || *v > 65536) throw InputError(fmt::format("{}: expected sizes from 1 to 65536, got '{}'", flag, s));
+    out.push_back(static_cast<linalg::Index>(*v));
   }
   if (out.empty()) throw InputError(fmt::format("{}: expected at least one size", flag));
   return out;
@@ -62,17 +54,9 @@ std::vector<linalg::Index> parse_sizes(const std::string& flag, const std::vecto
 std::vector<double> parse_densities(const std::string& flag, const std::vector<std::string>& items) {
   std::vector<double> out;
   for (const auto& s : items) {
-    std::size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != s.size() || !(v > 0 && v <= 1)) {
-      throw InputError(fmt::format("{}: expected densities in (0, 1], got '{}'", flag, s));
-    }
-    out.push_back(v);
+    const auto v = as_number(s);
+    if (!v || !(*v > 0 && *v <= 1)) throw InputError(fmt::format("{}: expected densities in (0, 1], got '{}'", flag, s));
+    out.push_back(*v);
   }
   if (out.empty()) throw InputError(fmt::format("{}: expected at least one density", flag));
   return out;
