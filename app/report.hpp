@@ -22,9 +22,9 @@ std::string format_comparison(const Calculation& calc);
 const BackendRun* fp64_run(const Calculation& calc, const std::string& backend);
 // The fp64 run a run's energy is compared with: the same backend's, else the first fp64 run of any backend.
 const BackendRun* fp64_reference(const Calculation& calc, const BackendRun& run);
-// The run a run's accuracy is judged against (nullptr for an fp64 run): its fp64 reference (fp64_reference); else, for a run in a lower
-// precision than fp32 (bf16, bf16x3), the same backend's fp32 run, else the first fp32 run; else nullptr (the run
-// is its own best reference). A bf16 or bf16x3 energy is never printed without its error when one exists.
+// The run a run's accuracy is judged against: none for an fp64 run; else its fp64 reference (fp64_reference);
+// else, for a run in a lower precision than fp32 (bf16, bf16x3), the same backend's fp32 run, else the first fp32
+// run; else nullptr. A bf16 or bf16x3 energy is never printed without its error when one exists.
 const BackendRun* accuracy_reference(const Calculation& calc, const BackendRun& run);
 // "eigen fp64", say.
 std::string run_label(const BackendRun& run);
