@@ -457,9 +457,8 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
       run.backend = backend->name();
       run.details = backend->details();
       // The peak of the mode where the flops are (the pair energies); checked above: the backend has the mode.
-      backend->set_matmul_mode(chem::step_matmul_modes(precision, input.step_modes).at(chem::step_name(chem::Mp2Step::pair_energy)));
-      run.peak_flops = backend->peak_flops();
-      backend->set_matmul_mode(linalg::MatmulMode::fp32);
+      run.peak_flops = backend->peak_flops(
+          chem::step_matmul_modes(precision, input.step_modes).at(chem::step_name(chem::Mp2Step::pair_energy)));
       run.precision = precision;
       options.precision = precision;
       options.step_modes = input.step_modes;

@@ -32,7 +32,7 @@
 
 #include "app/input.hpp"
 #include "devices/registry.hpp"
-#include "linalg/cost.hpp"
+#include "linalg/op_call.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/inverse_sqrt.hpp"
 #include "linalg/kernel_log.hpp"

@@ -1,31 +1,28 @@
 #pragma once
 // The linear-algebra backend interface. Every backend (devices/<name>/) implements it; chemistry code never
-// sees a backend's own headers, only this interface through linalg::Kernels, which checks shapes, counts
-// flops and times each call before handing it to the backend.
+// sees a backend's own headers, only this interface through linalg::Kernels, which refuses unsupported ops,
+// counts flops and times each call. What each op computes, its shape check and its cost are in its descriptor
+// (linalg/ops/<op>.hpp); OpCall (linalg/op_call.hpp) is the one value a backend receives.
 //
-// All matrices are column-major views, of double (fp64) or float (fp32). Semantics follow BLAS/LAPACK exactly:
-//   gemm          C = alpha op(A) op(B) + beta C
-//   gemm_batched  the same for `count` problems whose operands start `stride_*` elements apart
-//   syrk          C = alpha A A^T + beta C (Trans::no) or alpha A^T A + beta C (Trans::yes); only the `uplo`
-//                 triangle of C is referenced and written
-//   trsm          solves op(A) X = alpha B (Side::left) or X op(A) = alpha B (Side::right); X overwrites B
-//   cholesky      A = L L^T (Uplo::lower, L overwrites the lower triangle) or U^T U (upper); throws
-//                 NumericalError naming the failing leading minor when A is not positive definite
-//   eigh          symmetric eigendecomposition from the lower triangle of A: eigenvalues ascending in `w`,
-//                 orthonormal eigenvectors overwrite A (column k belongs to w[k])
-//   spmm          C = alpha op(S) B + beta C with S sparse (CsrMatrix or BsrMatrix of linalg/sparse.hpp, already
-//                 validated), B and C dense; op(S) = S (Trans::no) or S^T (Trans::yes)
-// With alpha == 0 the operands are not read; with beta == 0, C is not read.
+// A backend derives from BackendOf<Impl> and writes, for each op it has, one template
+//     template <class T> void exec(const Gemm<T>& call, MatmulMode mode);     // (or returning ModelledTime)
+// (or only the element type it has). BackendOf routes each OpCall to it, and derives supports() from which
+// exec overloads exist, so an op a backend lacks needs no code in it and no code in the test fakes.
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <optional>
+#include <type_traits>
+#include <variant>
+
+#include <fmt/format.h>
+
 #include "linalg/errors.hpp"
 #include "linalg/name_table.hpp"
 #include "linalg/matrix_view.hpp"
-#include "linalg/ops.hpp"
-#include "linalg/sparse.hpp"
+#include "linalg/op_call.hpp"
 
 namespace dfmp2::linalg {
 
@@ -45,12 +42,6 @@ inline const NameTable<MatmulMode>& matmul_mode_names() {
       {MatmulMode::fp32, "fp32"}, {MatmulMode::bf16, "bf16"}, {MatmulMode::bf16x3, "bf16x3"}};
   return t;
 }
-
-struct BatchStrides {
-  Index a = 0;  // 0 means every problem shares the same operand
-  Index b = 0;
-  Index c = 0;
-};
 
 // What one call would have cost on a modelled device, in seconds, by component. Device models (devices/neuron/)
 // fill it in for every call; CPU backends have none. `total` is what the caller waits after the overlaps the
@@ -84,6 +75,12 @@ struct ModelledTime {
   }
 };
 
+// What a call reports beyond its result: the device-only facet. Device models fill in the modelled cost of the
+// call; CPU backends leave it empty.
+struct CallFacet {
+  std::optional<ModelledTime> modelled;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -93,15 +90,21 @@ class Backend {
   virtual std::string details() const { return {}; }
   // What the backend can do, asked before a call rather than discovered by a failure deep inside it.
   virtual bool supports(Op op, DType dtype) const = 0;
+  // (optional) Why an op is not supported, for the error message ("" when there is nothing to add).
+  virtual std::string unsupported_reason(Op op, DType dtype) const {
+    (void)op, (void)dtype;
+    return {};
+  }
   // Threads the backend may use for one call; 0 leaves the library's own default.
   virtual void set_threads(int threads) = 0;
   // (optional) Lets go of idle resources such as spinning worker threads, so that whatever runs next (another
   // backend) has the cores to itself. The backend takes them up again on its next call.
   virtual void release() {}
-  // (optional) Device models: the modelled cost of the most recent call, or nullptr for a CPU backend.
-  virtual const ModelledTime* last_modelled() const { return nullptr; }
-  // (optional) Peak Tensor Engine rate in flop/s for the current operand precision, for "achieved vs peak".
-  virtual double peak_flops() const { return 0; }
+  // (optional) Peak Tensor Engine rate in flop/s for an operand format, for "achieved vs peak"; 0 for a CPU.
+  virtual double peak_flops(MatmulMode mode) const {
+    (void)mode;
+    return 0;
+  }
   // (optional) Host memory a call allocates beyond its operands and result, in copies of the arrays it touches: the
   // device models emulate the device on the host with a copy of each operand part (bf16: one, bf16x3: two) and an
   // fp32 accumulator or working copy (TRSM and Cholesky copy their matrices). The DF-MP2 memory plan counts it.
@@ -110,43 +113,72 @@ class Backend {
     (void)mode;
     return 0;
   }
-  // (optional) The operand format of the float ops that follow (MatmulMode). A backend without a mode refuses it
-  // (UnsupportedError), never ignores it.
+  // (optional) The operand formats the backend has for fp32 ops (MatmulMode). CPU backends: fp32 only.
   virtual bool supports_matmul_mode(MatmulMode mode) const { return mode == MatmulMode::fp32; }
-  virtual void set_matmul_mode(MatmulMode mode) {
-    if (mode != MatmulMode::fp32) {
-      throw UnsupportedError("backend '" + name() + "' has no " + matmul_mode_name(mode) +
-                             " arithmetic (bf16 and bf16x3 are for the device models trn1 and trn2; use precision "
-                             "fp32 or fp64)");
+
+  // Runs one op: checks its shapes (the descriptor's check(): std::logic_error on a mismatch) and the operand
+  // format (`mode` applies to fp32 calls; UnsupportedError when the backend lacks it), then hands it to the
+  // backend. UnsupportedError for an op the backend does not support.
+  CallFacet run(const OpCall& call, MatmulMode mode = MatmulMode::fp32) {
+    std::visit([](const auto& args) { args.check(); }, call);
+    if (mode != MatmulMode::fp32 && (dtype_of(call) != DType::fp32 || !supports_matmul_mode(mode))) {
+      throw UnsupportedError(fmt::format("backend '{}' has no {} arithmetic for {} {} (bf16 and bf16x3 are fp32 "
+                                         "operand formats of the device models trn1 and trn2)",
+                                         name(), matmul_mode_name(mode), dtype_name(dtype_of(call)),
+                                         op_name(op_of(call))));
     }
+    return execute(call, mode);
   }
 
-  virtual void gemm(Trans ta, Trans tb, double alpha, ConstMatrixView a, ConstMatrixView b, double beta,
-                    MatrixView c) = 0;
-  virtual void gemm(Trans ta, Trans tb, float alpha, ConstMatrixViewF a, ConstMatrixViewF b, float beta,
-                    MatrixViewF c) = 0;
-  virtual void gemm_batched(Trans ta, Trans tb, Index count, const BatchStrides& strides, double alpha,
-                            ConstMatrixView a, ConstMatrixView b, double beta, MatrixView c) = 0;
-  virtual void gemm_batched(Trans ta, Trans tb, Index count, const BatchStrides& strides, float alpha,
-                            ConstMatrixViewF a, ConstMatrixViewF b, float beta, MatrixViewF c) = 0;
-  virtual void syrk(Uplo uplo, Trans trans, double alpha, ConstMatrixView a, double beta, MatrixView c) = 0;
-  virtual void syrk(Uplo uplo, Trans trans, float alpha, ConstMatrixViewF a, float beta, MatrixViewF c) = 0;
-  virtual void trsm(Side side, Uplo uplo, Trans trans, Diag diag, double alpha, ConstMatrixView a,
-                    MatrixView b) = 0;
-  virtual void trsm(Side side, Uplo uplo, Trans trans, Diag diag, float alpha, ConstMatrixViewF a,
-                    MatrixViewF b) = 0;
-  virtual void cholesky(Uplo uplo, MatrixView a) = 0;
-  virtual void cholesky(Uplo uplo, MatrixViewF a) = 0;
-  virtual void eigh(MatrixView a, double* w) = 0;
-  virtual void eigh(MatrixViewF a, float* w) = 0;
-  virtual void spmm(Trans ts, double alpha, const CsrMatrix<double>& s, ConstMatrixView b, double beta,
-                    MatrixView c) = 0;
-  virtual void spmm(Trans ts, float alpha, const CsrMatrix<float>& s, ConstMatrixViewF b, float beta,
-                    MatrixViewF c) = 0;
-  virtual void spmm(Trans ts, double alpha, const BsrMatrix<double>& s, ConstMatrixView b, double beta,
-                    MatrixView c) = 0;
-  virtual void spmm(Trans ts, float alpha, const BsrMatrix<float>& s, ConstMatrixViewF b, float beta,
-                    MatrixViewF c) = 0;
+ protected:
+  // The call, already checked.
+  virtual CallFacet execute(const OpCall& call, MatmulMode mode) = 0;
+};
+
+// The message of an op a backend does not support (one wording for Kernels and BackendOf).
+inline std::string unsupported_message(const Backend& backend, Op op, DType dtype, const std::string& precision) {
+  const std::string reason = backend.unsupported_reason(op, dtype);
+  return fmt::format("backend '{}' does not support {} in {}{}", backend.name(), op_name(op), precision,
+                     reason.empty() ? "" : " (" + reason + ")");
+}
+
+// Whether Impl has an exec overload for the argument type Args.
+template <class Impl, class Args>
+concept Executes = requires(Impl& impl, const Args& args, MatmulMode mode) { impl.exec(args, mode); };
+
+// The base of every real backend: routes each OpCall to Impl's exec overloads and derives supports() from them.
+template <class Impl>
+class BackendOf : public Backend {
+ public:
+  bool supports(Op op, DType dtype) const override {
+    bool found = false;
+    for_each_op_type([&](auto type) {
+      using Args = typename decltype(type)::type;
+      if (Args::op == op && dtype_of<typename Args::value_type>() == dtype && Executes<Impl, Args>) found = true;
+    });
+    return found;
+  }
+
+ protected:
+  CallFacet execute(const OpCall& call, MatmulMode mode) override {
+    return std::visit(
+        [&](const auto& args) -> CallFacet {
+          using Args = std::decay_t<decltype(args)>;
+          if constexpr (!Executes<Impl, Args>) {
+            throw UnsupportedError(unsupported_message(*this, Args::op, dtype_of<typename Args::value_type>(),
+                                                       std::string(dtype_name(dtype_of<typename Args::value_type>()))));
+          } else if constexpr (std::is_void_v<decltype(impl().exec(args, mode))>) {
+            impl().exec(args, mode);
+            return {};
+          } else {
+            return CallFacet{impl().exec(args, mode)};
+          }
+        },
+        call);
+  }
+
+ private:
+  Impl& impl() { return static_cast<Impl&>(*this); }
 };
 
 }  // namespace dfmp2::linalg

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "linalg/backend.hpp"
-#include "linalg/cost.hpp"
+#include "linalg/op_call.hpp"
 
 namespace dfmp2::linalg {
 

@@ -1,11 +1,13 @@
 #pragma once
-// linalg::Kernels is how the method calls the linear-algebra layer: it checks that the shapes agree (so every
-// backend can trust its arguments), refuses an op the backend does not support for that element type (never
-// reroutes it), computes the op's cost from its shape, times the call and records it under the caller's step.
-// Every op exists for T = double (fp64) and T = float (fp32).
+// linalg::Kernels is how the method calls the linear-algebra layer: it refuses an op the backend does not support
+// for that element type (never reroutes it unless a fallback was allowed), has the backend check the shapes (so
+// every backend can trust its arguments), takes the op's cost from its descriptor, times the call and records it
+// under the caller's step. Every op exists for T = double (fp64) and T = float (fp32).
 #include <map>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <algorithm>
 
 #include "linalg/backend.hpp"
 #include "linalg/kernel_log.hpp"
@@ -30,46 +32,80 @@ class Kernels {
   void set_fallback(Backend* host) { fallback_ = host; }
   // The Tensor Engine operand format of fp32 ops on a device backend (MatmulMode): `mode` for every step but
   // those given their own with set_step_matmul_mode. Ops run in bf16 or bf16x3 are logged with that dtype. Throws
-  // UnsupportedError when the backend cannot run the mode. The mode is handed to the backend before each fp32
-  // call, so a backend shared by several Kernels never runs in another's mode.
+  // UnsupportedError when the backend cannot run the mode. The mode travels with each call (Backend::run), so a
+  // backend shared by several Kernels never runs in another's mode.
   void set_matmul_mode(MatmulMode mode);
   void set_step_matmul_mode(const std::string& step, MatmulMode mode);
   MatmulMode matmul_mode(const std::string& step) const;
   KernelLog& log() const { return log_; }
 
+  // Any op, as its descriptor (linalg/ops/): refused when the backend does not support it (or runs on the
+  // fallback), checked, timed and logged under `step` with the descriptor's kernel name and cost.
+  template <class Args>
+  void run(const std::string& step, const Args& args) {
+    using T = typename Args::value_type;
+    Backend& on = require(step, Args::op, dtype_of<T>());
+    // A fallback runs at the host backend's own precision: bf16 and bf16x3 apply to the device only.
+    const MatmulMode mode = &on == &backend_ && dtype_of<T>() == DType::fp32 ? matmul_mode(step) : MatmulMode::fp32;
+    Stopwatch sw;
+    const CallFacet facet = on.run(args, mode);
+    record(step, on, std::string(Args::kernel), dtype_of<T>(), sw.seconds(), args.cost(), facet);
+  }
+
+  // The ops with BLAS-like signatures, for readable call sites: each builds its descriptor and calls run(). An op
+  // works through run() without one.
   template <class T>
-  void gemm(const std::string& step, Trans ta, Trans tb, T alpha, Same<ConstMatrixViewT<T>> a, Same<ConstMatrixViewT<T>> b,
-            T beta, Same<MatrixViewT<T>> c);
+  void gemm(const std::string& step, Trans ta, Trans tb, T alpha, Same<ConstMatrixViewT<T>> a,
+            Same<ConstMatrixViewT<T>> b, T beta, Same<MatrixViewT<T>> c) {
+    run(step, Gemm<T>{ta, tb, alpha, a, b, beta, c});
+  }
   template <class T>
   void gemm_batched(const std::string& step, Trans ta, Trans tb, Index count, const BatchStrides& strides, T alpha,
-                    Same<ConstMatrixViewT<T>> a, Same<ConstMatrixViewT<T>> b, T beta, Same<MatrixViewT<T>> c);
+                    Same<ConstMatrixViewT<T>> a, Same<ConstMatrixViewT<T>> b, T beta, Same<MatrixViewT<T>> c) {
+    run(step, GemmBatched<T>{ta, tb, count, strides, alpha, a, b, beta, c});
+  }
   template <class T>
   void syrk(const std::string& step, Uplo uplo, Trans trans, T alpha, Same<ConstMatrixViewT<T>> a, T beta,
-            Same<MatrixViewT<T>> c);
+            Same<MatrixViewT<T>> c) {
+    run(step, Syrk<T>{uplo, trans, alpha, a, beta, c});
+  }
   template <class T>
-  void trsm(const std::string& step, Side side, Uplo uplo, Trans trans, Diag diag, T alpha, Same<ConstMatrixViewT<T>> a,
-            Same<MatrixViewT<T>> b);
+  void trsm(const std::string& step, Side side, Uplo uplo, Trans trans, Diag diag, T alpha,
+            Same<ConstMatrixViewT<T>> a, Same<MatrixViewT<T>> b) {
+    run(step, Trsm<T>{side, uplo, trans, diag, alpha, a, b});
+  }
   template <class T>
-  void cholesky(const std::string& step, Uplo uplo, MatrixViewT<T> a);
-  // Eigenvalues ascending in w (a.rows() of them); eigenvectors overwrite a.
+  void cholesky(const std::string& step, Uplo uplo, MatrixViewT<T> a) {
+    run(step, Cholesky<T>{uplo, a});
+  }
   template <class T>
-  void eigh(const std::string& step, MatrixViewT<T> a, T* w);
-  // C = alpha op(S) B + beta C, S sparse (CSR or BSR), B and C dense. Checks S's structure (validate()) and the
-  // shapes; logs "spmm_csr" / "spmm_bsr" with spmm_csr_cost / spmm_bsr_cost.
+  void eigh(const std::string& step, MatrixViewT<T> a, T* w) {
+    run(step, Eigh<T>{a, w});
+  }
   template <class T>
   void spmm(const std::string& step, Trans ts, T alpha, const Same<CsrMatrix<T>>& s, Same<ConstMatrixViewT<T>> b,
-            T beta, Same<MatrixViewT<T>> c);
+            T beta, Same<MatrixViewT<T>> c) {
+    run(step, SpmmCsr<T>{ts, alpha, s, b, beta, c});
+  }
   template <class T>
   void spmm(const std::string& step, Trans ts, T alpha, const Same<BsrMatrix<T>>& s, Same<ConstMatrixViewT<T>> b,
-            T beta, Same<MatrixViewT<T>> c);
+            T beta, Same<MatrixViewT<T>> c) {
+    run(step, SpmmBsr<T>{ts, alpha, s, b, beta, c});
+  }
   // y = alpha op(S) x + beta y: spmm with one column (x and y contiguous, of length cols / rows of op(S)), checked
   // and logged as that spmm ("spmm_csr" / "spmm_bsr").
   template <class T>
   void spmv(const std::string& step, Trans ts, T alpha, const Same<CsrMatrix<T>>& s, const Same<T>* x, T beta,
-            Same<T>* y);
+            Same<T>* y) {
+    const auto [xv, yv] = vector_views(ts, s.rows, s.cols, x, y);
+    spmm<T>(step, ts, alpha, s, xv, beta, yv);
+  }
   template <class T>
   void spmv(const std::string& step, Trans ts, T alpha, const Same<BsrMatrix<T>>& s, const Same<T>* x, T beta,
-            Same<T>* y);
+            Same<T>* y) {
+    const auto [xv, yv] = vector_views(ts, s.rows, s.cols, x, y);
+    spmm<T>(step, ts, alpha, s, xv, beta, yv);
+  }
 
   // Records work done outside the backend (file reads, the energy reduction) under backend "host".
   void record_host(const std::string& step, const std::string& kernel, double seconds, const Cost& cost,
@@ -79,15 +115,19 @@ class Kernels {
   // The backend the op runs on: the configured one, or the fallback when allowed; throws UnsupportedError.
   Backend& require(const std::string& step, Op op, DType dtype);
   std::string dtype_label(const std::string& step, DType dtype) const;
+  void record(const std::string& step, const Backend& ran_on, const std::string& kernel, DType dtype, double seconds,
+              const Cost& cost, const CallFacet& facet);
+  // x (length cols of op(S)) and y (length rows of op(S)) as one-column views.
   template <class T>
-  void record(const std::string& step, Op op, double seconds, const Cost& cost);
-  // Logs under a kernel name that is not the op's (spmm_csr, spmm_bsr); bytes as given (not scaled).
-  template <class T>
-  void record(const std::string& step, const std::string& kernel, double seconds, const Cost& cost);
+  static std::pair<ConstMatrixViewT<T>, MatrixViewT<T>> vector_views(Trans ts, Index rows, Index cols, const T* x,
+                                                                     T* y) {
+    const Index m = ts == Trans::no ? rows : cols, k = ts == Trans::no ? cols : rows;
+    op_check::require((k == 0 || x != nullptr) && (m == 0 || y != nullptr), "spmm", "spmv: null vector");
+    return {ConstMatrixViewT<T>(x, k, 1, std::max<Index>(1, k)), MatrixViewT<T>{y, m, 1, std::max<Index>(1, m)}};
+  }
   Backend& backend_;
   KernelLog& log_;
   Backend* fallback_ = nullptr;
-  Backend* ran_on_ = nullptr;  // who ran the current call, set by require()
   MatmulMode mode_ = MatmulMode::fp32;
   std::map<std::string, MatmulMode> step_modes_;
 };

@@ -601,7 +601,7 @@ std::vector<TraceRun> run_trace(const Trace& trace, const BenchOptions& o, const
         er.timing.modelled = modelled;
         er.timing.flops = calls[i].flops * er.entry->repeat;
         er.timing.samples = calls[i].samples * er.entry->repeat;
-        er.timing.peak_flops = s.backend->peak_flops();
+        er.timing.peak_flops = s.backend->peak_flops(matmul_mode_of(er.precision));
         if (pass == 0) {
           er.timing.cold = entry_model;
           total_cold += entry_model;
@@ -640,7 +640,7 @@ std::vector<TraceRun> run_trace(const Trace& trace, const BenchOptions& o, const
     run.total.max = *std::max_element(total_seconds.begin(), total_seconds.end());
     run.total.cold = total_cold;
     run.total.warm.total = median(total_model);
-    run.total.peak_flops = s.backend->peak_flops();
+    run.total.peak_flops = s.backend->peak_flops(k.matmul_mode(kBenchStep));
     s.backend->release();
   }
   return runs;

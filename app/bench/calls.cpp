@@ -6,7 +6,7 @@
 #include <cmath>
 #include <memory>
 
-#include "linalg/cost.hpp"
+#include "linalg/op_call.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/inverse_sqrt.hpp"
 #include "linalg/random.hpp"
@@ -54,7 +54,7 @@ template <class T>
 PreparedCall prepare(const CallSpec& s, std::uint64_t seed) {
   PreparedCall call;
   call.reset = [] {};
-  const std::string step = "bench";
+  const std::string step = kBenchStep;
   if (s.op == "gemm") {
     auto a = std::make_shared<linalg::MatrixT<T>>(normal_matrix<T>(s.trans_a ? s.k : s.m, s.trans_a ? s.m : s.k, seed, kStreamA));
     auto b = std::make_shared<linalg::MatrixT<T>>(normal_matrix<T>(s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n, seed, kStreamB));
@@ -288,7 +288,7 @@ Timing measure(linalg::Kernels& kernels, const PreparedCall& call, int warmup, i
   Timing t;
   t.flops = call.flops;
   t.samples = call.samples;
-  t.peak_flops = kernels.backend().peak_flops();
+  t.peak_flops = kernels.backend().peak_flops(kernels.matmul_mode(kBenchStep));
   std::vector<CallRecord> timed;
   for (int i = 0; i < warmup + repeat; ++i) {
     CallRecord r = one_call(kernels, call);

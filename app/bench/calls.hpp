@@ -10,6 +10,9 @@
 
 namespace dfmp2::app::bench {
 
+// The step name every benchmarked call is logged under.
+inline const std::string kBenchStep = "bench";
+
 struct PreparedCall {
   std::function<void()> reset;                  // restores overwritten operands; not timed
   std::function<void(linalg::Kernels&)> run;    // the call

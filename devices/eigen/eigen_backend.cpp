@@ -17,7 +17,7 @@
 namespace dfmp2::devices {
 namespace {
 
-using linalg::BatchStrides;
+using linalg::MatmulMode;
 using linalg::ConstMatrixViewT;
 using linalg::Diag;
 using linalg::eigen_map;
@@ -59,20 +59,17 @@ void gemm_one(Trans ta, Trans tb, T alpha, ConstMatrixViewT<T> a, ConstMatrixVie
 // time to Eigen's per-call thread start-up, so when there are several per thread each thread takes whole
 // problems and runs them single-threaded.
 template <class T>
-void gemm_batched_impl(Trans ta, Trans tb, Index count, const BatchStrides& s, T alpha, ConstMatrixViewT<T> a,
-                       ConstMatrixViewT<T> b, T beta, MatrixViewT<T> c) {
+void gemm_batched_impl(const linalg::GemmBatched<T>& g) {
   auto one = [&](Index i) {
-    ConstMatrixViewT<T> ai{a.data + i * s.a, a.rows, a.cols, a.ld};
-    ConstMatrixViewT<T> bi{b.data + i * s.b, b.rows, b.cols, b.ld};
-    MatrixViewT<T> ci{c.data + i * s.c, c.rows, c.cols, c.ld};
-    gemm_one(ta, tb, alpha, ai, bi, beta, ci);
+    const linalg::Gemm<T> p = g.problem(i);
+    gemm_one(p.ta, p.tb, p.alpha, p.a, p.b, p.beta, p.c);
   };
   const int threads = Eigen::nbThreads();
-  if (threads > 1 && count >= 2 * threads) {
+  if (threads > 1 && g.count >= 2 * threads) {
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-    for (Index i = 0; i < count; ++i) one(i);
+    for (Index i = 0; i < g.count; ++i) one(i);
   } else {
-    for (Index i = 0; i < count; ++i) one(i);
+    for (Index i = 0; i < g.count; ++i) one(i);
   }
 }
 
@@ -287,70 +284,34 @@ void spmm_bsr_impl(Trans ts, T alpha, const linalg::BsrMatrix<T>& s, ConstMatrix
   }
 }
 
-class EigenBackend final : public linalg::Backend {
+class EigenBackend final : public linalg::BackendOf<EigenBackend> {
  public:
   std::string name() const override { return "eigen"; }
   std::string details() const override {
     return fmt::format("Eigen {}.{}.{}; {}; {} threads", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
                        Eigen::SimdInstructionSetsInUse(), Eigen::nbThreads());
   }
-  bool supports(linalg::Op, linalg::DType) const override { return true; }
   void set_threads(int threads) override {
     if (threads > 0) Eigen::setNbThreads(threads);
   }
 
-  void gemm(Trans ta, Trans tb, double alpha, linalg::ConstMatrixView a, linalg::ConstMatrixView b, double beta,
-            linalg::MatrixView c) override {
-    gemm_one(ta, tb, alpha, a, b, beta, c);
-  }
-  void gemm(Trans ta, Trans tb, float alpha, linalg::ConstMatrixViewF a, linalg::ConstMatrixViewF b, float beta,
-            linalg::MatrixViewF c) override {
-    gemm_one(ta, tb, alpha, a, b, beta, c);
-  }
-  void gemm_batched(Trans ta, Trans tb, Index count, const BatchStrides& s, double alpha, linalg::ConstMatrixView a,
-                    linalg::ConstMatrixView b, double beta, linalg::MatrixView c) override {
-    gemm_batched_impl(ta, tb, count, s, alpha, a, b, beta, c);
-  }
-  void gemm_batched(Trans ta, Trans tb, Index count, const BatchStrides& s, float alpha, linalg::ConstMatrixViewF a,
-                    linalg::ConstMatrixViewF b, float beta, linalg::MatrixViewF c) override {
-    gemm_batched_impl(ta, tb, count, s, alpha, a, b, beta, c);
-  }
-  void syrk(Uplo uplo, Trans trans, double alpha, linalg::ConstMatrixView a, double beta,
-            linalg::MatrixView c) override {
-    syrk_impl(uplo, trans, alpha, a, beta, c);
-  }
-  void syrk(Uplo uplo, Trans trans, float alpha, linalg::ConstMatrixViewF a, float beta,
-            linalg::MatrixViewF c) override {
-    syrk_impl(uplo, trans, alpha, a, beta, c);
-  }
-  void trsm(Side side, Uplo uplo, Trans trans, Diag diag, double alpha, linalg::ConstMatrixView a,
-            linalg::MatrixView b) override {
-    trsm_impl(side, uplo, trans, diag, alpha, a, b);
-  }
-  void trsm(Side side, Uplo uplo, Trans trans, Diag diag, float alpha, linalg::ConstMatrixViewF a,
-            linalg::MatrixViewF b) override {
-    trsm_impl(side, uplo, trans, diag, alpha, a, b);
-  }
-  void cholesky(Uplo uplo, linalg::MatrixView a) override { cholesky_impl(uplo, a); }
-  void cholesky(Uplo uplo, linalg::MatrixViewF a) override { cholesky_impl(uplo, a); }
-  void eigh(linalg::MatrixView a, double* w) override { eigh_impl(a, w); }
-  void eigh(linalg::MatrixViewF a, float* w) override { eigh_impl(a, w); }
-  void spmm(Trans ts, double alpha, const linalg::CsrMatrix<double>& s, linalg::ConstMatrixView b, double beta,
-            linalg::MatrixView c) override {
-    spmm_csr_impl(ts, alpha, s, b, beta, c);
-  }
-  void spmm(Trans ts, float alpha, const linalg::CsrMatrix<float>& s, linalg::ConstMatrixViewF b, float beta,
-            linalg::MatrixViewF c) override {
-    spmm_csr_impl(ts, alpha, s, b, beta, c);
-  }
-  void spmm(Trans ts, double alpha, const linalg::BsrMatrix<double>& s, linalg::ConstMatrixView b, double beta,
-            linalg::MatrixView c) override {
-    spmm_bsr_impl(ts, alpha, s, b, beta, c);
-  }
-  void spmm(Trans ts, float alpha, const linalg::BsrMatrix<float>& s, linalg::ConstMatrixViewF b, float beta,
-            linalg::MatrixViewF c) override {
-    spmm_bsr_impl(ts, alpha, s, b, beta, c);
-  }
+  // Every op in both element types (MatmulMode: fp32 only, which BackendOf ensures).
+  template <class T>
+  void exec(const linalg::Gemm<T>& g, MatmulMode) { gemm_one(g.ta, g.tb, g.alpha, g.a, g.b, g.beta, g.c); }
+  template <class T>
+  void exec(const linalg::GemmBatched<T>& g, MatmulMode) { gemm_batched_impl(g); }
+  template <class T>
+  void exec(const linalg::Syrk<T>& s, MatmulMode) { syrk_impl(s.uplo, s.trans, s.alpha, s.a, s.beta, s.c); }
+  template <class T>
+  void exec(const linalg::Trsm<T>& t, MatmulMode) { trsm_impl(t.side, t.uplo, t.trans, t.diag, t.alpha, t.a, t.b); }
+  template <class T>
+  void exec(const linalg::Cholesky<T>& c, MatmulMode) { cholesky_impl(c.uplo, c.a); }
+  template <class T>
+  void exec(const linalg::Eigh<T>& e, MatmulMode) { eigh_impl(e.a, e.w); }
+  template <class T>
+  void exec(const linalg::SpmmCsr<T>& p, MatmulMode) { spmm_csr_impl(p.ts, p.alpha, p.s, p.b, p.beta, p.c); }
+  template <class T>
+  void exec(const linalg::SpmmBsr<T>& p, MatmulMode) { spmm_bsr_impl(p.ts, p.alpha, p.s, p.b, p.beta, p.c); }
 };
 
 }  // namespace

@@ -18,7 +18,6 @@
 namespace dfmp2::devices {
 namespace {
 
-using linalg::BatchStrides;
 using linalg::ConstMatrixViewF;
 using linalg::Diag;
 using linalg::eigen_map;
@@ -123,7 +122,7 @@ struct Operand {
 
 std::string trans_name(Trans t) { return t == Trans::no ? "N" : "T"; }
 
-class NeuronBackend final : public linalg::Backend {
+class NeuronBackend final : public linalg::BackendOf<NeuronBackend> {
  public:
   NeuronBackend(const std::string& device, const DeviceOptions& options)
       : p_(neuron::load_neuron_params(device, options)), cache_(options.compile_cache) {}
@@ -139,80 +138,50 @@ class NeuronBackend final : public linalg::Backend {
         p_.hbm_gbps, cache_.folder().empty() ? "none" : cache_.folder(),
         Eigen::nbThreads());
   }
-  bool supports(Op op, linalg::DType dtype) const override {
-    return dtype == linalg::DType::fp32 && op != Op::eigh;
+  // fp64 and eigh have no exec below, so BackendOf reports them unsupported; this says why.
+  std::string unsupported_reason(Op op, linalg::DType dtype) const override {
+    if (dtype == linalg::DType::fp64) return "the Tensor Engine computes in fp32 or bf16 only; use precision fp32";
+    if (op == Op::eigh) return "the symmetric eigensolver does not run on the NeuronCore";
+    return {};
   }
   void set_threads(int threads) override {
     if (threads > 0) Eigen::setNbThreads(threads);
   }
-  const linalg::ModelledTime* last_modelled() const override { return &last_; }
-  double peak_flops() const override { return p_.peak_flops(mode_); }
+  double peak_flops(MatmulMode mode) const override { return p_.peak_flops(mode); }
   bool supports_matmul_mode(MatmulMode) const override { return true; }
   // The accumulator (or TRSM/Cholesky working copy), plus the operand parts of the mode (operand_parts).
   double working_copies(MatmulMode mode) const override {
     return mode == MatmulMode::fp32 ? 1.0 : mode == MatmulMode::bf16 ? 2.0 : 3.0;
   }
-  void set_matmul_mode(MatmulMode mode) override { mode_ = mode; }
 
-  // fp64: the Tensor Engine has none.
-  void gemm(Trans, Trans, double, linalg::ConstMatrixView, linalg::ConstMatrixView, double,
-            linalg::MatrixView) override {
-    refuse_fp64(Op::gemm);
-  }
-  void gemm_batched(Trans, Trans, Index, const BatchStrides&, double, linalg::ConstMatrixView,
-                    linalg::ConstMatrixView, double, linalg::MatrixView) override {
-    refuse_fp64(Op::gemm_batched);
-  }
-  void syrk(Uplo, Trans, double, linalg::ConstMatrixView, double, linalg::MatrixView) override {
-    refuse_fp64(Op::syrk);
-  }
-  void trsm(Side, Uplo, Trans, Diag, double, linalg::ConstMatrixView, linalg::MatrixView) override {
-    refuse_fp64(Op::trsm);
-  }
-  void cholesky(Uplo, linalg::MatrixView) override { refuse_fp64(Op::cholesky); }
-  void eigh(linalg::MatrixView, double*) override { refuse_fp64(Op::eigh); }
-  void eigh(linalg::MatrixViewF, float*) override {
-    throw UnsupportedError(fmt::format("backend '{}' (device model) has no eigh: the symmetric eigensolver does not "
-                                       "run on the NeuronCore",
-                                       p_.device));
-  }
-  void spmm(Trans, double, const linalg::CsrMatrix<double>&, linalg::ConstMatrixView, double,
-            linalg::MatrixView) override {
-    refuse_fp64(Op::spmm);
-  }
-  void spmm(Trans, double, const linalg::BsrMatrix<double>&, linalg::ConstMatrixView, double,
-            linalg::MatrixView) override {
-    refuse_fp64(Op::spmm);
-  }
-
-  void gemm(Trans ta, Trans tb, float alpha, ConstMatrixViewF a, ConstMatrixViewF b, float beta,
-            MatrixViewF c) override {
-    const Index m = c.rows, n = c.cols, k = ta == Trans::no ? a.cols : a.rows;
+  // The ops the device has, fp32 operands only; each returns the modelled cost of the call.
+  linalg::ModelledTime exec(const linalg::Gemm<float>& g, MatmulMode mode) {
+    const Index m = g.m(), n = g.n(), k = g.k();
     check_hbm(Op::gemm, {{"A", m, k, 1}, {"B", k, n, 1}, {"C", m, n, 1}});
     CallTimeline tl(p_);
-    launch_gemm(tl, ta, tb, m, n, k, 1, beta != 0.0f, 3, {double(m * k), double(k * n)});
-    device_gemm(ta, tb, alpha, a, b, beta, c, mode_, tile());
-    last_ = tl.finish();
+    launch_gemm(tl, mode, g.ta, g.tb, m, n, k, 1, g.beta != 0.0f, 3, {double(m * k), double(k * n)});
+    device_gemm(g.ta, g.tb, g.alpha, g.a, g.b, g.beta, g.c, mode, tile());
+    return tl.finish();
   }
 
-  void gemm_batched(Trans ta, Trans tb, Index count, const BatchStrides& s, float alpha, ConstMatrixViewF a,
-                    ConstMatrixViewF b, float beta, MatrixViewF c) override {
-    const Index m = c.rows, n = c.cols, k = ta == Trans::no ? a.cols : a.rows;
+  linalg::ModelledTime exec(const linalg::GemmBatched<float>& g, MatmulMode mode) {
+    const Index m = g.m(), n = g.n(), k = g.k(), count = g.count;
+    const linalg::BatchStrides& s = g.strides;
+    const Trans ta = g.ta, tb = g.tb;
     const Index ca = s.a == 0 ? 1 : count, cb = s.b == 0 ? 1 : count, cc = s.c == 0 ? 1 : count;
     check_hbm(Op::gemm_batched, {{"A", m, k, ca}, {"B", k, n, cb}, {"C", m, n, cc}});
     CallTimeline tl(p_);
     if (count > 0 && p_.batched_gemm_launches > 0) {
       // One launch looping over the problems on the device; every operand copied once.
-      launch_gemm(tl, ta, tb, m, n, k, count, beta != 0.0f, 3, {double(m * k * ca), double(k * n * cb)}, cc);
+      launch_gemm(tl, mode, ta, tb, m, n, k, count, g.beta != 0.0f, 3, {double(m * k * ca), double(k * n * cb)}, cc);
     } else {
       // One 2-d GEMM launch per problem, each with its dispatch and its copies, as the published library loops.
-      for (Index i = 0; i < count; ++i) launch_gemm(tl, ta, tb, m, n, k, 1, beta != 0.0f, 3, {double(m * k), double(k * n)});
+      for (Index i = 0; i < count; ++i)
+        launch_gemm(tl, mode, ta, tb, m, n, k, 1, g.beta != 0.0f, 3, {double(m * k), double(k * n)});
     }
     auto one = [&](Index i) {
-      ConstMatrixViewF ai{a.data + i * s.a, a.rows, a.cols, a.ld};
-      ConstMatrixViewF bi{b.data + i * s.b, b.rows, b.cols, b.ld};
-      MatrixViewF ci{c.data + i * s.c, c.rows, c.cols, c.ld};
-      device_gemm(ta, tb, alpha, ai, bi, beta, ci, mode_, tile());
+      const linalg::Gemm<float> p = g.problem(i);
+      device_gemm(p.ta, p.tb, p.alpha, p.a, p.b, p.beta, p.c, mode, tile());
     };
     // Whole problems per thread when there are several per thread (Eigen does not nest inside the region).
     const int threads = Eigen::nbThreads();
@@ -222,28 +191,31 @@ class NeuronBackend final : public linalg::Backend {
     } else {
       for (Index i = 0; i < count; ++i) one(i);
     }
-    last_ = tl.finish();
+    return tl.finish();
   }
 
-  void syrk(Uplo uplo, Trans trans, float alpha, ConstMatrixViewF a, float beta, MatrixViewF c) override {
-    const Index n = c.rows, k = trans == Trans::no ? a.cols : a.rows;
+  linalg::ModelledTime exec(const linalg::Syrk<float>& sy, MatmulMode mode) {
+    const Index n = sy.n(), k = sy.k();
+    const float beta = sy.beta;
     check_hbm(Op::syrk, {{"A", n, k, 1}, {"C", n, n, 1}});
     CallTimeline tl(p_);
     if (n > 0) {
-      Launch l{.kind = Launch::Kind::syrk, .m = n, .n = n, .k = k, .beta_nonzero = beta != 0.0f, .mode = mode_,
+      Launch l{.kind = Launch::Kind::syrk, .m = n, .n = n, .k = k, .beta_nonzero = beta != 0.0f, .mode = mode,
                .tensors = 2, .copies_in = {}, .copies_out = {}};
       l.copies_in = {double(n * k) * kF32};
       if (l.beta_nonzero) l.copies_in.push_back(double(n * n) * kF32);
       l.copies_out = {double(n * n) * kF32};
-      const long id = run_launch(tl, l, fmt::format("syrk|{}|n={} k={}|beta={}", precision(), n, k, l.beta_nonzero));
+      const long id = run_launch(tl, l, fmt::format("syrk|{}|n={} k={}|beta={}", linalg::matmul_mode_name(mode), n,
+                                                    k, l.beta_nonzero));
       // The full symmetric result is mirrored from the computed triangle on the host (strided transpose-add).
       tl.host(double(n * n) * kF32 / (p_.syrk_mirror_gbps * 1e9), id);
     }
-    syrk_arith(uplo, trans, alpha, a, beta, c);
-    last_ = tl.finish();
+    syrk_arith(sy, mode);
+    return tl.finish();
   }
 
-  void trsm(Side side, Uplo uplo, Trans trans, Diag diag, float alpha, ConstMatrixViewF a, MatrixViewF b) override {
+  linalg::ModelledTime exec(const linalg::Trsm<float>& t, MatmulMode mode) {
+    const auto& [side, uplo, trans, diag, alpha, a, b] = t;
     const Index n = a.rows, nrhs = side == Side::left ? b.cols : b.rows;
     check_hbm(Op::trsm, {{"A", n, n, 1}, {"B", b.rows, b.cols, 1}});
     CallTimeline tl(p_);
@@ -266,50 +238,36 @@ class NeuronBackend final : public linalg::Backend {
         const Index nbj = std::min(nb, n - j0), rem = n - j0 - nbj;
         tl.host(double(nbj) * double(nbj) * double(nrhs) / (p_.host_gflops * 1e9), update);
         if (rem > 0) {
-          update = launch_gemm(tl, Trans::no, Trans::no, rem, nrhs, nbj, 1, false, 3,
+          update = launch_gemm(tl, mode, Trans::no, Trans::no, rem, nrhs, nbj, 1, false, 3,
                                {double(rem * nbj), double(nbj * nrhs)});
           tl.host(3.0 * double(rem) * double(nrhs) * kF32 / (p_.host_stream_gbps * 1e9), update);
         }
       }
     }
-    trsm_arith(side, uplo, trans, diag, alpha, a, b);
-    last_ = tl.finish();
+    trsm_arith(t, mode);
+    return tl.finish();
   }
 
-  void cholesky(Uplo uplo, MatrixViewF a) override {
-    const Index n = a.rows;
+  linalg::ModelledTime exec(const linalg::Cholesky<float>& ch, MatmulMode mode) {
+    const Index n = ch.a.rows;
     check_hbm(Op::cholesky, {{"A", n, n, 1}});
     CallTimeline tl(p_);
     // The published library has no device Cholesky: it factors on the host (LAPACK), n^3/3 flops. The arithmetic
     // below is still the fp32 blocked factorisation of the device's other ops (the host's sgemm-based potrf in fp32).
     tl.host(double(n) * double(n) * double(n) / 3.0 / (p_.host_lapack_gflops * 1e9));
-    try {
-      cholesky_arith(uplo, a);
-    } catch (...) {
-      last_ = tl.finish();
-      throw;
-    }
-    last_ = tl.finish();
+    cholesky_arith(ch.uplo, ch.a, mode);
+    return tl.finish();
   }
 
-  void spmm(Trans ts, float alpha, const linalg::CsrMatrix<float>& s, ConstMatrixViewF b, float beta,
-            MatrixViewF c) override {
-    spmm_impl(ts, alpha, s, b, beta, c);
+  linalg::ModelledTime exec(const linalg::SpmmCsr<float>& p, MatmulMode mode) {
+    return spmm_impl(p.ts, p.alpha, p.s, p.b, p.beta, p.c, mode);
   }
-  void spmm(Trans ts, float alpha, const linalg::BsrMatrix<float>& s, ConstMatrixViewF b, float beta,
-            MatrixViewF c) override {
-    spmm_impl(ts, alpha, s, b, beta, c);
+  linalg::ModelledTime exec(const linalg::SpmmBsr<float>& p, MatmulMode mode) {
+    return spmm_impl(p.ts, p.alpha, p.s, p.b, p.beta, p.c, mode);
   }
 
  private:
   Index tile() const { return static_cast<Index>(p_.pe_rows); }
-  std::string precision() const { return linalg::matmul_mode_name(mode_); }
-
-  [[noreturn]] void refuse_fp64(Op op) const {
-    throw UnsupportedError(fmt::format("backend '{}' (NeuronCore model) has no fp64: the Tensor Engine computes in "
-                                       "fp32 or bf16 only ({} fp64 refused; use precision fp32)",
-                                       p_.device, linalg::op_name(op)));
-  }
 
   // The call's operands must all be in HBM at once.
   void check_hbm(Op op, const std::vector<Operand>& operands) const {
@@ -338,20 +296,22 @@ class NeuronBackend final : public linalg::Backend {
 
   // One GEMM launch; a_elems, b_elems: elements of A and B copied in; C (m x n, c_count copies) is copied in
   // when beta != 0 and always out.
-  long launch_gemm(CallTimeline& tl, Trans ta, Trans tb, Index m, Index n, Index k, Index count, bool beta_nonzero,
-                   int tensors, std::vector<double> in_elems, Index c_count = 1) {
+  long launch_gemm(CallTimeline& tl, MatmulMode mode, Trans ta, Trans tb, Index m, Index n, Index k, Index count,
+                   bool beta_nonzero, int tensors, std::vector<double> in_elems, Index c_count = 1) {
     Launch l{.kind = Launch::Kind::gemm, .m = m, .n = n, .k = k, .count = count, .beta_nonzero = beta_nonzero,
-             .mode = mode_, .tensors = tensors, .copies_in = {}, .copies_out = {}};
+             .mode = mode, .tensors = tensors, .copies_in = {}, .copies_out = {}};
     for (double e : in_elems) l.copies_in.push_back(e * kF32);
     const double c_bytes = double(m * n * c_count) * kF32;
     if (beta_nonzero) l.copies_in.push_back(c_bytes);
     l.copies_out = {c_bytes};
     return run_launch(tl, l,
-                      fmt::format("gemm|{}|m={} n={} k={} count={}|{}{}|beta={}", precision(), m, n, k, count,
+                      fmt::format("gemm|{}|m={} n={} k={} count={}|{}{}|beta={}", linalg::matmul_mode_name(mode), m,
+                                  n, k, count,
                                   trans_name(ta), trans_name(tb), beta_nonzero));
   }
 
-  void syrk_arith(Uplo uplo, Trans trans, float alpha, ConstMatrixViewF a, float beta, MatrixViewF c) const {
+  void syrk_arith(const linalg::Syrk<float>& sy, MatmulMode mode) const {
+    const auto& [uplo, trans, alpha, a, beta, c] = sy;
     const Index n = c.rows;
     auto cm = eigen_map(c);
     auto in_triangle = [&](Index i, Index j) { return uplo == Uplo::lower ? i >= j : i <= j; };
@@ -361,7 +321,7 @@ class NeuronBackend final : public linalg::Backend {
           if (in_triangle(i, j)) cm(i, j) = beta == 0.0f ? 0.0f : beta * cm(i, j);
       return;
     }
-    const OperandParts parts = operand_parts(a, mode_);
+    const OperandParts parts = operand_parts(a, mode);
     MatrixF acc;
     psum_product(parts, trans == Trans::yes, parts, trans == Trans::no, tile(), acc);
     for (Index j = 0; j < n; ++j)
@@ -372,8 +332,8 @@ class NeuronBackend final : public linalg::Backend {
   // Every TRSM variant becomes a lower-triangular solve from the left, T R = alpha B': right-side solves are
   // transposed, upper triangles reversed. Diagonal blocks are solved on the host in fp32; the updates of the rows
   // below run as device GEMMs.
-  void trsm_arith(Side side, Uplo uplo, Trans trans, Diag diag, float alpha, ConstMatrixViewF a,
-                  MatrixViewF b) const {
+  void trsm_arith(const linalg::Trsm<float>& tr, MatmulMode mode) const {
+    const auto& [side, uplo, trans, diag, alpha, a, b] = tr;
     auto bm = eigen_map(b);
     if (alpha == 0.0f) {  // BLAS: X = 0, neither A nor B is read
       bm.setZero();
@@ -404,7 +364,7 @@ class NeuronBackend final : public linalg::Backend {
         const ConstMatrixViewF panel{t.data() + (j0 + nbj) + j0 * n, rem, nbj, n};
         const ConstMatrixViewF x{r.data() + j0, nbj, nrhs, n};
         const MatrixViewF below{r.data() + j0 + nbj, rem, nrhs, n};
-        device_gemm(Trans::no, Trans::no, -1.0f, panel, x, 1.0f, below, mode_, tile());
+        device_gemm(Trans::no, Trans::no, -1.0f, panel, x, 1.0f, below, mode, tile());
       }
     }
     if (!lower) r = r.colwise().reverse().eval();
@@ -413,7 +373,7 @@ class NeuronBackend final : public linalg::Backend {
   }
 
   // Right-looking blocked Cholesky of the lower factor (upper: of A^T, transposed back).
-  void cholesky_arith(Uplo uplo, MatrixViewF a) const {
+  void cholesky_arith(Uplo uplo, MatrixViewF a, MatmulMode mode) const {
     const Index n = a.rows;
     if (n == 0) return;
     auto am = eigen_map(a);
@@ -441,7 +401,7 @@ class NeuronBackend final : public linalg::Backend {
       // an explicit all-bf16 metric (device.step_precision) rounds these products to show what bf16 would cost.
       const ConstMatrixViewF p{w.data() + (j0 + nbj) + j0 * n, rem, nbj, n};
       const MatrixViewF trailing{w.data() + (j0 + nbj) + (j0 + nbj) * n, rem, rem, n};
-      device_gemm(Trans::no, Trans::yes, -1.0f, p, p, 1.0f, trailing, mode_, tile());
+      device_gemm(Trans::no, Trans::yes, -1.0f, p, p, 1.0f, trailing, mode, tile());
     }
     if (uplo == Uplo::lower) am.triangularView<Eigen::Lower>() = w;
     else am.triangularView<Eigen::Upper>() = w.transpose();
@@ -449,27 +409,26 @@ class NeuronBackend final : public linalg::Backend {
 
   // The device path densifies S on the host (zero-fill, then scatter the stored entries) and runs one dense GEMM.
   template <class Sparse>
-  void spmm_impl(Trans ts, float alpha, const Sparse& s, ConstMatrixViewF b, float beta, MatrixViewF c) {
+  linalg::ModelledTime spmm_impl(Trans ts, float alpha, const Sparse& s, ConstMatrixViewF b, float beta, MatrixViewF c,
+                                 MatmulMode mode) {
     const Index m = c.rows, n = c.cols, k = ts == Trans::no ? s.cols : s.rows;
     check_hbm(Op::spmm, {{"A (densified S)", s.rows, s.cols, 1}, {"B", k, n, 1}, {"C", m, n, 1}});
     CallTimeline tl(p_);
     tl.host(double(s.rows) * double(s.cols) * kF32 / (p_.densify_memset_gbps * 1e9) +
             double(s.nnz()) * p_.densify_ns_per_nnz * 1e-9);
     // Tensor arguments of the call: the three arrays of S, B and C.
-    launch_gemm(tl, ts, Trans::no, m, n, k, 1, beta != 0.0f, 5, {double(m * k), double(k * n)});
+    launch_gemm(tl, mode, ts, Trans::no, m, n, k, 1, beta != 0.0f, 5, {double(m * k), double(k * n)});
     if (alpha == 0.0f) {
       scale(c, beta);
     } else {
       const MatrixF dense = linalg::to_dense(s);
-      device_gemm(ts, Trans::no, alpha, linalg::view(dense), b, beta, c, mode_, tile());
+      device_gemm(ts, Trans::no, alpha, linalg::view(dense), b, beta, c, mode, tile());
     }
-    last_ = tl.finish();
+    return tl.finish();
   }
 
   neuron::NeuronParams p_;
   neuron::CompileCache cache_;
-  MatmulMode mode_ = MatmulMode::fp32;
-  linalg::ModelledTime last_;
 };
 
 }  // namespace

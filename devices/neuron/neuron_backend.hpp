@@ -2,7 +2,7 @@
 // The Trainium device models `trn1` (NeuronCore-v2) and `trn2` (NeuronCore-v3): a linalg::Backend that computes
 // each op on the host as the NeuronCore would (fp32 or bf16 operands, fp32 accumulation per 128-deep K tile,
 // host-side diagonal blocks of TRSM and Cholesky, densified SpMM) and predicts what the call would cost on the
-// device (timing_model.hpp), available from last_modelled(). fp64 and eigh are not supported on the device.
+// device (timing_model.hpp), returned by each call (Backend::run: CallFacet::modelled). fp64 and eigh are not supported on the device.
 #include <memory>
 #include <string>
 

@@ -20,7 +20,6 @@ extern "C" int blas_thread_shutdown_(void);
 namespace dfmp2::devices {
 namespace {
 
-using linalg::BatchStrides;
 using linalg::ConstMatrixViewT;
 using linalg::Index;
 using linalg::MatrixViewT;
@@ -80,12 +79,10 @@ void gemm_impl(linalg::Trans ta, linalg::Trans tb, T alpha, ConstMatrixViewT<T> 
 
 // OpenBLAS 0.3.21 has no batched GEMM; the problems here are large enough that threading each one works.
 template <class T>
-void gemm_batched_impl(linalg::Trans ta, linalg::Trans tb, Index count, const BatchStrides& s, T alpha,
-                       ConstMatrixViewT<T> a, ConstMatrixViewT<T> b, T beta, MatrixViewT<T> c) {
-  if (c.rows == 0 || c.cols == 0) return;
-  for (Index i = 0; i < count; ++i) {
-    xgemm(cblas(ta), cblas(tb), c.rows, c.cols, inner(a, ta), alpha, a.data + i * s.a, a.ld, b.data + i * s.b, b.ld,
-          beta, c.data + i * s.c, c.ld);
+void gemm_batched_impl(const linalg::GemmBatched<T>& g) {
+  for (Index i = 0; i < g.count; ++i) {
+    const linalg::Gemm<T> p = g.problem(i);
+    gemm_impl(p.ta, p.tb, p.alpha, p.a, p.b, p.beta, p.c);
   }
 }
 
@@ -212,7 +209,7 @@ void spmm_bsr_impl(linalg::Trans ts, T alpha, const linalg::BsrMatrix<T>& s, Con
   }
 }
 
-class OpenBlasBackend final : public linalg::Backend {
+class OpenBlasBackend final : public linalg::BackendOf<OpenBlasBackend> {
  public:
   std::string name() const override { return "openblas"; }
   // The kernel set matters: OpenBLAS picks it at run time from the CPU (or OPENBLAS_CORETYPE), and a CPU it does
@@ -221,7 +218,6 @@ class OpenBlasBackend final : public linalg::Backend {
     return fmt::format("{}; kernels {}; {} threads", openblas_get_config(), openblas_get_corename(),
                        openblas_get_num_threads());
   }
-  bool supports(linalg::Op, linalg::DType) const override { return true; }
   void set_threads(int threads) override {
     if (threads > 0) openblas_set_num_threads(threads);
   }
@@ -229,59 +225,25 @@ class OpenBlasBackend final : public linalg::Backend {
   // threads of the next backend (measured: Eigen's GEMMs 20x slower right after an OpenBLAS run).
   void release() override { blas_thread_shutdown_(); }
 
-  void gemm(linalg::Trans ta, linalg::Trans tb, double alpha, linalg::ConstMatrixView a, linalg::ConstMatrixView b,
-            double beta, linalg::MatrixView c) override {
-    gemm_impl(ta, tb, alpha, a, b, beta, c);
+  // Every op in both element types (MatmulMode: fp32 only, which BackendOf ensures).
+  template <class T>
+  void exec(const linalg::Gemm<T>& g, linalg::MatmulMode) { gemm_impl(g.ta, g.tb, g.alpha, g.a, g.b, g.beta, g.c); }
+  template <class T>
+  void exec(const linalg::GemmBatched<T>& g, linalg::MatmulMode) { gemm_batched_impl(g); }
+  template <class T>
+  void exec(const linalg::Syrk<T>& s, linalg::MatmulMode) { syrk_impl(s.uplo, s.trans, s.alpha, s.a, s.beta, s.c); }
+  template <class T>
+  void exec(const linalg::Trsm<T>& t, linalg::MatmulMode) {
+    trsm_impl(t.side, t.uplo, t.trans, t.diag, t.alpha, t.a, t.b);
   }
-  void gemm(linalg::Trans ta, linalg::Trans tb, float alpha, linalg::ConstMatrixViewF a, linalg::ConstMatrixViewF b,
-            float beta, linalg::MatrixViewF c) override {
-    gemm_impl(ta, tb, alpha, a, b, beta, c);
-  }
-  void gemm_batched(linalg::Trans ta, linalg::Trans tb, Index count, const BatchStrides& s, double alpha,
-                    linalg::ConstMatrixView a, linalg::ConstMatrixView b, double beta, linalg::MatrixView c) override {
-    gemm_batched_impl(ta, tb, count, s, alpha, a, b, beta, c);
-  }
-  void gemm_batched(linalg::Trans ta, linalg::Trans tb, Index count, const BatchStrides& s, float alpha,
-                    linalg::ConstMatrixViewF a, linalg::ConstMatrixViewF b, float beta,
-                    linalg::MatrixViewF c) override {
-    gemm_batched_impl(ta, tb, count, s, alpha, a, b, beta, c);
-  }
-  void syrk(linalg::Uplo uplo, linalg::Trans trans, double alpha, linalg::ConstMatrixView a, double beta,
-            linalg::MatrixView c) override {
-    syrk_impl(uplo, trans, alpha, a, beta, c);
-  }
-  void syrk(linalg::Uplo uplo, linalg::Trans trans, float alpha, linalg::ConstMatrixViewF a, float beta,
-            linalg::MatrixViewF c) override {
-    syrk_impl(uplo, trans, alpha, a, beta, c);
-  }
-  void trsm(linalg::Side side, linalg::Uplo uplo, linalg::Trans trans, linalg::Diag diag, double alpha,
-            linalg::ConstMatrixView a, linalg::MatrixView b) override {
-    trsm_impl(side, uplo, trans, diag, alpha, a, b);
-  }
-  void trsm(linalg::Side side, linalg::Uplo uplo, linalg::Trans trans, linalg::Diag diag, float alpha,
-            linalg::ConstMatrixViewF a, linalg::MatrixViewF b) override {
-    trsm_impl(side, uplo, trans, diag, alpha, a, b);
-  }
-  void cholesky(linalg::Uplo uplo, linalg::MatrixView a) override { cholesky_impl(uplo, a); }
-  void cholesky(linalg::Uplo uplo, linalg::MatrixViewF a) override { cholesky_impl(uplo, a); }
-  void eigh(linalg::MatrixView a, double* w) override { eigh_impl(a, w); }
-  void eigh(linalg::MatrixViewF a, float* w) override { eigh_impl(a, w); }
-  void spmm(linalg::Trans ts, double alpha, const linalg::CsrMatrix<double>& s, linalg::ConstMatrixView b,
-            double beta, linalg::MatrixView c) override {
-    spmm_csr_impl(ts, alpha, s, b, beta, c);
-  }
-  void spmm(linalg::Trans ts, float alpha, const linalg::CsrMatrix<float>& s, linalg::ConstMatrixViewF b, float beta,
-            linalg::MatrixViewF c) override {
-    spmm_csr_impl(ts, alpha, s, b, beta, c);
-  }
-  void spmm(linalg::Trans ts, double alpha, const linalg::BsrMatrix<double>& s, linalg::ConstMatrixView b,
-            double beta, linalg::MatrixView c) override {
-    spmm_bsr_impl(ts, alpha, s, b, beta, c);
-  }
-  void spmm(linalg::Trans ts, float alpha, const linalg::BsrMatrix<float>& s, linalg::ConstMatrixViewF b, float beta,
-            linalg::MatrixViewF c) override {
-    spmm_bsr_impl(ts, alpha, s, b, beta, c);
-  }
+  template <class T>
+  void exec(const linalg::Cholesky<T>& c, linalg::MatmulMode) { cholesky_impl(c.uplo, c.a); }
+  template <class T>
+  void exec(const linalg::Eigh<T>& e, linalg::MatmulMode) { eigh_impl(e.a, e.w); }
+  template <class T>
+  void exec(const linalg::SpmmCsr<T>& p, linalg::MatmulMode) { spmm_csr_impl(p.ts, p.alpha, p.s, p.b, p.beta, p.c); }
+  template <class T>
+  void exec(const linalg::SpmmBsr<T>& p, linalg::MatmulMode) { spmm_bsr_impl(p.ts, p.alpha, p.s, p.b, p.beta, p.c); }
 };
 
 }  // namespace

@@ -43,7 +43,7 @@
 #include "devices/registry.hpp"
 #include "../support/test_support.hpp"
 #include "linalg/backend.hpp"
-#include "linalg/cost.hpp"
+#include "linalg/op_call.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/inverse_sqrt.hpp"
 #include "linalg/kernel_log.hpp"
@@ -408,6 +408,9 @@ class CountingBackend final : public la::Backend {
   bool supports(Op op, DType dt) const override { return refused_.count(key(op, dt)) == 0 && inner_->supports(op, dt); }
   void set_threads(int threads) override { inner_->set_threads(threads); }
   void release() override { inner_->release(); }
+  std::string unsupported_reason(Op op, DType dt) const override { return inner_->unsupported_reason(op, dt); }
+  bool supports_matmul_mode(la::MatmulMode mode) const override { return inner_->supports_matmul_mode(mode); }
+  double peak_flops(la::MatmulMode mode) const override { return inner_->peak_flops(mode); }
 
   long calls(Op op, DType dt) const {
     const auto it = calls_.find(key(op, dt));
@@ -421,97 +424,33 @@ class CountingBackend final : public la::Backend {
   long calls_to_unsupported() const { return calls_to_unsupported_; }
   void set_fault(Fault f) { fault_ = f; }
 
-  void gemm(Trans ta, Trans tb, double alpha, la::ConstMatrixView a, la::ConstMatrixView b, double beta,
-            la::MatrixView c) override {
-    count(Op::gemm, DType::fp64);
-    inner_->gemm(ta, tb, alpha, a, b, beta, c);
-    corrupt(c);
-  }
-  void gemm(Trans ta, Trans tb, float alpha, la::ConstMatrixViewF a, la::ConstMatrixViewF b, float beta,
-            la::MatrixViewF c) override {
-    count(Op::gemm, DType::fp32);
-    inner_->gemm(ta, tb, alpha, a, b, beta, c);
-    corrupt(c);
-  }
-  void gemm_batched(Trans ta, Trans tb, Index n, const BatchStrides& s, double alpha, la::ConstMatrixView a,
-                    la::ConstMatrixView b, double beta, la::MatrixView c) override {
-    count(Op::gemm_batched, DType::fp64);
-    inner_->gemm_batched(ta, tb, n, s, alpha, a, b, beta, c);
-    if (n > 0) corrupt(c);  // the first problem
-  }
-  void gemm_batched(Trans ta, Trans tb, Index n, const BatchStrides& s, float alpha, la::ConstMatrixViewF a,
-                    la::ConstMatrixViewF b, float beta, la::MatrixViewF c) override {
-    count(Op::gemm_batched, DType::fp32);
-    inner_->gemm_batched(ta, tb, n, s, alpha, a, b, beta, c);
-    if (n > 0) corrupt(c);  // the first problem
-  }
-  void syrk(Uplo uplo, Trans t, double alpha, la::ConstMatrixView a, double beta, la::MatrixView c) override {
-    count(Op::syrk, DType::fp64);
-    inner_->syrk(uplo, t, alpha, a, beta, c);
-    corrupt(c, uplo);
-  }
-  void syrk(Uplo uplo, Trans t, float alpha, la::ConstMatrixViewF a, float beta, la::MatrixViewF c) override {
-    count(Op::syrk, DType::fp32);
-    inner_->syrk(uplo, t, alpha, a, beta, c);
-    corrupt(c, uplo);
-  }
-  void trsm(Side side, Uplo uplo, Trans t, Diag diag, double alpha, la::ConstMatrixView a, la::MatrixView b) override {
-    count(Op::trsm, DType::fp64);
-    inner_->trsm(side, uplo, t, diag, alpha, a, b);
-    corrupt(b);
-  }
-  void trsm(Side side, Uplo uplo, Trans t, Diag diag, float alpha, la::ConstMatrixViewF a, la::MatrixViewF b) override {
-    count(Op::trsm, DType::fp32);
-    inner_->trsm(side, uplo, t, diag, alpha, a, b);
-    corrupt(b);
-  }
-  void cholesky(Uplo uplo, la::MatrixView a) override {
-    count(Op::cholesky, DType::fp64);
-    inner_->cholesky(uplo, a);
-    corrupt(a, uplo);
-  }
-  void cholesky(Uplo uplo, la::MatrixViewF a) override {
-    count(Op::cholesky, DType::fp32);
-    inner_->cholesky(uplo, a);
-    corrupt(a, uplo);
-  }
-  void eigh(la::MatrixView a, double* w) override {
-    count(Op::eigh, DType::fp64);
-    inner_->eigh(a, w);
-    corrupt(a);
-    if (fault_ == Fault::precision)
-      for (Index i = 0; i < a.rows; ++i) w[i] = half_precision(w[i]);
-  }
-  void eigh(la::MatrixViewF a, float* w) override {
-    count(Op::eigh, DType::fp32);
-    inner_->eigh(a, w);
-    corrupt(a);
-    if (fault_ == Fault::precision)
-      for (Index i = 0; i < a.rows; ++i) w[i] = half_precision(w[i]);
-  }
-  void spmm(Trans t, double alpha, const CsrMatrix<double>& s, la::ConstMatrixView b, double beta,
-            la::MatrixView c) override {
-    count(Op::spmm, DType::fp64);
-    inner_->spmm(t, alpha, s, b, beta, c);
-    corrupt(c);
-  }
-  void spmm(Trans t, float alpha, const CsrMatrix<float>& s, la::ConstMatrixViewF b, float beta,
-            la::MatrixViewF c) override {
-    count(Op::spmm, DType::fp32);
-    inner_->spmm(t, alpha, s, b, beta, c);
-    corrupt(c);
-  }
-  void spmm(Trans t, double alpha, const BsrMatrix<double>& s, la::ConstMatrixView b, double beta,
-            la::MatrixView c) override {
-    count(Op::spmm, DType::fp64);
-    inner_->spmm(t, alpha, s, b, beta, c);
-    corrupt(c);
-  }
-  void spmm(Trans t, float alpha, const BsrMatrix<float>& s, la::ConstMatrixViewF b, float beta,
-            la::MatrixViewF c) override {
-    count(Op::spmm, DType::fp32);
-    inner_->spmm(t, alpha, s, b, beta, c);
-    corrupt(c);
+ protected:
+  // Counts the call, forwards it, then breaks its output when a Fault is set (the first problem of a batch; only the
+  // triangle syrk and cholesky write).
+  la::CallFacet execute(const la::OpCall& call, la::MatmulMode mode) override {
+    count(la::op_of(call), la::dtype_of(call));
+    const la::CallFacet facet = inner_->run(call, mode);
+    std::visit(
+        [&](const auto& args) {
+          using Args = std::decay_t<decltype(args)>;
+          if constexpr (Args::op == Op::syrk) {
+            corrupt(args.c, args.uplo);
+          } else if constexpr (Args::op == Op::cholesky) {
+            corrupt(args.a, args.uplo);
+          } else if constexpr (Args::op == Op::trsm) {
+            corrupt(args.b);
+          } else if constexpr (Args::op == Op::eigh) {
+            corrupt(args.a);
+            if (fault_ == Fault::precision)
+              for (Index i = 0; i < args.a.rows; ++i) args.w[i] = half_precision(args.w[i]);
+          } else if constexpr (Args::op == Op::gemm_batched) {
+            if (args.count > 0) corrupt(args.c);
+          } else {
+            corrupt(args.c);
+          }
+        },
+        call);
+    return facet;
   }
 
  private:

@@ -19,7 +19,7 @@
 #include "devices/registry.hpp"
 #include "../support/test_support.hpp"
 #include "linalg/backend.hpp"
-#include "linalg/cost.hpp"
+#include "linalg/op_call.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/kernel_log.hpp"
 #include "linalg/kernels.hpp"
@@ -694,28 +694,10 @@ TEST_P(BackendOps, UnsupportedOpIsRefusedNotRerouted) {
     std::string name() const override { return "refusing"; }
     bool supports(Op, dfmp2::linalg::DType) const override { return false; }
     void set_threads(int) override {}
-    void gemm(Trans, Trans, double, ConstMatrixView, ConstMatrixView, double, MatrixView) override { ++calls; }
-    void gemm(Trans, Trans, float, ConstMatrixViewF, ConstMatrixViewF, float, MatrixViewF) override { ++calls; }
-    void gemm_batched(Trans, Trans, Index, const BatchStrides&, double, ConstMatrixView, ConstMatrixView, double,
-                      MatrixView) override {
+    dfmp2::linalg::CallFacet execute(const dfmp2::linalg::OpCall&, dfmp2::linalg::MatmulMode) override {
       ++calls;
+      return {};
     }
-    void gemm_batched(Trans, Trans, Index, const BatchStrides&, float, ConstMatrixViewF, ConstMatrixViewF, float,
-                      MatrixViewF) override {
-      ++calls;
-    }
-    void syrk(Uplo, Trans, double, ConstMatrixView, double, MatrixView) override { ++calls; }
-    void syrk(Uplo, Trans, float, ConstMatrixViewF, float, MatrixViewF) override { ++calls; }
-    void trsm(Side, Uplo, Trans, Diag, double, ConstMatrixView, MatrixView) override { ++calls; }
-    void trsm(Side, Uplo, Trans, Diag, float, ConstMatrixViewF, MatrixViewF) override { ++calls; }
-    void cholesky(Uplo, MatrixView) override { ++calls; }
-    void cholesky(Uplo, MatrixViewF) override { ++calls; }
-    void eigh(MatrixView, double*) override { ++calls; }
-    void eigh(MatrixViewF, float*) override { ++calls; }
-    void spmm(Trans, double, const CsrMatrix<double>&, ConstMatrixView, double, MatrixView) override { ++calls; }
-    void spmm(Trans, float, const CsrMatrix<float>&, ConstMatrixViewF, float, MatrixViewF) override { ++calls; }
-    void spmm(Trans, double, const BsrMatrix<double>&, ConstMatrixView, double, MatrixView) override { ++calls; }
-    void spmm(Trans, float, const BsrMatrix<float>&, ConstMatrixViewF, float, MatrixViewF) override { ++calls; }
   } refusing;
   KernelLog log;
   Kernels kr(refusing, log);
@@ -747,26 +729,10 @@ TEST_P(BackendOps, FallbackRunsOnTheHostAndIsCounted) {
     std::string name() const override { return "floatonly"; }
     bool supports(Op, dfmp2::linalg::DType t) const override { return t == dfmp2::linalg::DType::fp32; }
     void set_threads(int) override {}
-    void gemm(Trans, Trans, double, ConstMatrixView, ConstMatrixView, double, MatrixView) override { ADD_FAILURE(); }
-    void gemm(Trans ta, Trans tb, float al, ConstMatrixViewF a, ConstMatrixViewF b, float be, MatrixViewF c) override {
-      inner->gemm(ta, tb, al, a, b, be, c);
+    dfmp2::linalg::CallFacet execute(const dfmp2::linalg::OpCall& call, dfmp2::linalg::MatmulMode mode) override {
+      if (dfmp2::linalg::dtype_of(call) != dfmp2::linalg::DType::fp32) ADD_FAILURE() << "fp64 reached the backend";
+      return inner->run(call, mode);
     }
-    void gemm_batched(Trans, Trans, Index, const BatchStrides&, double, ConstMatrixView, ConstMatrixView, double,
-                      MatrixView) override {}
-    void gemm_batched(Trans, Trans, Index, const BatchStrides&, float, ConstMatrixViewF, ConstMatrixViewF, float,
-                      MatrixViewF) override {}
-    void syrk(Uplo, Trans, double, ConstMatrixView, double, MatrixView) override {}
-    void syrk(Uplo, Trans, float, ConstMatrixViewF, float, MatrixViewF) override {}
-    void trsm(Side, Uplo, Trans, Diag, double, ConstMatrixView, MatrixView) override {}
-    void trsm(Side, Uplo, Trans, Diag, float, ConstMatrixViewF, MatrixViewF) override {}
-    void cholesky(Uplo, MatrixView) override {}
-    void cholesky(Uplo, MatrixViewF) override {}
-    void eigh(MatrixView, double*) override {}
-    void eigh(MatrixViewF, float*) override {}
-    void spmm(Trans, double, const CsrMatrix<double>&, ConstMatrixView, double, MatrixView) override {}
-    void spmm(Trans, float, const CsrMatrix<float>&, ConstMatrixViewF, float, MatrixViewF) override {}
-    void spmm(Trans, double, const BsrMatrix<double>&, ConstMatrixView, double, MatrixView) override {}
-    void spmm(Trans, float, const BsrMatrix<float>&, ConstMatrixViewF, float, MatrixViewF) override {}
   } device;
   KernelLog log;
   Kernels kd(device, log);

@@ -18,7 +18,7 @@
 #include "devices/registry.hpp"
 #include "../support/test_support.hpp"
 #include "linalg/backend.hpp"
-#include "linalg/cost.hpp"
+#include "linalg/op_call.hpp"
 #include "linalg/kernel_log.hpp"
 #include "linalg/kernels.hpp"
 #include "linalg/matrix_view.hpp"
