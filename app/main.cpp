@@ -83,6 +83,8 @@ CLI::App* add_bench(CLI::App& cli, BenchFlags& f) {
   b->add_option("--batch-count", o.batch_count, "gemm_batched: problems per call (default 16)");
   b->add_option("--bsr-block", o.bsr_block, "spmm_bsr: block size (default 32)");
   b->add_option("--seed", o.seed, "Philox seed of the random operands");
+  b->add_option("--condition", o.condition,
+                "cholesky, eigh, invsqrt_*: condition number of the SPD operand (default: R R^T/n + I, about 5)");
   b->add_flag("--allow-fallback", o.allow_fallback, "mark unsupported op/precision/backend cells instead of failing");
   b->add_option("--compile-cache", o.compile_cache,
                 "device models: persistent compile cache folder (default: a fresh temporary one, so cold is cold)")
@@ -104,6 +106,7 @@ int run_bench(CLI::App& b, BenchFlags& f) {
       {"--trace", "trace"},       {"--calibration", "calibration"}, {"--warmup", "warmup"},
       {"--repeat", "repeat"},     {"--threads", "threads"},       {"--batch-count", "batch_count"},
       {"--bsr-block", "bsr_block"}, {"--seed", "seed"},           {"--allow-fallback", "allow_fallback"},
+      {"--condition", "condition"},
       {"--compile-cache", "compile_cache"}, {"--csv", "csv"},     {"--json", "json"},
       {"--svg", "svg"}};
   for (const auto& [flag, key] : flag_keys)

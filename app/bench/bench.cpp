@@ -9,12 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <thread>
 
 #include "app/bench/calls.hpp"
+#include "app/bench/newton_schulz.hpp"
 #include "app/bench/output.hpp"
 #include "app/bench/trace.hpp"
 #include "app/results.hpp"
@@ -161,7 +163,7 @@ std::vector<Cell> cells_for(const std::string& op, Index n, const BenchOptions& 
       make(op, c, d);
     }
   } else {  // cholesky, eigh, invsqrt_eigh, invsqrt_ns
-    c.n = n;
+    c.n = n, c.condition = o.condition;
     make(op, c);
   }
   return out;
@@ -205,7 +207,14 @@ std::vector<KernelResult> run_kernels(const BenchOptions& o) {
     linalg::Kernels kernels(*s.backend, log);
     kernels.set_matmul_mode(matmul_mode_of(r.precision));
     const PreparedCall call = prepare_call(r.cell.call, r.precision == "fp64", o.seed);
-    r.timing = measure(kernels, call, o.warmup, o.repeat);
+    try {
+      r.timing = measure(kernels, call, o.warmup, o.repeat);
+    } catch (const NumericalError& e) {
+      // A measurement, not a calculation: the cell says it failed and why, and the others still run.
+      r.timing = Timing{};
+      r.timing.status = CellStatus::failed;
+      r.timing.note = e.what();
+    }
     if (call.host_only) r.timing.modelled = false;
     s.backend->release();
   }
@@ -268,6 +277,38 @@ std::string kernel_text(const std::vector<KernelResult>& results) {
     out += format_text_table({"op", "shape", "density", "backend", "precision", "cold", "warm", "TFLOPS", "of peak",
                               "dispatch", "transfer", "dma", "compute", "host", "cold compile"},
                              modelled);
+  }
+  return out;
+}
+
+// Newton-Schulz against eigh, per backend and precision that ran both inverse square roots (newton_schulz.hpp).
+std::vector<NsComparison> newton_schulz_comparisons(const std::vector<KernelResult>& results, const BenchOptions& o) {
+  const bool both = std::count(o.ops.begin(), o.ops.end(), "invsqrt_ns") && std::count(o.ops.begin(), o.ops.end(), "invsqrt_eigh");
+  std::vector<NsComparison> out;
+  if (!both) return out;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto find = [&](const std::string& op, const std::string& backend, const std::string& precision,
+                  Index n) -> const KernelResult* {
+    for (const auto& r : results)
+      if (r.cell.op == op && r.backend == backend && r.precision == precision && r.cell.size == n) return &r;
+    return nullptr;
+  };
+  auto median_of = [&](const KernelResult* r) {
+    return r != nullptr && r->timing.status == CellStatus::ok ? r->timing.median : nan;
+  };
+  for (const auto& backend : o.backends) {
+    for (const auto& precision : o.precisions) {
+      std::vector<NsPoint> points;
+      bool any = false;
+      for (const Index n : o.sizes) {
+        const KernelResult* ns = find("invsqrt_ns", backend, precision, n);
+        const KernelResult* eg = find("invsqrt_eigh", backend, precision, n);
+        any = any || (ns != nullptr && ns->timing.status != CellStatus::unsupported);
+        points.push_back({n, median_of(ns), median_of(eg), median_of(find("eigh", backend, precision, n)),
+                          ns != nullptr && ns->timing.status == CellStatus::failed});
+      }
+      if (any) out.push_back(compare_newton_schulz(backend, precision, std::move(points)));
+    }
   }
   return out;
 }
@@ -578,7 +619,7 @@ std::vector<TraceRun> run_trace(const Trace& trace, const BenchOptions& o, const
         if (er.status != CellStatus::ok) continue;
         // The entry's operand format (fp32, bf16, bf16x3), handed to the backend before each of its calls.
         k.set_matmul_mode(matmul_mode_of(er.precision));
-        double entry_seconds = 0;
+        double entry_seconds = 0, entry_flops = 0;
         linalg::ModelledTime entry_model;
         bool modelled = false;
         for (int c = 0; c < er.entry->repeat; ++c) {
@@ -588,6 +629,7 @@ std::vector<TraceRun> run_trace(const Trace& trace, const BenchOptions& o, const
           calls[i].run(k);
           entry_seconds += clock.seconds();
           for (const auto& rec : log.records()) {
+            entry_flops += rec.flops;  // the descriptors' costs, composites (inverse square roots) included
             if (rec.modelled) {
               modelled = true;
               entry_model += rec.model;
@@ -599,7 +641,7 @@ std::vector<TraceRun> run_trace(const Trace& trace, const BenchOptions& o, const
         }
         if (calls[i].host_only) entry_model.total = entry_seconds;
         er.timing.modelled = modelled;
-        er.timing.flops = calls[i].flops * er.entry->repeat;
+        er.timing.flops = entry_flops;
         er.timing.samples = calls[i].samples * er.entry->repeat;
         er.timing.peak_flops = s.backend->peak_flops(matmul_mode_of(er.precision));
         if (pass == 0) {
@@ -801,6 +843,9 @@ int run_bench(const BenchOptions& options) {
       const auto results = run_kernels(o);
       table = kernel_table(results);
       text = kernel_text(results);
+      const auto ns = newton_schulz_comparisons(results, o);
+      text += newton_schulz_text(ns, o.condition);
+      if (!ns.empty()) extra["newton_schulz"] = newton_schulz_json(ns);
       series = kernel_series(results);
       x_label = "size n";
       break;
@@ -865,6 +910,7 @@ int run_bench(const BenchOptions& options) {
                             {"batch_count", o.batch_count},
                             {"bsr_block", o.bsr_block},
                             {"seed", o.seed},
+                            {"condition", o.condition == 0 ? nlohmann::json(nullptr) : nlohmann::json(o.condition)},
                             {"allow_fallback", o.allow_fallback},
                             {"compile_cache", o.compile_cache.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.compile_cache)}}},
                           {"columns", table.columns},

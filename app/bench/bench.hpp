@@ -36,6 +36,7 @@ struct BenchOptions {
   linalg::Index batch_count = 16;          // gemm_batched: problems per call
   linalg::Index bsr_block = 32;            // spmm_bsr: block rows = block cols
   std::uint64_t seed = 20240901;           // Philox seed of the operands
+  double condition = 0;                    // --condition: SPD operand's condition number (0: R R^T/n + I, about 5)
   bool allow_fallback = false;             // unsupported cells are marked, not an error
   std::string compile_cache;               // device models: persistent compile cache (empty: a fresh temp folder)
   std::string csv, json, svg;              // output files (empty: none)
@@ -54,14 +55,18 @@ struct CallSpec {
   linalg::Side side = linalg::Side::right;  // trsm
   bool trsm_trans = true;           // trsm: op(A) = A^T
   double density = 0.1;             // spmm_*: stored fraction (CSR: entries; BSR: blocks)
+  double condition = 0;             // cholesky, eigh, invsqrt_*: condition number of the SPD operand (0: R R^T/n + I)
   linalg::Index block = 32;         // spmm_bsr
   std::string shape_label() const;  // "m x n x k" etc., as the tables print it
 };
 
-// Whether a cell (kernel, DF-MP2 shape, trace entry) ran: ok, or unsupported (reported instead of failing with
-// --allow-fallback). status_name() is what the tables, CSV and JSON print.
-enum class CellStatus { ok, unsupported };
-inline const char* status_name(CellStatus s) { return s == CellStatus::ok ? "ok" : "unsupported"; }
+// Whether a cell (kernel, DF-MP2 shape, trace entry) ran: ok; unsupported (reported instead of failing with
+// --allow-fallback); failed (kernels mode: the op threw a NumericalError, e.g. Newton-Schulz did not converge on an
+// ill-conditioned operand; the note says why). status_name() is what the tables, CSV and JSON print.
+enum class CellStatus { ok, unsupported, failed };
+inline const char* status_name(CellStatus s) {
+  return s == CellStatus::ok ? "ok" : s == CellStatus::unsupported ? "unsupported" : "failed";
+}
 
 // Measured and (device models) modelled time of one kernel cell or trace entry.
 struct Timing {

@@ -4,7 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <array>
 #include <memory>
+#include <tuple>
+#include <utility>
+
+#include <Eigen/QR>
 
 #include "linalg/op_call.hpp"
 #include "linalg/errors.hpp"
@@ -29,10 +34,19 @@ linalg::MatrixT<T> normal_matrix(Index rows, Index cols, std::uint64_t seed, std
   return m;
 }
 
-// J = R R^T / n + I: symmetric positive definite with eigenvalues in [1, about 5], like a scaled metric.
+// Symmetric positive definite, made in fp64 (rounded for fp32). condition 0: J = R R^T / n + I, eigenvalues in
+// [1, about 5], like a scaled metric. condition X > 1: Q diag(w) Q^T with Q from the QR factorisation of a Gaussian
+// matrix and w log-spaced from 1 down to 1/X (a DF metric's condition number is of order 1e5), for the inverse
+// square roots, whose iteration counts depend on it.
 template <class T>
-linalg::MatrixT<T> spd_matrix(Index n, std::uint64_t seed) {
+linalg::MatrixT<T> spd_matrix(Index n, double condition, std::uint64_t seed) {
   const linalg::Matrix r = normal_matrix<double>(n, n, seed, kStreamA);
+  if (condition > 0) {
+    const linalg::Matrix q = Eigen::HouseholderQR<linalg::Matrix>(r).householderQ();
+    linalg::Vector w(n);
+    for (Index i = 0; i < n; ++i) w[i] = std::pow(condition, -double(i) / double(std::max<Index>(1, n - 1)));
+    return (q * w.asDiagonal() * q.transpose()).template cast<T>();
+  }
   linalg::Matrix j = r * r.transpose() / double(n);
   j.diagonal().array() += 1.0;
   return j.cast<T>();
@@ -50,73 +64,74 @@ linalg::MatrixT<T> lower_triangular(Index n, std::uint64_t seed) {
   return l;
 }
 
+// A call that runs one op's descriptor through Kernels; its flops are the descriptor's cost, as the log records
+// them. `keep` holds the operands the descriptor's views point into.
+template <class Args>
+void run_descriptor(PreparedCall& call, const Args& args, std::shared_ptr<void> keep) {
+  call.run = [args, keep](linalg::Kernels& k) { k.run(kBenchStep, args); };
+  call.flops = args.cost().flops;
+}
+
 template <class T>
 PreparedCall prepare(const CallSpec& s, std::uint64_t seed) {
+  using Mat = linalg::MatrixT<T>;
   PreparedCall call;
   call.reset = [] {};
   const std::string step = kBenchStep;
+  const auto ta = s.trans_a ? linalg::Trans::yes : linalg::Trans::no;
+  const auto tb = s.trans_b ? linalg::Trans::yes : linalg::Trans::no;
   if (s.op == "gemm") {
-    auto a = std::make_shared<linalg::MatrixT<T>>(normal_matrix<T>(s.trans_a ? s.k : s.m, s.trans_a ? s.m : s.k, seed, kStreamA));
-    auto b = std::make_shared<linalg::MatrixT<T>>(normal_matrix<T>(s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n, seed, kStreamB));
-    auto c = std::make_shared<linalg::MatrixT<T>>(s.m, s.n);
-    const auto ta = s.trans_a ? linalg::Trans::yes : linalg::Trans::no;
-    const auto tb = s.trans_b ? linalg::Trans::yes : linalg::Trans::no;
-    call.run = [=](linalg::Kernels& k) { k.gemm<T>(step, ta, tb, T(1), linalg::view(*a), linalg::view(*b), T(0), linalg::view(*c)); };
-    call.flops = linalg::gemm_cost(s.m, s.n, s.k).flops;
+    auto ops = std::make_shared<std::array<Mat, 3>>(std::array<Mat, 3>{
+        normal_matrix<T>(s.trans_a ? s.k : s.m, s.trans_a ? s.m : s.k, seed, kStreamA),
+        normal_matrix<T>(s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n, seed, kStreamB), Mat(s.m, s.n)});
+    auto& [a, b, c] = *ops;
+    run_descriptor(call, linalg::Gemm<T>{ta, tb, T(1), linalg::view(a), linalg::view(b), T(0), linalg::view(c)}, ops);
   } else if (s.op == "gemm_batched") {
     const Index ar = s.trans_a ? s.k : s.m, ac = s.trans_a ? s.m : s.k;
     const Index br = s.trans_b ? s.n : s.k, bc = s.trans_b ? s.k : s.n;
-    auto a = std::make_shared<linalg::MatrixT<T>>(normal_matrix<T>(ar, ac * s.count, seed, kStreamA));
-    auto b = std::make_shared<linalg::MatrixT<T>>(normal_matrix<T>(br, bc * s.count, seed, kStreamB));
-    auto c = std::make_shared<linalg::MatrixT<T>>(s.m, s.n * s.count);
-    const auto ta = s.trans_a ? linalg::Trans::yes : linalg::Trans::no;
-    const auto tb = s.trans_b ? linalg::Trans::yes : linalg::Trans::no;
-    const linalg::BatchStrides strides{.a = ar * ac, .b = br * bc, .c = s.m * s.n};
-    const Index count = s.count, m = s.m, n = s.n;
-    call.run = [=](linalg::Kernels& k) {
-      k.gemm_batched<T>(step, ta, tb, count, strides, T(1), linalg::ConstMatrixViewT<T>(a->data(), ar, ac, std::max<Index>(1, ar)),
-                        linalg::ConstMatrixViewT<T>(b->data(), br, bc, std::max<Index>(1, br)), T(0),
-                        linalg::MatrixViewT<T>{c->data(), m, n, std::max<Index>(1, m)});
-    };
-    call.flops = linalg::gemm_batched_cost(s.count, s.m, s.n, s.k).flops;
+    auto ops = std::make_shared<std::array<Mat, 3>>(std::array<Mat, 3>{
+        normal_matrix<T>(ar, ac * s.count, seed, kStreamA), normal_matrix<T>(br, bc * s.count, seed, kStreamB),
+        Mat(s.m, s.n * s.count)});
+    auto& [a, b, c] = *ops;
+    run_descriptor(call,
+                   linalg::GemmBatched<T>{ta, tb, s.count, {.a = ar * ac, .b = br * bc, .c = s.m * s.n}, T(1),
+                                          {a.data(), ar, ac, std::max<Index>(1, ar)},
+                                          {b.data(), br, bc, std::max<Index>(1, br)}, T(0),
+                                          {c.data(), s.m, s.n, std::max<Index>(1, s.m)}},
+                   ops);
   } else if (s.op == "syrk") {
-    auto a = std::make_shared<linalg::MatrixT<T>>(normal_matrix<T>(s.syrk_trans ? s.k : s.n, s.syrk_trans ? s.n : s.k, seed, kStreamA));
-    auto c = std::make_shared<linalg::MatrixT<T>>(linalg::MatrixT<T>::Zero(s.n, s.n));
+    auto ops = std::make_shared<std::array<Mat, 2>>(std::array<Mat, 2>{
+        normal_matrix<T>(s.syrk_trans ? s.k : s.n, s.syrk_trans ? s.n : s.k, seed, kStreamA), Mat::Zero(s.n, s.n)});
+    auto& [a, c] = *ops;
     const auto tr = s.syrk_trans ? linalg::Trans::yes : linalg::Trans::no;
-    call.run = [=](linalg::Kernels& k) { k.syrk<T>(step, linalg::Uplo::lower, tr, T(1), linalg::view(*a), T(0), linalg::view(*c)); };
-    call.flops = linalg::syrk_cost(s.n, s.k).flops;
+    run_descriptor(call, linalg::Syrk<T>{linalg::Uplo::lower, tr, T(1), linalg::view(a), T(0), linalg::view(c)}, ops);
   } else if (s.op == "trsm" || s.op == "trsm_left") {
     const linalg::Side side = s.op == "trsm_left" ? linalg::Side::left : s.side;
     const Index order = side == linalg::Side::left ? s.m : s.n;
-    auto a = std::make_shared<linalg::MatrixT<T>>(lower_triangular<T>(order, seed));
-    auto b0 = std::make_shared<linalg::MatrixT<T>>(normal_matrix<T>(s.m, s.n, seed, kStreamB));
-    auto b = std::make_shared<linalg::MatrixT<T>>(*b0);
+    const Mat b0 = normal_matrix<T>(s.m, s.n, seed, kStreamB);
+    auto ops = std::make_shared<std::array<Mat, 3>>(std::array<Mat, 3>{lower_triangular<T>(order, seed), b0, b0});
+    auto& [a, b, b_initial] = *ops;
     const auto tr = s.trsm_trans ? linalg::Trans::yes : linalg::Trans::no;
-    call.reset = [=] { *b = *b0; };
-    call.run = [=](linalg::Kernels& k) {
-      k.trsm<T>(step, side, linalg::Uplo::lower, tr, linalg::Diag::non_unit, T(1), linalg::view(*a), linalg::view(*b));
-    };
-    call.flops = linalg::trsm_cost(side, s.m, s.n).flops;
+    call.reset = [ops] { (*ops)[1] = (*ops)[2]; };
+    run_descriptor(
+        call, linalg::Trsm<T>{side, linalg::Uplo::lower, tr, linalg::Diag::non_unit, T(1), linalg::view(a), linalg::view(b)},
+        ops);
   } else if (s.op == "cholesky" || s.op == "eigh" || s.op == "invsqrt_eigh" || s.op == "invsqrt_ns") {
-    auto a0 = std::make_shared<linalg::MatrixT<T>>(spd_matrix<T>(s.n, seed));
-    auto a = std::make_shared<linalg::MatrixT<T>>(*a0);
+    auto a0 = std::make_shared<Mat>(spd_matrix<T>(s.n, s.condition, seed));
+    auto a = std::make_shared<Mat>(*a0);
     auto w = std::make_shared<std::vector<T>>(static_cast<std::size_t>(s.n));
     call.reset = [=] { *a = *a0; };
     const std::string op = s.op;
-    const double n = double(s.n);
     if (op == "cholesky") {
-      call.run = [=](linalg::Kernels& k) { k.cholesky<T>(step, linalg::Uplo::lower, linalg::view(*a)); };
-      call.flops = linalg::cholesky_cost(n).flops;
+      run_descriptor(call, linalg::Cholesky<T>{linalg::Uplo::lower, linalg::view(*a)}, a);
     } else if (op == "eigh") {
-      call.run = [=](linalg::Kernels& k) { k.eigh<T>(step, linalg::view(*a), w->data()); };
-      call.flops = linalg::eigh_cost(n).flops;
+      run_descriptor(call, linalg::Eigh<T>{linalg::view(*a), w->data()}, std::make_shared<std::pair<decltype(a), decltype(w)>>(a, w));
     } else if (op == "invsqrt_eigh") {
+      // A composite: its flops are the sum of what its kernels logged (measure()).
       call.run = [=](linalg::Kernels& k) { linalg::inverse_sqrt_eigh<T>(k, step, linalg::view(*a)); };
-      call.flops = linalg::eigh_cost(n).flops + linalg::syrk_cost(n, n).flops;
     } else {
-      // The flop count of Newton-Schulz depends on the iterations; it is taken from the kernel log (measure()).
+      // The flop count of Newton-Schulz depends on the iterations: taken from the kernel log too.
       call.run = [=](linalg::Kernels& k) { linalg::inverse_sqrt_newton_schulz<T>(k, step, linalg::view(*a)); };
-      call.flops = 0;
     }
   } else if (s.op == "random") {
     const std::size_t count = static_cast<std::size_t>(s.n);
@@ -140,8 +155,8 @@ PreparedCall prepare(const CallSpec& s, std::uint64_t seed) {
         for (Index i = 0; i < s.m; ++i)
           if (pattern.uniform_at(std::uint64_t(i + j * s.m)) > s.density) dense(i, j) = T(0);
       auto sp = std::make_shared<linalg::CsrMatrix<T>>(linalg::csr_from_dense(dense));
-      call.run = [=](linalg::Kernels& k) { k.spmm<T>(step, linalg::Trans::no, T(1), *sp, linalg::view(*b), T(0), linalg::view(*c)); };
-      call.flops = linalg::spmm_csr_cost(double(sp->nnz()), s.n, s.k, s.m).flops;
+      run_descriptor(call, linalg::SpmmCsr<T>{linalg::Trans::no, T(1), *sp, linalg::view(*b), T(0), linalg::view(*c)},
+                     std::make_shared<std::tuple<decltype(sp), decltype(b), decltype(c)>>(sp, b, c));
     } else {
       const Index bs = s.block, nbr = (s.m + bs - 1) / bs, nbc = (s.k + bs - 1) / bs;
       bool any = false;
@@ -154,8 +169,8 @@ PreparedCall prepare(const CallSpec& s, std::uint64_t seed) {
       }
       if (!any) dense(0, 0) = T(1);  // at least one stored block
       auto sp = std::make_shared<linalg::BsrMatrix<T>>(linalg::bsr_from_dense(dense, bs, bs));
-      call.run = [=](linalg::Kernels& k) { k.spmm<T>(step, linalg::Trans::no, T(1), *sp, linalg::view(*b), T(0), linalg::view(*c)); };
-      call.flops = linalg::spmm_bsr_cost(double(sp->nblocks()), bs, bs, s.n, s.k, s.m).flops;
+      run_descriptor(call, linalg::SpmmBsr<T>{linalg::Trans::no, T(1), *sp, linalg::view(*b), T(0), linalg::view(*c)},
+                     std::make_shared<std::tuple<decltype(sp), decltype(b), decltype(c)>>(sp, b, c));
     }
   } else {
     throw InputError(fmt::format("unknown kernel '{}'", s.op));

@@ -109,6 +109,10 @@ void validate(BenchOptions& o) {
   for (const double d : o.densities) {
     if (!(d > 0 && d <= 1)) throw InputError(fmt::format("--density: expected densities in (0, 1], got '{}'", d));
   }
+  if (o.condition != 0 && !(o.condition > 1 && o.condition < 1e300)) {
+    throw InputError(fmt::format("--condition: expected a condition number > 1 (or 0 for the default matrix), got '{}'",
+                                 o.condition));
+  }
   if (o.repeat < 1) throw InputError(fmt::format("--repeat: expected a count >= 1, got '{}'", o.repeat));
   if (o.warmup < 0) throw InputError(fmt::format("--warmup: expected a count >= 0, got '{}'", o.warmup));
   if (o.threads < 0) throw InputError(fmt::format("--threads: expected a number of threads >= 1, got '{}'", o.threads));
@@ -155,7 +159,7 @@ struct ConfigReader : YamlReader {
 const std::vector<std::string> kConfigKeys = {
     "ops",    "sizes",   "densities",   "backends",      "precision",      "repeat",
     "warmup", "threads", "batch_count", "bsr_block",     "seed",           "dfmp2",
-    "trace",  "calibration", "allow_fallback", "compile_cache", "csv", "json", "svg"};
+    "trace",  "calibration", "allow_fallback", "compile_cache", "csv", "json", "svg", "condition"};
 
 }  // namespace
 
@@ -204,6 +208,8 @@ void read_bench_config(const std::string& path, const std::vector<std::string>& 
       o.bsr_block = r.integer(v, key, 1);
     } else if (key == "seed") {
       o.seed = static_cast<std::uint64_t>(r.integer(v, key, 0));
+    } else if (key == "condition") {
+      o.condition = r.number(v, key);
     } else if (key == "dfmp2") {
       o.shapes = r.list(v, key);
       o.mode = Mode::dfmp2;

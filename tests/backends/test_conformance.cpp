@@ -1,8 +1,7 @@
 // Backend conformance, in the manner of ggml's test-backend-ops: a table of cases, each naming its op and options,
 // its dtype and shape, the tolerance its result must meet (with the reason) and, through linalg/cost.hpp, the flops
 // the kernel log must show. Every case runs on every CPU backend built into this binary and on the device models
-// trn1 and trn2 (fp32; their fp64 and eigh cells count as unsupported; bf16 and bf16x3 have their own tolerance
-// tiers in tests/devices), through linalg::Kernels, and
+// trn1 and trn2 (fp32; their fp64 and eigh cells count as unsupported), through linalg::Kernels, and
 // is compared with the reference backend (eigen) run on the same inputs. Shape classes: 1x1, empty (a zero
 // dimension), sizes that are not multiples of 128 ("odd": 129, 200, 257), tall (300 x 7) and wide (7 x 300); square
 // ops (cholesky, eigh, the inverse square roots) have no tall or wide class.
@@ -17,6 +16,12 @@
 // Inputs come from fixed-seed std::mt19937_64 generators (one seed per case, the same for every backend). Dense
 // operands sit in storage with three extra rows (leading dimension > rows), and every element a backend must not
 // write (padding, the other triangle, gaps between batched problems) is checked bit for bit.
+//
+// Tolerance tiers of the device models' operand formats: the fp32 cases of the matrix-product family (gemm,
+// gemm_batched, syrk, spmm, spmv) run on trn1 and trn2 again in bf16 and in bf16x3 (subjects "trn1_bf16", ...),
+// against the same fp32 reference, with the fp32 tolerance plus the format's bound per product (kModeBound). The
+// composites (trsm, cholesky, the inverse square roots) run in fp32 on the device by default (device precisions,
+// README); their low-precision accuracy is measured end to end by bench/device_accuracy.py.
 #include <gtest/gtest.h>
 
 #include <Eigen/QR>
@@ -1193,7 +1198,30 @@ std::unique_ptr<Runner<T>> make_runner(const Spec& s) {
 struct Param {
   std::string backend;
   const Spec* spec;
+  la::MatmulMode mode = la::MatmulMode::fp32;  // the device models' operand format (tolerance tiers above)
+  // The name in test names and the summary: the backend, with the operand format when it is not fp32.
+  std::string label() const {
+    return mode == la::MatmulMode::fp32 ? backend : cat(backend, "_", la::matmul_mode_name(mode));
+  }
 };
+
+// What an operand format adds to a product's elementwise error bound (normalised by D = |alpha||op(A)||op(B)| +
+// |beta||C0|): bf16 rounds both operands (relative error <= u16 = 2^-8 each), so each product is within 2 u16 + u16^2
+// of the exact one; bf16x3 keeps each operand to about 2^-17 and leaves out lo*lo (2^-18): 3 * 2^-17 per product.
+// The fp32 accumulation is the fp32 case's own tolerance.
+double mode_bound(la::MatmulMode mode) {
+  switch (mode) {
+    case la::MatmulMode::fp32: return 0;
+    case la::MatmulMode::bf16: return 2.01 * 0x1p-8;
+    case la::MatmulMode::bf16x3: return 3 * 0x1p-17;
+  }
+  return 0;
+}
+
+bool matrix_product(const Spec& s) {
+  return s.kind == Kind::gemm || s.kind == Kind::gemm_batched || s.kind == Kind::syrk || s.kind == Kind::spmm_csr ||
+         s.kind == Kind::spmm_bsr || s.kind == Kind::spmv_csr || s.kind == Kind::spmv_bsr;
+}
 
 std::string case_name(const std::string& backend, const Spec& s) {
   return cat(backend, "_", s.label, "_", la::dtype_name(s.dtype), "_", s.shape);
@@ -1203,13 +1231,17 @@ std::vector<Param> all_params() {
   std::vector<Param> params;
   for (const std::string& backend : subject_names())
     for (const Spec& s : case_table()) params.push_back({backend, &s});
+  for (const std::string device : {"trn1", "trn2"})
+    for (const la::MatmulMode mode : {la::MatmulMode::bf16, la::MatmulMode::bf16x3})
+      for (const Spec& s : case_table())
+        if (s.dtype == DType::fp32 && matrix_product(s)) params.push_back({device, &s, mode});
   return params;
 }
 
-void PrintTo(const Param& p, std::ostream* os) { *os << case_name(p.backend, *p.spec); }
+void PrintTo(const Param& p, std::ostream* os) { *os << case_name(p.label(), *p.spec); }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  return case_name(info.param.backend, *info.param.spec);
+  return case_name(info.param.label(), *info.param.spec);
 }
 
 // The reference outcome of a case, computed once (on eigen, through its own Kernels) and shared by the backends.
@@ -1226,7 +1258,8 @@ const Outcome& reference_outcome(const Spec& s, const Runner<T>& runner) {
   return it->second;
 }
 
-void expect_log(const KernelLog& log, const std::vector<Expected>& expected, const std::string& backend, DType dt) {
+void expect_log(const KernelLog& log, const std::vector<Expected>& expected, const std::string& backend, DType dt,
+                la::MatmulMode mode) {
   const auto& records = log.records();
   ASSERT_EQ(records.size(), expected.size()) << "kernel log records";
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -1236,7 +1269,9 @@ void expect_log(const KernelLog& log, const std::vector<Expected>& expected, con
     EXPECT_EQ(r.step, kStep);
     EXPECT_EQ(r.kernel, e.kernel);
     EXPECT_EQ(r.backend, e.host ? std::string("host") : backend);
-    EXPECT_EQ(r.dtype, la::dtype_name(dt));
+    // A device op in bf16 or bf16x3 is logged with that format; host work with its element type.
+    EXPECT_EQ(r.dtype, dt == DType::fp32 && !e.host ? std::string(la::matmul_mode_name(mode))
+                                                    : std::string(la::dtype_name(dt)));
     EXPECT_EQ(r.calls, e.calls);
     EXPECT_GE(r.seconds, 0.0);
     if (e.cost) {
@@ -1256,11 +1291,13 @@ bool calls_a_kernel(const Spec& s) {
 template <class T>
 void run_case(const Param& p) {
   const Spec& s = *p.spec;
-  TallyGuard tally({p.backend, s.family, s.dtype});
+  TallyGuard tally({p.label(), s.family, s.dtype});
   const auto runner = make_runner<T>(s);
   CountingBackend& backend = subject(p.backend);
   KernelLog log;
   Kernels kernels(backend, log);
+  kernels.set_matmul_mode(p.mode);
+  const double tol = s.tol + mode_bound(p.mode);
   const long calls_before = backend.total_calls();
   const long stray_calls_before = backend.calls_to_unsupported();
 
@@ -1310,9 +1347,9 @@ void run_case(const Param& p) {
   EXPECT_EQ(backend.calls_to_unsupported(), stray_calls_before);
   EXPECT_EQ(got.stray, 0) << "elements the op must not write (padding, other triangle, gaps between problems) changed";
   const Check c = runner->compare_with(got, *ref);
-  EXPECT_LE(c.err, s.tol) << "normalised error " << c.err << " > tolerance " << s.tol << "; " << c.detail;
-  tally.ratio(c.err / s.tol);
-  expect_log(log, runner->expected_log(got), p.backend, s.dtype);
+  EXPECT_LE(c.err, tol) << "normalised error " << c.err << " > tolerance " << tol << "; " << c.detail;
+  tally.ratio(c.err / tol);
+  expect_log(log, runner->expected_log(got), p.backend, s.dtype, p.mode);
 }
 
 class Case : public ::testing::TestWithParam<Param> {};

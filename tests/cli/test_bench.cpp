@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../support/test_support.hpp"
+#include "app/bench/newton_schulz.hpp"
 
 namespace {
 
@@ -143,6 +144,69 @@ TEST(Bench, AllowFallbackMarksTheCell) {
   const std::string text = slurp(csv);
   EXPECT_NE(text.find("trn1,fp64,unsupported"), std::string::npos) << text;
   EXPECT_NE(text.find("eigen,fp64,ok"), std::string::npos) << text;
+}
+
+// The metric step's question (Newton-Schulz against eigh for J^-1/2), asked of the kernels mode's own cells: a
+// section in the text report and "newton_schulz" in the JSON, with each ratio the quotient of the two cells' medians.
+TEST(Bench, NewtonSchulzAgainstEighFromTheSameRun) {
+  TempDir dir;
+  const auto json = dir.path() / "ns.json";
+  const auto r = run_command(kBench + " --ops eigh,invsqrt_eigh,invsqrt_ns --sizes 32,64 --backends eigen "
+                                      "--precision fp64 --repeat 2 --threads 1 --condition 1e3 --json " + json.string(),
+                             dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Newton-Schulz vs eigh for J^-1/2 (SPD operand: condition 1000)"), std::string::npos) << r.out;
+  const auto doc = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(doc["settings"]["condition"], 1000.0);
+  ASSERT_EQ(doc["newton_schulz"].size(), 1u);
+  const auto& c = doc["newton_schulz"][0];
+  EXPECT_EQ(c["backend"], "eigen");
+  ASSERT_EQ(c["points"].size(), 2u);
+  std::map<std::pair<std::string, long>, double> median;
+  for (const auto& row : doc["rows"]) median[{row["op"], row["size"].get<long>()}] = row["median_s"];
+  for (const auto& p : c["points"]) {
+    const long n = p["size"];
+    const double ns = median[{"invsqrt_ns", n}], eigh = median[{"invsqrt_eigh", n}];
+    EXPECT_DOUBLE_EQ(p["ratio"].get<double>(), ns / eigh);
+    EXPECT_DOUBLE_EQ(p["eigh_s"].get<double>(), (median[{"eigh", n}]));
+  }
+  EXPECT_FALSE(c["verdict"].get<std::string>().empty());
+  // Without both inverse square roots there is no comparison.
+  const auto only = run_command(kBench + " --ops eigh --sizes 32 --backends eigen --repeat 1 --threads 1", dir);
+  ASSERT_EQ(only.exit_code, 0) << only.err;
+  EXPECT_EQ(only.out.find("Newton-Schulz vs eigh"), std::string::npos);
+}
+
+// The verdict's cases on made-up timings: a crossing between two sizes (interpolated inside the bracket), faster
+// everywhere, never with a falling trend (extrapolated), and a failed size named and left out.
+TEST(Bench, NewtonSchulzVerdicts) {
+  using dfmp2::app::bench::compare_newton_schulz;
+  const double nan = std::nan("");
+  auto c = compare_newton_schulz("b", "fp64", {{100, 2.0, 1.0, nan, false}, {200, 1.5, 1.0, nan, false},
+                                              {400, 0.5, 1.0, nan, false}, {800, 0.25, 1.0, nan, false}});
+  ASSERT_TRUE(c.crossover_low && c.crossover_high);
+  EXPECT_EQ(*c.crossover_low, 200);
+  EXPECT_EQ(*c.crossover_high, 400);
+  EXPECT_GT(*c.crossover_estimate, 200);
+  EXPECT_LT(*c.crossover_estimate, 400);
+  EXPECT_FALSE(c.extrapolated);
+  EXPECT_NE(c.verdict.find("between N = 200 and N = 400"), std::string::npos) << c.verdict;
+
+  c = compare_newton_schulz("b", "fp64", {{100, 0.5, 1.0, nan, false}, {200, 0.4, 1.0, nan, false}});
+  EXPECT_NE(c.verdict.find("faster at every size measured"), std::string::npos) << c.verdict;
+
+  // ratio = 4, 2: halves per doubling, reaches 1 at N = 400 (within 16x of the largest size).
+  c = compare_newton_schulz("b", "fp64", {{100, 4.0, 1.0, nan, false}, {200, 2.0, 1.0, nan, false},
+                                          {300, nan, 1.0, nan, true}});
+  EXPECT_TRUE(c.extrapolated);
+  EXPECT_NEAR(*c.crossover_estimate, 400.0, 1e-6);
+  EXPECT_NE(c.verdict.find("did not converge at N = 300"), std::string::npos) << c.verdict;
+}
+
+TEST(Bench, BadConditionIsAnInputError) {
+  TempDir dir;
+  expect_one_line_error(run_command(kBench + " --ops eigh --sizes 32 --backends eigen --condition 0.5", dir), 2,
+                        "--condition: expected a condition number > 1");
 }
 
 TEST(Bench, UnknownOpNamesItAndListsValidOnes) {
