@@ -181,7 +181,7 @@ int run(int argc, char** argv) {
       [&](const std::string& phase, long long done, long long total) { progress.update(phase, done, total); });
   progress.finish();
   std::string text = dfmp2::app::format_header(calc);
-  if (calc.molecule) text += dfmp2::app::format_scf(calc);
+  if (calc.reference.molecule()) text += dfmp2::app::format_scf(calc);
   for (const auto& r : calc.runs) {
     text += dfmp2::app::format_energies(calc, r);
     text += dfmp2::app::format_kernel_table(r);

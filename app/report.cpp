@@ -36,26 +36,31 @@ std::string integrity_summary(const chem::IntegralFile& file) {
 }
 
 std::string format_header(const Calculation& calc) {
-  const Problem& p = calc.problem;
+  const Reference& p = calc.reference;
   std::string out = fmt::format("dfmp2 {}: DF-MP2 for {}\n", DFMP2_VERSION, calc.input.path);
   out += fmt::format("  {:<12} {}\n", p.kind, p.description);
-  if (calc.integrals) out += fmt::format("  integrity    {}\n", integrity_summary(*calc.integrals));
+  if (p.integral_file()) out += fmt::format("  integrity    {}\n", integrity_summary(*p.integral_file()));
   out += fmt::format("  orbitals     nbf {}  nmo {}  nocc {}  frozen {}  active {}  nvir {}  naux {}\n",
-                     p.nbf > 0 ? fmt::format("{}", p.nbf) : std::string("-"), p.nmo, p.nocc, calc.nfrozen,
-                     p.nocc - calc.nfrozen, p.nmo - p.nocc, p.naux);
-  std::vector<std::string> precisions;
-  if (calc.input.backend_precisions.empty()) {
-    for (const auto p : calc.input.precisions) precisions.push_back(chem::precision_name(p));
-  } else {
-    for (const auto& b : calc.input.backends) {
-      std::vector<std::string> names;
-      for (const auto p : calc.input.precisions_of(b)) names.push_back(chem::precision_name(p));
-      precisions.push_back(fmt::format("{}: {}", b, fmt::join(names, "+")));
-    }
+                     p.nbf > 0 ? fmt::format("{}", p.nbf) : std::string("-"), p.nmo, p.nocc, p.nfrozen,
+                     p.nocc - p.nfrozen, p.nmo - p.nocc, p.naux);
+  // What ran (backend-major, as the runs were made): the backends, their precisions and the metric method.
+  std::vector<std::string> backends;
+  std::vector<std::vector<std::string>> precisions_of;
+  for (const auto& run : calc.runs) {
+    if (backends.empty() || backends.back() != run.backend) backends.push_back(run.backend), precisions_of.emplace_back();
+    precisions_of.back().push_back(chem::precision_name(run.precision));
   }
+  std::vector<std::string> precisions;
+  if (calc.input.backend_precisions.empty()) {  // one list for every backend, as the input gave it
+    if (!precisions_of.empty()) precisions = precisions_of.front();
+  } else {
+    for (std::size_t b = 0; b < backends.size(); ++b)
+      precisions.push_back(fmt::format("{}: {}", backends[b], fmt::join(precisions_of[b], "+")));
+  }
+  const chem::MetricMethod metric = calc.runs.empty() ? calc.input.metric : calc.runs.front().result.metric;
   out += fmt::format("  run          backends {}  precision {}  metric {}  threads {}  memory {}\n",
-                     fmt::join(calc.input.backends, ", "), fmt::join(precisions, ", "),
-                     chem::metric_name(calc.input.metric), calc.input.threads, calc.input.memory_text);
+                     fmt::join(backends, ", "), fmt::join(precisions, ", "), chem::metric_name(metric),
+                     calc.input.threads, calc.input.memory_text);
   std::vector<std::string> described;
   for (const auto& run : calc.runs) {
     if (run.details.empty() || std::find(described.begin(), described.end(), run.backend) != described.end()) continue;
@@ -94,7 +99,7 @@ bool below_fp32(chem::Precision p) { return p == chem::Precision::bf16 || p == c
 
 std::string format_energies(const Calculation& calc, const BackendRun& run) {
   const auto& r = run.result;
-  const auto scf = calc.problem.scf_energy;
+  const auto scf = calc.reference.scf_energy;
   const std::string rule = "\t-----------------------------------------------------------\n";
   std::string out = fmt::format("\n  ==> DF-MP2 on backend {}, precision {} <==\n\n", run.backend,
                                 chem::precision_name(run.precision));
@@ -224,7 +229,7 @@ const BackendRun* fp64_run(const Calculation& calc, const std::string& backend) 
 }
 
 std::string format_scf(const Calculation& calc) {
-  const MoleculeRun& m = *calc.molecule;
+  const MoleculeRun& m = *calc.reference.molecule();
   std::string out = fmt::format("\n  ==> RHF <==\n\n  basis {} ({} functions), fitting {} ({}){}\n", m.basis.name,
                                 m.basis.nbf(), m.aux_basis.name, m.aux_basis.nbf(),
                                 m.jk_basis.shells.empty() ? std::string()

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 nlohmann::json properties(const Calculation& calc, const BackendRun& run) {
-  const Problem& f = calc.problem;
+  const Reference& f = calc.reference;
   nlohmann::json p;
   if (auto scf = f.scf_energy) p["scf_total_energy"] = *scf;
   if (auto nuc = f.nuclear_repulsion_energy) p["nuclear_repulsion_energy"] = *nuc;
@@ -67,7 +67,7 @@ nlohmann::json kernels(const linalg::KernelLog& log) {
 }  // namespace
 
 nlohmann::json results_json(const Calculation& calc) {
-  const Problem& f = calc.problem;
+  const Reference& f = calc.reference;
   const auto& first = calc.runs.front();
   nlohmann::json j;
   j["schema_name"] = "qcschema_output";
@@ -90,7 +90,7 @@ nlohmann::json results_json(const Calculation& calc) {
   j["model"] = {{"method", "mp2"}, {"basis", f.kind == "synthetic" ? std::string("synthetic") : f.metadata.basis}};
   j["keywords"] = {{"mp2_type", "df"},
                    {"df_basis_mp2", f.metadata.aux_basis},
-                   {"num_frozen_docc", calc.nfrozen}};
+                   {"num_frozen_docc", calc.reference.nfrozen}};
   j["properties"] = properties(calc, first);
   j["return_result"] = j["properties"]["return_energy"];
   j["success"] = true;
@@ -151,20 +151,20 @@ nlohmann::json results_json(const Calculation& calc) {
                             {"description", f.description},
                             {"form", f.form == chem::ThreeIndexForm::ao ? "ao" : "mo"},
                             {"naux", f.naux},
-                            {"nfrozen", calc.nfrozen}};
-  if (calc.integrals) {
-    problem["path"] = calc.integrals->path();
+                            {"nfrozen", f.nfrozen}};
+  if (const chem::IntegralFile* file = f.integral_file()) {
+    problem["path"] = file->path();
     problem["generator"] = f.metadata.generator;
-    problem["integrity"] = {{"metadata_checksummed", calc.integrals->metadata_checksummed()},
-                            {"unchecked_datasets", calc.integrals->unchecked_datasets()},
-                            {"summary", integrity_summary(*calc.integrals)}};
+    problem["integrity"] = {{"metadata_checksummed", file->metadata_checksummed()},
+                            {"unchecked_datasets", file->unchecked_datasets()},
+                            {"summary", integrity_summary(*file)}};
   }
-  if (calc.synthetic) {
-    const auto& shape = calc.synthetic->shape();
+  if (f.synthetic()) {
+    const auto& shape = f.synthetic()->shape();
     problem["synthetic"] = {{"nbasis", shape.nbasis}, {"nocc", shape.nocc}, {"naux", shape.naux}, {"seed", shape.seed}};
   }
-  if (calc.molecule) {
-    const MoleculeRun& m = *calc.molecule;
+  if (f.molecule()) {
+    const MoleculeRun& m = *f.molecule();
     problem["scf"] = {{"energy", m.scf.energy},
                       {"iterations", m.scf.iterations},
                       {"type", f.metadata.scf_type},

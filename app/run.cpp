@@ -24,7 +24,7 @@ bool BackendRun::modelled() const { return log.any_modelled(); }
 
 double BackendRun::modelled_seconds() const { return log.wall_with_modelled_kernels(wall_seconds); }
 
-int resolve_frozen_core(const Input& input, const Problem& problem) {
+int resolve_frozen_core(const Input& input, const Reference& problem) {
   int n = 0;
   switch (input.frozen_core.kind) {
     case FrozenCore::Kind::none: return 0;
@@ -100,7 +100,9 @@ void check_backend_can_run(const Input& input, linalg::Backend& backend, linalg:
   }
 }
 
-void describe_integral_file(const chem::IntegralFile& f, Problem& p) {
+Reference reference_from_file(std::unique_ptr<chem::IntegralFile> file) {
+  const chem::IntegralFile& f = *file;
+  Reference p;
   p.kind = "integrals";
   const auto& md = f.metadata();
   p.description = fmt::format("{} ({} form", f.path(), f.form() == chem::ThreeIndexForm::ao ? "AO" : "MO");
@@ -115,14 +117,13 @@ void describe_integral_file(const chem::IntegralFile& f, Problem& p) {
   p.scf_energy = f.scf_energy();
   p.nuclear_repulsion_energy = f.nuclear_repulsion_energy();
   p.metadata = md;
-  p.dfmp2_input.orbital_energies = &f.orbital_energies();
-  p.dfmp2_input.nocc = f.nocc();
-  p.dfmp2_input.mo_coefficients = f.form() == chem::ThreeIndexForm::ao ? &f.mo_coefficients() : nullptr;
-  p.dfmp2_input.metric = &f.metric();
-  p.dfmp2_input.three_index = &f;
+  p.source = std::move(file);
+  return p;
 }
 
-void describe_synthetic(const chem::SyntheticProblem& s, const std::string& name, Problem& p) {
+Reference synthetic_reference(std::unique_ptr<chem::SyntheticProblem> problem, const std::string& name) {
+  const chem::SyntheticProblem& s = *problem;
+  Reference p;
   p.kind = "synthetic";
   const auto& shape = s.shape();
   p.description = fmt::format("synthetic {}(nbasis {}, nocc {}, naux {}, seed {})",
@@ -131,11 +132,8 @@ void describe_synthetic(const chem::SyntheticProblem& s, const std::string& name
   p.nbf = p.nmo = s.nbasis();
   p.nocc = s.nocc();
   p.naux = s.naux();
-  p.dfmp2_input.orbital_energies = &s.orbital_energies();
-  p.dfmp2_input.nocc = s.nocc();
-  p.dfmp2_input.mo_coefficients = &s.mo_coefficients();
-  p.dfmp2_input.metric = &s.metric();
-  p.dfmp2_input.three_index = &s.three_index();
+  p.source = std::move(problem);
+  return p;
 }
 
 // Runs `phase`, which is given `memory` minus `held` bytes; when its smallest blocks do not fit, the one line names
@@ -159,8 +157,9 @@ double scf_matrix_bytes(linalg::Index nbf, int diis_vectors) {
   return 8.0 * double(nbf) * double(nbf) * (16.0 + 2.0 * double(diis_vectors));
 }
 
-// The basis sets of `molecule:` input (no integral yet): what the memory plan needs to know.
-void load_molecule_bases(const Input& input, Calculation& calc) {
+// The basis sets of `molecule:` input (no integral yet): what the memory plan needs to know. The SCF comes later
+// (run_molecule), into the reference's MoleculeRun.
+Reference molecule_reference(const Input& input) {
   auto m = std::make_unique<MoleculeRun>();
   const chem::Molecule& mol = *input.molecule;
   const int orbital_l = chem::max_orbital_angular_momentum(), fitting_l = chem::max_fitting_angular_momentum();
@@ -177,7 +176,7 @@ void load_molecule_bases(const Input& input, Calculation& calc) {
   for (auto& sh : m->jk_basis.shells) {
     if (sh.l >= 2) sh.pure = orbital_pure;
   }
-  Problem& p = calc.problem;
+  Reference p;
   p.kind = "molecule";
   p.description = fmt::format("{} atoms from {}; {} / {}{}", mol.atoms.size(), input.molecule_source, m->basis.name,
                               m->aux_basis.name,
@@ -192,7 +191,8 @@ void load_molecule_bases(const Input& input, Calculation& calc) {
   p.metadata.aux_basis = m->aux_basis.name;
   p.metadata.scf_type = input.scf.type == chem::ScfType::df ? "df" : "exact";
   p.metadata.generator = fmt::format("dfmp2 {}", DFMP2_VERSION);
-  calc.molecule = std::move(m);
+  p.source = std::move(m);
+  return p;
 }
 
 // Integrals, RHF and the MP2 fitting integrals for `molecule:` input, on the first backend named. The DF-J/K may
@@ -202,7 +202,7 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
   auto say = [&](const std::string& line) {
     if (progress) progress(line);
   };
-  MoleculeRun& m = *calc.molecule;
+  MoleculeRun& m = *calc.reference.molecule();
   const chem::Molecule& mol = *input.molecule;
   m.backend = backend.name();
   linalg::Kernels kernels(backend, m.log);
@@ -250,16 +250,11 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
   kernels.record_host("mp2_integrals", "metric_and_screening", m.integral_seconds,
                       {0, 8.0 * double(m.metric.size())});
 
-  Problem& p = calc.problem;
+  Reference& p = calc.reference;
   p.nmo = m.scf.orbital_energies.size();
   p.nocc = m.scf.nocc;
   p.scf_energy = m.scf.energy;
   p.nuclear_repulsion_energy = m.scf.nuclear_repulsion;
-  p.dfmp2_input.orbital_energies = &m.scf.orbital_energies;
-  p.dfmp2_input.nocc = m.scf.nocc;
-  p.dfmp2_input.mo_coefficients = &m.scf.mo_coefficients;
-  p.dfmp2_input.metric = &m.metric;
-  p.dfmp2_input.three_index = m.ao_3index.get();
 
   if (input.save_integrals) {
     say(fmt::format("  saving orbitals and integrals to {} (up to {} before compression)", *input.save_integrals,
@@ -332,24 +327,24 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
 
   // What the calculation is, without computing any integral: the memory plan needs its sizes.
   if (input.synthetic) {
-    calc.synthetic = std::make_unique<chem::SyntheticProblem>(*input.synthetic);
-    describe_synthetic(*calc.synthetic, input.synthetic_name, calc.problem);
+    calc.reference = synthetic_reference(std::make_unique<chem::SyntheticProblem>(*input.synthetic),
+                                         input.synthetic_name);
   } else if (input.molecule) {
     // The frozen-core count is known from the molecule alone: checked before anything is loaded or computed.
-    Problem molecule_only;
+    Reference molecule_only;
     molecule_only.nocc = chem::closed_shell_occupied(*input.molecule);
     molecule_only.metadata.molecule = *input.molecule;
     molecule_only.description = "the molecule";
     resolve_frozen_core(input, molecule_only);
-    load_molecule_bases(input, calc);
+    calc.reference = molecule_reference(input);
   } else {
-    calc.integrals = chem::IntegralFile::open(input.integrals);
-    describe_integral_file(*calc.integrals, calc.problem);
+    calc.reference = reference_from_file(chem::IntegralFile::open(input.integrals));
   }
-  calc.nfrozen = resolve_frozen_core(input, calc.problem);  // for molecule input before the SCF, not after it
-  if (input.screening.enabled && calc.problem.form != chem::ThreeIndexForm::ao) {
+  Reference& reference = calc.reference;
+  reference.nfrozen = resolve_frozen_core(input, reference);  // for molecule input before the SCF, not after it
+  if (input.screening.enabled && reference.form != chem::ThreeIndexForm::ao) {
     throw InputError(fmt::format("{}: key 'screening': screens AO integrals (P|mn), and {} holds MO-form (P|ia)",
-                                 input.path, calc.problem.description));
+                                 input.path, reference.description));
   }
 
   // The memory plan, before any three-index integral: what each phase may hold beside what is resident now.
@@ -358,14 +353,14 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   plan.budget = input.memory_bytes;
   plan.baseline = input.resident_at_start + memory_allowance(input.threads);
   plan.scratch_folder = input.scratch;
-  const Problem& pr = calc.problem;
+  const Reference& pr = reference;
   // The orbitals C (nbf x nmo) and the MP2 metric stay for all of DF-MP2: read from the integral file or generated
   // now (after the start was measured), or computed after the SCF; molecule input also holds the MP2 integral engine.
   const double later =
       8.0 * (double(pr.nbf) * double(pr.nmo) + double(pr.nmo) + double(pr.naux) * double(pr.naux)) +
-      (calc.molecule ? chem::ThreeCenterEngine::bytes(calc.molecule->aux_basis, calc.molecule->basis) : 0.0);
+      (pr.molecule() ? chem::ThreeCenterEngine::bytes(pr.molecule()->aux_basis, pr.molecule()->basis) : 0.0);
   const double mp2_budget = plan.budget - plan.baseline - later;
-  const linalg::Index nact = pr.nocc - calc.nfrozen, nvir = pr.nmo - pr.nocc;
+  const linalg::Index nact = pr.nocc - pr.nfrozen, nvir = pr.nmo - pr.nocc;
   chem::BlockPlan largest;
   for (const auto& backend : backends) {
     for (const chem::Precision precision : input.precisions_of(backend->name())) {
@@ -390,7 +385,7 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   plan.phases.push_back({"MP2 pair energies", mp2_storage, fmt::format("occupied block {}", largest.occupied_block),
                          largest.fixed_bytes + largest.pair_bytes, largest.scratch_bytes, ""});
   if (largest.storage == chem::Mp2Storage::scratch) chem::check_scratch_folder(input.scratch);
-  if (calc.molecule) {
+  if (pr.molecule()) {
     plan.phases.insert(plan.phases.begin(), {"SCF", "", "", scf_matrix_bytes(pr.nbf, input.scf.diis_vectors), 0, ""});
     if (input.save_integrals) {
       // The file is written compressed; its uncompressed size bounds what the disk must take.
@@ -404,7 +399,7 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
       }
     }
   }
-  if (progress && calc.molecule) {  // the other inputs print nothing until the report
+  if (progress && pr.molecule()) {  // the other inputs print nothing until the report
     progress(fmt::format("  memory plan: {} ({} in use at the start or allowed for libraries); scratch in {}",
                          linalg::format_bytes(plan.budget), linalg::format_bytes(plan.baseline), plan.scratch_folder));
     for (const auto& ph : plan.phases) {
@@ -417,7 +412,7 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
     // Beside the J/K: the SCF's matrices and, for DF, the J/K's integral engine.
     const double held = plan.baseline + scf_matrix_bytes(pr.nbf, input.scf.diis_vectors) +
                         (input.scf.type == chem::ScfType::df
-                             ? chem::ThreeCenterEngine::bytes(calc.molecule->jk_basis, calc.molecule->basis)
+                             ? chem::ThreeCenterEngine::bytes(pr.molecule()->jk_basis, pr.molecule()->basis)
                              : 0.0);
     sampler.take_peak();
     within_memory(plan, held, [&] {
@@ -433,7 +428,7 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   }
 
   chem::DfMp2Options options;
-  options.nfrozen = calc.nfrozen;
+  options.nfrozen = reference.nfrozen;
   options.metric = input.metric;
   options.eigh_threshold = input.eigh_threshold;
   options.newton_schulz = input.newton_schulz;
@@ -466,7 +461,7 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
       kernels.set_fallback(fallback.get());
       linalg::Stopwatch wall;
       sampler.take_peak();  // each DF-MP2 phase measures its own peak (options.phase_done)
-      run.result = chem::run_dfmp2(calc.problem.dfmp2_input, options, kernels);
+      run.result = chem::run_dfmp2(reference.dfmp2_input(), options, kernels);
       run.wall_seconds = wall.seconds();
 
       if (input.screening.enabled && input.screening_compare) {
@@ -477,7 +472,7 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
         chem::DfMp2Options unscreened = options;
         unscreened.screening.enabled = false;
         run.unscreened_correlation =
-            chem::run_dfmp2(calc.problem.dfmp2_input, unscreened, reference_kernels).correlation();
+            chem::run_dfmp2(reference.dfmp2_input(), unscreened, reference_kernels).correlation();
       }
       calc.runs.push_back(std::move(run));
     }
@@ -487,6 +482,31 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   for (const auto& [part, bytes] : plan.measured) plan.peak_resident = std::max(plan.peak_resident, bytes);
   for (const auto& ph : plan.phases) plan.peak_resident = std::max(plan.peak_resident, ph.measured_bytes);
   return calc;
+}
+
+namespace {
+template <class Source, class Variant>
+Source* source_of(const Variant& v) {
+  const auto* p = std::get_if<std::unique_ptr<Source>>(&v);
+  return p != nullptr ? p->get() : nullptr;
+}
+}  // namespace
+
+const chem::IntegralFile* Reference::integral_file() const { return source_of<chem::IntegralFile>(source); }
+const chem::SyntheticProblem* Reference::synthetic() const { return source_of<chem::SyntheticProblem>(source); }
+const MoleculeRun* Reference::molecule() const { return source_of<MoleculeRun>(source); }
+MoleculeRun* Reference::molecule() { return source_of<MoleculeRun>(source); }
+
+chem::DfMp2Input Reference::dfmp2_input() const {
+  return std::visit(
+      [](const auto& s) -> chem::DfMp2Input {
+        if constexpr (std::is_same_v<std::decay_t<decltype(s)>, std::monostate>) {
+          throw std::logic_error("Reference::dfmp2_input: no source");
+        } else {
+          return s->dfmp2_input();
+        }
+      },
+      source);
 }
 
 double MemoryPlan::planned_peak() const {

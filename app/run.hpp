@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "app/input.hpp"
@@ -33,16 +34,6 @@ struct BackendRun {
   double modelled_seconds() const;
 };
 
-// What the calculation is about, whichever input kind it came from: what the report and the results file say.
-struct Problem {
-  std::string kind;         // "integrals" or "synthetic"
-  std::string description;  // one line: the file with its form and bases, or the synthetic shape and seed
-  chem::ThreeIndexForm form = chem::ThreeIndexForm::ao;
-  linalg::Index nbf = 0, nmo = 0, nocc = 0, naux = 0;  // nbf 0 in MO form
-  std::optional<double> scf_energy, nuclear_repulsion_energy;
-  chem::IntegralFileMetadata metadata;  // empty for synthetic problems
-  chem::DfMp2Input dfmp2_input;         // points into the Calculation's integrals or synthetic problem
-};
 
 // One phase of the memory plan: what it holds in memory at its peak and what it keeps on scratch.
 struct PhasePlan {
@@ -79,15 +70,40 @@ struct MoleculeRun {
   std::string backend;                               // the backend the SCF ran on (the first one named)
   double scf_seconds = 0, integral_seconds = 0;
   std::optional<std::string> saved_to;               // the integral file written after the SCF
+  chem::DfMp2Input dfmp2_input() const {
+    return {&scf.orbital_energies, scf.nocc, &scf.mo_coefficients, &metric, ao_3index.get()};
+  }
 };
 
+// The reference state DF-MP2 starts from, whichever input made it: an integral file (`integrals:`), a synthetic
+// problem (`synthetic:`) or the SCF of a molecule (`molecule:`). It owns its source, says what it is (for the
+// report and the results file), and is the one place DF-MP2's input is taken from (dfmp2_input()).
+struct Reference {
+  std::string kind;         // "integrals", "synthetic" or "molecule"
+  std::string description;  // one line: the file with its form and bases, the synthetic shape and seed, the molecule
+  chem::ThreeIndexForm form = chem::ThreeIndexForm::ao;
+  linalg::Index nbf = 0, nmo = 0, nocc = 0, naux = 0;  // nbf 0 in MO form
+  std::optional<double> scf_energy, nuclear_repulsion_energy;
+  chem::IntegralFileMetadata metadata;  // empty for synthetic problems
+  int nfrozen = 0;                      // frozen core orbitals (resolve_frozen_core)
+  std::variant<std::monostate, std::unique_ptr<chem::IntegralFile>, std::unique_ptr<chem::SyntheticProblem>,
+               std::unique_ptr<MoleculeRun>>
+      source;
+
+  // The source of each kind, or nullptr.
+  const chem::IntegralFile* integral_file() const;
+  const chem::SyntheticProblem* synthetic() const;
+  const MoleculeRun* molecule() const;
+  MoleculeRun* molecule();
+  // What DF-MP2 reads (for a molecule: once its SCF has run).
+  chem::DfMp2Input dfmp2_input() const;
+};
+
+// A finished calculation: the input as read, the reference, the memory plan with its measured peaks, and one run per
+// backend and precision. The report and the results file read it; what ran is in `runs`.
 struct Calculation {
   Input input;
-  std::unique_ptr<chem::IntegralFile> integrals;      // with `integrals:`
-  std::unique_ptr<chem::SyntheticProblem> synthetic;  // with `synthetic:`
-  std::unique_ptr<MoleculeRun> molecule;              // with `molecule:`
-  Problem problem;
-  int nfrozen = 0;
+  Reference reference;
   MemoryPlan memory;
   std::vector<BackendRun> runs;
 };
@@ -117,7 +133,7 @@ class ResidentSampler {
 };
 
 // Number of frozen core orbitals the input asks for; throws InputError when it cannot be honoured.
-int resolve_frozen_core(const Input& input, const Problem& problem);
+int resolve_frozen_core(const Input& input, const Reference& reference);
 
 // `progress` (may be empty) receives one line per SCF iteration and per phase as the run goes; `phase_progress`
 // (may be empty) the done/total counts of the DF-MP2 phases. Both are for the terminal.

@@ -96,15 +96,6 @@ struct DfMp2Options {
   std::function<void(const std::string&)> phase_done;
 };
 
-// What the method needs: orbitals, the metric and a source of three-index integrals.
-struct DfMp2Input {
-  const linalg::Vector* orbital_energies = nullptr;  // nmo, ascending
-  linalg::Index nocc = 0;                            // doubly occupied
-  const linalg::Matrix* mo_coefficients = nullptr;   // nbf x nmo; needed for AO-form sources only
-  const linalg::Matrix* metric = nullptr;            // naux x naux
-  const ThreeIndexSource* three_index = nullptr;
-};
-
 struct PairEnergy {
   double opposite_spin = 0;
   double same_spin = 0;

@@ -71,6 +71,10 @@ class IntegralFile final : public ThreeIndexSource {
   const linalg::Matrix& metric() const { return metric_; }
   const linalg::Vector& orbital_energies() const { return orbital_energies_; }
   const linalg::Matrix& mo_coefficients() const { return mo_coefficients_; }  // nbf x nmo; empty in MO form
+  // The file as DF-MP2's input: its orbitals, metric and itself as the three-index source.
+  DfMp2Input dfmp2_input() const {
+    return {&orbital_energies_, nocc(), form_ == ThreeIndexForm::ao ? &mo_coefficients_ : nullptr, &metric_, this};
+  }
   std::optional<double> scf_energy() const { return scf_energy_; }
   std::optional<double> nuclear_repulsion_energy() const { return nuclear_repulsion_; }
   const IntegralFileMetadata& metadata() const { return metadata_; }

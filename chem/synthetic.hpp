@@ -92,6 +92,7 @@ class SyntheticProblem {
   const linalg::Vector& orbital_energies() const { return eps_; }
   const linalg::Matrix& metric() const { return metric_; }
   const SyntheticThreeIndex& three_index() const { return three_index_; }
+  DfMp2Input dfmp2_input() const { return {&eps_, nocc(), &c_, &metric_, &three_index_}; }
 
  private:
   SyntheticShape shape_;

@@ -44,6 +44,17 @@ class ThreeIndexSource {
 
 namespace dfmp2::chem {
 
+// What DF-MP2 reads from a reference (chem/dfmp2.hpp): orbitals, the metric and a source of three-index
+// integrals. Each kind of reference (IntegralFile, SyntheticProblem, the SCF of a molecule) makes its own with
+// dfmp2_input(); the views stay valid as long as the reference does.
+struct DfMp2Input {
+  const linalg::Vector* orbital_energies = nullptr;  // nmo, ascending
+  linalg::Index nocc = 0;                            // doubly occupied
+  const linalg::Matrix* mo_coefficients = nullptr;   // nbf x nmo; needed for AO-form sources only
+  const linalg::Matrix* metric = nullptr;            // naux x naux
+  const ThreeIndexSource* three_index = nullptr;
+};
+
 // AO-form integrals held in memory (as the integral code computes them), in the file's order.
 class InMemoryThreeIndex final : public ThreeIndexSource {
  public:

@@ -402,12 +402,7 @@ std::vector<Dfmp2Result> run_dfmp2_mode(const BenchOptions& o) {
     if (r.status != CellStatus::ok) continue;
     auto& problem = problems[r.shape];
     if (!problem) problem = std::make_unique<chem::SyntheticProblem>(r.dims);
-    chem::DfMp2Input input;
-    input.orbital_energies = &problem->orbital_energies();
-    input.nocc = problem->nocc();
-    input.mo_coefficients = &problem->mo_coefficients();
-    input.metric = &problem->metric();
-    input.three_index = &problem->three_index();
+    const chem::DfMp2Input input = problem->dfmp2_input();
     chem::DfMp2Options options;
     options.precision = precision_of(r.precision);
 

@@ -226,12 +226,7 @@ dfmp2::chem::DfMp2Result run(const SyntheticProblem& p, const std::string& backe
   backend->set_threads(threads);
   dfmp2::linalg::KernelLog log;
   dfmp2::linalg::Kernels kernels(*backend, log);
-  dfmp2::chem::DfMp2Input input;
-  input.orbital_energies = &p.orbital_energies();
-  input.nocc = p.nocc();
-  input.mo_coefficients = &p.mo_coefficients();
-  input.metric = &p.metric();
-  input.three_index = &p.three_index();
+  const dfmp2::chem::DfMp2Input input = p.dfmp2_input();
   dfmp2::chem::DfMp2Options options;
   options.memory_bytes = 64.0 * (1 << 20);
   return dfmp2::chem::run_dfmp2(input, options, kernels);

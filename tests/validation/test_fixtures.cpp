@@ -45,7 +45,7 @@ class FixtureEnergies : public ::testing::TestWithParam<Fixture> {};
 TEST_P(FixtureEnergies, MatchPsi4OnEveryBackend) {
   const Fixture f = GetParam();
   const auto calc = run(f, dfmp2::testing::cpu_backends());
-  const auto& refs = calc.integrals->references();
+  const auto& refs = calc.reference.integral_file()->references();
   ASSERT_TRUE(refs.count(f.nfrozen)) << "no Psi4 reference for " << f.nfrozen << " frozen orbitals in " << f.file;
   const auto& ref = refs.at(f.nfrozen);
   ASSERT_EQ(calc.runs.size(), dfmp2::testing::cpu_backends().size());
@@ -54,8 +54,8 @@ TEST_P(FixtureEnergies, MatchPsi4OnEveryBackend) {
     EXPECT_NEAR(r.result.opposite_spin, ref.opposite_spin, kTolerance);
     EXPECT_NEAR(r.result.same_spin, ref.same_spin, kTolerance);
     EXPECT_NEAR(r.result.correlation(), ref.correlation, kTolerance);
-    ASSERT_TRUE(ref.total && calc.integrals->scf_energy());
-    EXPECT_NEAR(*calc.integrals->scf_energy() + r.result.correlation(), *ref.total, kTolerance);
+    ASSERT_TRUE(ref.total && calc.reference.integral_file()->scf_energy());
+    EXPECT_NEAR(*calc.reference.integral_file()->scf_energy() + r.result.correlation(), *ref.total, kTolerance);
   }
 }
 
@@ -179,7 +179,7 @@ TEST(Screening, TightThresholdKeepsTheEnergyLooseOneSkipsTiles) {
       const auto calc = dfmp2::app::run_calculation(in);
       const auto& r = calc.runs[0];
       ASSERT_TRUE(r.unscreened_correlation);
-      EXPECT_NEAR(*r.unscreened_correlation, calc.integrals->references().at(1).correlation, 1e-9);
+      EXPECT_NEAR(*r.unscreened_correlation, calc.reference.integral_file()->references().at(1).correlation, 1e-9);
       change.push_back(std::abs(r.result.correlation() - *r.unscreened_correlation));
       kept.push_back(r.result.screening.blocks_kept);
       EXPECT_EQ(r.result.screening.blocks_total, 2380);
