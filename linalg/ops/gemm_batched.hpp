@@ -40,12 +40,7 @@ struct GemmBatched {
   }
   void check() const {
     op_check::require(count >= 0, kernel, "negative batch count");
-    op_check::view(a, kernel, "A");
-    op_check::view(b, kernel, "B");
-    op_check::view(ConstMatrixViewT<T>(c), kernel, "C");
-    op_check::require(op_check::rows_of(b, tb) == k(), kernel, "inner dimensions differ");
-    op_check::require(c.rows == m() && c.cols == n(), kernel,
-                      fmt::format("C is {}x{}, expected {}x{}", c.rows, c.cols, m(), n()));
+    op_check::gemm_shapes<T>(kernel, ta, tb, a, b, c);
     op_check::require(strides.a >= 0 && strides.b >= 0 && strides.c >= 0, kernel, "negative stride");
     // Outputs of different problems must not overlap, or the result would depend on the order of the batch.
     op_check::require(count <= 1 || m() == 0 || n() == 0 || strides.c >= c.ld * (n() - 1) + m(), kernel,

@@ -5,6 +5,8 @@
 #include "linalg/ops/check.hpp"
 #include "linalg/sparse.hpp"
 
+#include <type_traits>
+
 namespace dfmp2::linalg {
 
 // Unlike the dense costs these take the element and index sizes, since the index arrays do not shrink with the
@@ -37,15 +39,17 @@ void spmm_shapes(std::string_view op, Trans ts, Index s_rows, Index s_cols, cons
 }
 }  // namespace op_check
 
-template <class T>
-struct SpmmCsr {
+// One descriptor for both formats: Sparse is CsrMatrix or BsrMatrix.
+template <class T, template <class> class Sparse>
+struct Spmm {
+  static constexpr bool csr = std::is_same_v<Sparse<T>, CsrMatrix<T>>;
   static constexpr Op op = Op::spmm;
-  static constexpr std::string_view kernel = "spmm_csr";
+  static constexpr std::string_view kernel = csr ? "spmm_csr" : "spmm_bsr";
   using value_type = T;
 
   Trans ts;
   T alpha;
-  const CsrMatrix<T>& s;
+  const Sparse<T>& s;
   ConstMatrixViewT<T> b;
   T beta;
   MatrixViewT<T> c;
@@ -56,31 +60,18 @@ struct SpmmCsr {
     op_check::spmm_shapes<T>(kernel, ts, s.rows, s.cols, b, c);
   }
   Cost cost() const {
-    return spmm_csr_cost(s.nnz(), b.cols, b.rows, c.rows, beta != T(0), sizeof(T), sizeof(Index));
+    if constexpr (csr) {
+      return spmm_csr_cost(s.nnz(), b.cols, b.rows, c.rows, beta != T(0), sizeof(T), sizeof(Index));
+    } else {
+      return spmm_bsr_cost(s.nblocks(), s.block_rows, s.block_cols, b.cols, b.rows, c.rows, beta != T(0), sizeof(T),
+                           sizeof(Index));
+    }
   }
 };
 
 template <class T>
-struct SpmmBsr {
-  static constexpr Op op = Op::spmm;
-  static constexpr std::string_view kernel = "spmm_bsr";
-  using value_type = T;
-
-  Trans ts;
-  T alpha;
-  const BsrMatrix<T>& s;
-  ConstMatrixViewT<T> b;
-  T beta;
-  MatrixViewT<T> c;
-
-  void check() const {
-    validate(s);
-    op_check::spmm_shapes<T>(kernel, ts, s.rows, s.cols, b, c);
-  }
-  Cost cost() const {
-    return spmm_bsr_cost(s.nblocks(), s.block_rows, s.block_cols, b.cols, b.rows, c.rows, beta != T(0), sizeof(T),
-                         sizeof(Index));
-  }
-};
+using SpmmCsr = Spmm<T, CsrMatrix>;
+template <class T>
+using SpmmBsr = Spmm<T, BsrMatrix>;
 
 }  // namespace dfmp2::linalg
