@@ -33,6 +33,11 @@
 
 namespace {
 
+// The kernel names the pair step logs: its two ops (their descriptors) and the energy reduction on the host.
+const std::string kSyrk(dfmp2::linalg::Syrk<double>::kernel), kGemm(dfmp2::linalg::Gemm<double>::kernel),
+    kReduce(dfmp2::chem::kPairReduceKernel);
+
+
 using dfmp2::linalg::Index;
 using dfmp2::linalg::Matrix;
 using dfmp2::linalg::Vector;
@@ -292,16 +297,16 @@ int run(const Options& o) {
              "other s", "GFLOP/s", "E_corr (os + ss)");
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& pr = runs[i];
-    const double other = pr.wall - pr.get("syrk") - pr.get("gemm") - pr.get("pair_reduce");
+    const double other = pr.wall - pr.get(kSyrk) - pr.get(kGemm) - pr.get(kReduce);
     fmt::print("  {:>4} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.1f} {:>22.12f}\n", i + 1, pr.wall,
-               pr.get("syrk"), pr.get("gemm"), pr.get("pair_reduce"), other, gflops(step_flops, pr.wall),
+               pr.get(kSyrk), pr.get(kGemm), pr.get(kReduce), other, gflops(step_flops, pr.wall),
                pr.os + pr.ss);
   }
   fmt::print("  energy             E_os {:.12f}  E_ss {:.12f}  (max spread over repeats {:.1e})\n", mid.os, mid.ss,
              e_spread);
   fmt::print("  kernels (run {}, the median wall time)\n", median_index(walls) + 1);
   fmt::print("    {:<12} {:>6} {:>12} {:>9} {:>9} {:>7}\n", "kernel", "calls", "GFLOP", "s", "GFLOP/s", "share");
-  for (const char* name : {"syrk", "gemm", "pair_reduce"}) {
+  for (const std::string& name : {kSyrk, kGemm, kReduce}) {
     const auto it = mid.kernels.find(name);
     if (it == mid.kernels.end()) continue;
     const auto& k = it->second;

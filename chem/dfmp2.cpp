@@ -316,7 +316,7 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const BlockPla
         buffer.resize(static_cast<std::size_t>(np * stride));
         source.read_block(p0, np, buffer.data());
       }
-      kernels.record_host(step_name(Mp2Step::transform), "read_3index", read_clock.seconds(), {0, 8.0 * double(np) * double(stride)});
+      kernels.record_host(step_name(Mp2Step::transform), kRead3IndexKernel, read_clock.seconds(), {0, 8.0 * double(np) * double(stride)});
       if (direct) return;
 
       if (source.form() == ThreeIndexForm::mo) {
@@ -622,7 +622,7 @@ PairEnergy block_pair_energy(const OccupiedBlockPair& pair, ConstMatrixViewT<W> 
     ss += per_pair_ss[static_cast<std::size_t>(ij)];
   }
   const double elements = double(ni) * double(nj) * double(nvir) * double(nvir) * (pair.diagonal() ? 0.5 : 1.0);
-  kernels.record_host(step_name(Mp2Step::pair_energy), "pair_reduce", reduce_clock.seconds(),
+  kernels.record_host(step_name(Mp2Step::pair_energy), kPairReduceKernel, reduce_clock.seconds(),
                       {7.0 * elements, 2.0 * sizeof(W) * elements}, dtype<Acc>());
   return {double(os), double(ss)};
 }

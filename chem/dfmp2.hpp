@@ -49,6 +49,9 @@ std::string precision_name(Precision p);
 enum class Mp2Step { metric, transform, fitting, pair_energy };
 const linalg::NameTable<Mp2Step>& mp2_step_names();
 const std::string& step_name(Mp2Step step);
+// The host work DF-MP2 logs beside the backend's ops (KernelLog kernel names, under backend "host").
+inline constexpr const char* kRead3IndexKernel = "read_3index";  // transform: reading a block of (P|mn) or (P|ia)
+inline constexpr const char* kPairReduceKernel = "pair_reduce";  // pair energies: the reduction over (ia|jb)
 // The names of the steps whose float products a device runs in a MatmulMode: all four, in pipeline order.
 const std::vector<std::string>& matmul_steps();
 // The operand format of each step in a run of `precision` (bf16: transform bf16x3, pair_energy bf16; bf16x3:
