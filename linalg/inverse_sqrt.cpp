@@ -60,7 +60,8 @@ InverseSqrtReport inverse_sqrt_newton_schulz(Kernels& kernels, const std::string
   const Index n = a.rows;
   if (n == 0) return report;
   // fp32 cannot reach residuals much below its epsilon times a factor that grows with the condition number: at
-  // condition 1e5 the residual stalls between 1e-5 and 2e-5 (bench_ops), so 1e-4 is the floor.
+  // condition 1e5 the residual stalls between 1e-5 and 2e-5 (measured with the
+  // former bench_ops; now `dfmp2 bench --ops invsqrt_ns --condition 1e5`), so 1e-4 is the floor.
   const double tolerance =
       std::max(options.tolerance, std::is_same_v<T, float> ? 1e-4 : 0.0);
 

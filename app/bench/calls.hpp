@@ -1,6 +1,7 @@
 #pragma once
 // One benchmarked kernel call: its operands (random, from Philox streams), a reset of the operands it overwrites
-// (untimed), the call itself through linalg::Kernels (timed), and its flop count from linalg/cost.hpp.
+// (untimed), the call itself through linalg::Kernels (timed), and its flop count from the op descriptor's cost()
+// (linalg/ops/), or for a composite from what its kernels logged.
 #include <functional>
 #include <string>
 #include <vector>

@@ -1,8 +1,8 @@
 // Backend conformance, in the manner of ggml's test-backend-ops: a table of cases, each naming its op and options,
-// its dtype and shape, the tolerance its result must meet (with the reason) and, through linalg/cost.hpp, the flops
-// the kernel log must show. Every case runs on every CPU backend built into this binary and on the device models
-// trn1 and trn2 (fp32; their fp64 and eigh cells count as unsupported), through linalg::Kernels, and
-// is compared with the reference backend (eigen) run on the same inputs. Shape classes: 1x1, empty (a zero
+// its dtype and shape, the tolerance its result must meet (with the reason) and, through the op descriptors' cost()
+// (linalg/ops/), the flops the kernel log must show. Every case runs on every CPU backend built into this binary and
+// on the device models trn1 and trn2 (fp32; their fp64 and eigh cells count as unsupported), through
+// linalg::Kernels, and is compared with the reference backend (eigen) run on the same inputs. Shape classes: 1x1, empty (a zero
 // dimension), sizes that are not multiples of 128 ("odd": 129, 200, 257), tall (300 x 7) and wide (7 x 300); square
 // ops (cholesky, eigh, the inverse square roots) have no tall or wide class.
 //
@@ -786,7 +786,7 @@ struct Outcome {
   la::InverseSqrtReport report;
 };
 
-// One expected kernel-log record; flops and bytes from linalg/cost.hpp (unset for host work with no cost function).
+// One expected kernel-log record; flops and bytes from the op descriptors' costs (unset for host work with no cost function).
 struct Expected {
   std::string kernel;
   bool host = false;
@@ -1275,8 +1275,8 @@ void expect_log(const KernelLog& log, const std::vector<Expected>& expected, con
     EXPECT_EQ(r.calls, e.calls);
     EXPECT_GE(r.seconds, 0.0);
     if (e.cost) {
-      EXPECT_DOUBLE_EQ(r.flops, e.cost->flops) << "flops (linalg/cost.hpp)";
-      EXPECT_DOUBLE_EQ(r.bytes, e.cost->bytes) << "bytes (linalg/cost.hpp)";
+      EXPECT_DOUBLE_EQ(r.flops, e.cost->flops) << "flops (the descriptor's cost)";
+      EXPECT_DOUBLE_EQ(r.bytes, e.cost->bytes) << "bytes (the descriptor's cost)";
     }
   }
 }
