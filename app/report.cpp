@@ -4,6 +4,7 @@
 
 #include <fmt/ranges.h>
 
+#include "devices/registry.hpp"
 #include "linalg/bytes.hpp"
 
 #include <algorithm>
@@ -66,6 +67,11 @@ std::string format_header(const Calculation& calc) {
     if (run.details.empty() || std::find(described.begin(), described.end(), run.backend) != described.end()) continue;
     described.push_back(run.backend);
     out += fmt::format("  backend      {}: {}\n", run.backend, run.details);
+  }
+  // An input without `backends` runs on the default CPU backend: say which and why (devices/registry.hpp).
+  if (!calc.input.as_read.contains("backends")) {
+    out += fmt::format("  default      {} ({})\n", devices::default_backend_choice().name,
+                       devices::default_backend_choice().reason);
   }
   const MemoryPlan& plan = calc.memory;
   out += fmt::format("  memory plan  memory {}, of which {} in use at the start or allowed for libraries; planned peak "

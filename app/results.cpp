@@ -11,6 +11,7 @@
 #include "app/report.hpp"
 #include "chem/scratch.hpp"
 #include "chem/temporary_files.hpp"
+#include "devices/registry.hpp"
 #include "linalg/errors.hpp"
 
 namespace dfmp2::app {
@@ -203,6 +204,10 @@ nlohmann::json results_json(const Calculation& calc) {
                             {"phases", phases}}},
                           {"threads", calc.input.threads},
                           {"backends", backends}};
+  if (!calc.input.as_read.contains("backends")) {  // the default CPU backend, and why it was chosen
+    j["extras"]["dfmp2"]["default_backend"] = {{"name", devices::default_backend_choice().name},
+                                               {"reason", devices::default_backend_choice().reason}};
+  }
   return j;
 }
 

@@ -18,13 +18,24 @@ std::vector<std::string> known_backends() { return {"eigen", "openblas", "trn1",
 
 bool is_device_model(const std::string& name) { return name == "trn1" || name == "trn2"; }
 
-std::string default_backend() {
-#ifdef DFMP2_NATIVE_BUILD
-  return "eigen";
-#else
-  return "openblas";
-#endif
+const DefaultBackend& default_backend_choice() {
+  static const DefaultBackend choice = [] {
+    const VectorWidth eigen = eigen_vector_width(), blas = openblas_vector_width();
+    const bool openblas = blas.flops_per_cycle() >= eigen.flops_per_cycle();
+    const std::string compared = fmt::format(
+        "OpenBLAS runs its {} kernels ({}, {} double flops per cycle and unit), Eigen is compiled for {} ({})",
+        openblas_kernel_set(), blas.name, blas.flops_per_cycle(), eigen.name, eigen.flops_per_cycle());
+    return DefaultBackend{openblas ? "openblas" : "eigen",
+                          fmt::format("chosen at run time: {}; {}", compared,
+                                      openblas ? (blas.flops_per_cycle() == eigen.flops_per_cycle()
+                                                      ? "a tie goes to OpenBLAS (faster SYRK, TRSM, eigh)"
+                                                      : "OpenBLAS is wider")
+                                               : "Eigen is wider")};
+  }();
+  return choice;
 }
+
+std::string default_backend() { return default_backend_choice().name; }
 
 std::unique_ptr<linalg::Backend> make_backend(const std::string& name, const DeviceOptions& options) {
   if (name == "eigen") return make_eigen_backend();

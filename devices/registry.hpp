@@ -17,11 +17,18 @@ std::vector<std::string> known_backends();
 // options: device-model settings (parameter overrides, compile cache); CPU backends ignore them. A bad override
 // is an InputError naming the parameter (the caller prefixes the input file and key).
 std::unique_ptr<linalg::Backend> make_backend(const std::string& name, const DeviceOptions& options = {});
-// The backend an input without `backends` runs on: the faster CPU backend for this build. A native build
-// (CMake DFMP2_NATIVE, the default) compiles Eigen for this CPU's vector units, which beats Debian's OpenBLAS
-// on CPUs that OpenBLAS does not recognise; a portable build leaves Eigen at the x86-64 baseline, so there
-// OpenBLAS, which picks its kernels at run time, is the faster one.
-std::string default_backend();
+// The backend an input without `backends` runs on: the faster CPU backend on this machine, chosen at run time from
+// what the two libraries report, not fixed by the build. Eigen's GEMM is as wide as the instructions it was compiled
+// for (-march=native in a native build, SSE2 in a portable one); OpenBLAS picks its kernel set at run time from the
+// CPU (or OPENBLAS_CORETYPE), and Debian's 0.3.21 falls back to SSE2 kernels on CPUs it does not know. The one with
+// more double flops per cycle wins; on a tie OpenBLAS does, since its SYRK, TRSM, Cholesky and eigh are 1.5-3.5x
+// Eigen's at the same width (bench/README.md). `reason` says so in a line for the report.
+struct DefaultBackend {
+  std::string name;
+  std::string reason;
+};
+const DefaultBackend& default_backend_choice();
+std::string default_backend();  // default_backend_choice().name
 // True for the device models (trn1, trn2): no fp64 arithmetic, so an input without `precision` runs them in fp32.
 bool is_device_model(const std::string& name);
 

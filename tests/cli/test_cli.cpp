@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/test_support.hpp"
+#include "devices/registry.hpp"
 
 namespace {
 
@@ -108,6 +109,33 @@ TEST(Cli, SyntheticProblemIsReproducible) {
     energies[threads - 1] = e0;
   }
   EXPECT_NEAR(energies[0], energies[1], 1e-12 * std::abs(energies[0]));
+}
+
+// Without `backends` the run says which CPU backend was chosen at run time and why, in the report and the results
+// file; with `backends` it says nothing of a default.
+TEST(Cli, DefaultBackendIsChosenAtRunTimeAndSaysWhy) {
+  TempDir dir;
+  const auto json = (dir.path() / "out.json").string();
+  dir.file("in.yaml", "synthetic: {nbasis: 30, nocc: 5, naux: 70, seed: 3}\n");
+  auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string() + " --json " + json, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto& choice = dfmp2::devices::default_backend_choice();
+  EXPECT_NE(r.out.find("  default      " + choice.name + " (chosen at run time: OpenBLAS runs its"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  run          backends " + choice.name + " "), std::string::npos) << r.out;
+  {
+    std::ifstream in(json);
+    const auto j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["extras"]["dfmp2"]["default_backend"]["name"], choice.name);
+    EXPECT_EQ(j["extras"]["dfmp2"]["default_backend"]["reason"], choice.reason);
+    EXPECT_EQ(j["extras"]["dfmp2"]["backends"][0]["backend"], choice.name);
+  }
+  dir.file("in.yaml", "synthetic: {nbasis: 30, nocc: 5, naux: 70, seed: 3}\nbackends: [eigen]\n");
+  r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string() + " --json " + json, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("  default  "), std::string::npos) << r.out;
+  std::ifstream in(json);
+  EXPECT_FALSE(nlohmann::json::parse(in)["extras"]["dfmp2"].contains("default_backend"));
 }
 
 // Molecule in: the SCF prints its iterations, saves the integral file, and a rerun from that file gives the same

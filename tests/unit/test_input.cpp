@@ -2,6 +2,9 @@
 
 #include "../support/test_support.hpp"
 #include "app/input.hpp"
+#include "devices/eigen/eigen_backend.hpp"
+#include "devices/openblas/openblas_backend.hpp"
+#include "devices/registry.hpp"
 #include "linalg/bytes.hpp"
 #include "linalg/errors.hpp"
 
@@ -63,11 +66,8 @@ TEST(ReadInput, DefaultsAndResolvedPaths) {
   const auto path = dir.file("in.yaml", "integrals: ints.h5\n");
   const auto in = dfmp2::app::read_input(path);
   EXPECT_EQ(in.integrals, (dir.path() / "ints.h5").string());
-#ifdef DFMP2_NATIVE_BUILD
-  EXPECT_EQ(in.backends, std::vector<std::string>{"eigen"});  // Eigen compiled for this CPU is the faster one
-#else
-  EXPECT_EQ(in.backends, std::vector<std::string>{"openblas"});
-#endif
+  // The faster CPU backend on this machine, chosen at run time (devices::default_backend_choice).
+  EXPECT_EQ(in.backends, std::vector<std::string>{dfmp2::devices::default_backend()});
   EXPECT_EQ(in.precisions, std::vector<dfmp2::chem::Precision>{dfmp2::chem::Precision::fp64});
   EXPECT_EQ(in.metric, dfmp2::chem::MetricMethod::cholesky);
   EXPECT_EQ(in.frozen_core.kind, dfmp2::app::FrozenCore::Kind::none);
@@ -133,3 +133,19 @@ TEST(Bytes, FormattedWithAUnitThatShowsThem) {
 }
 
 }  // namespace
+
+// The default backend is chosen at run time from the two libraries' vector widths (devices/registry.hpp).
+TEST(DefaultBackend, TheWiderLibraryWinsAndOpenblasWinsTies) {
+  using dfmp2::devices::vector_width_of_kernel_set;
+  EXPECT_EQ(vector_width_of_kernel_set("SkylakeX").flops_per_cycle(), 16);
+  EXPECT_EQ(vector_width_of_kernel_set("Haswell").flops_per_cycle(), 8);
+  EXPECT_EQ(vector_width_of_kernel_set("ZEN").flops_per_cycle(), 8);
+  EXPECT_EQ(vector_width_of_kernel_set("Sandybridge").flops_per_cycle(), 4);
+  EXPECT_EQ(vector_width_of_kernel_set("Prescott").flops_per_cycle(), 2);
+  EXPECT_EQ(vector_width_of_kernel_set("a kernel set from the future").flops_per_cycle(), 2);
+  const int eigen = dfmp2::devices::eigen_vector_width().flops_per_cycle();
+  const int blas = dfmp2::devices::openblas_vector_width().flops_per_cycle();
+  const auto& choice = dfmp2::devices::default_backend_choice();
+  EXPECT_EQ(choice.name, blas >= eigen ? "openblas" : "eigen") << choice.reason;
+  EXPECT_NE(choice.reason.find(dfmp2::devices::openblas_kernel_set()), std::string::npos) << choice.reason;
+}
