@@ -41,7 +41,7 @@ const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "
 const std::vector<std::string> kDeviceKeys = {"compile_cache", "host_fallback", "step_precision", "trn1", "trn2"};
 const std::vector<std::string> kMoleculeKeys = {"xyz", "file", "units", "charge", "multiplicity"};
 const std::vector<std::string> kScfKeys = {"type", "jk_basis", "e_convergence", "d_convergence", "max_iterations",
-                                           "guess", "jk_storage"};
+                                           "guess", "jk_storage", "precision"};
 const std::vector<std::string> kScreeningKeys = {"threshold", "block", "compare"};
 const std::vector<std::string> kSyntheticKeys = {"shape", "nbasis", "nocc", "naux", "seed"};
 const std::vector<std::string> kMetricKeys = {"method", "threshold", "tolerance", "max_iterations"};
@@ -303,6 +303,14 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
       if (guess == "sad") in.scf.guess = chem::ScfGuess::sad;
       else if (guess == "core") in.scf.guess = chem::ScfGuess::core;
       else ctx.fail(n, fmt::format("key 'scf.guess': expected sad or core, got '{}'", guess));
+    }
+    if (const YAML::Node n = scf["precision"]) {
+      in.scf.precision = ctx.choice(n, "scf.precision", chem::scf_precision_names(), "precision");
+      // The fp32 exchange is the DF K build of the stored tensor (chem/scf.hpp).
+      if (in.scf.precision == chem::ScfPrecision::mixed && in.scf.type != chem::ScfType::df)
+        ctx.fail(n, "key 'scf.precision': mixed applies to scf type df only (the exact J/K is fp64)");
+      if (in.scf.precision == chem::ScfPrecision::mixed && in.jk_storage == chem::JkStorage::recompute)
+        ctx.fail(n, "key 'scf.precision': mixed needs scf.jk_storage memory or scratch (recompute builds K in fp64)");
     }
   }
   resolve_basis(in.jk_basis);

@@ -241,8 +241,12 @@ std::string format_scf(const Calculation& calc) {
                                 m.jk_basis.shells.empty() ? std::string()
                                                           : fmt::format(", JK fitting {} ({})", m.jk_basis.name,
                                                                         m.jk_basis.nbf()));
-  out += fmt::format("  SCF energy {:.12f} Eh after {} iterations; nuclear repulsion {:.12f} Eh\n", m.scf.energy,
-                     m.scf.iterations, m.scf.nuclear_repulsion);
+  out += fmt::format("  SCF energy {:.12f} Eh after {} iterations{}; nuclear repulsion {:.12f} Eh\n", m.scf.energy,
+                     m.scf.iterations,
+                     m.scf.fp32_iterations > 0 ? fmt::format(" ({} of them with an fp32 K: scf.precision mixed)",
+                                                            m.scf.fp32_iterations)
+                                               : std::string(),
+                     m.scf.nuclear_repulsion);
   if (m.saved_to) out += fmt::format("  orbitals and integrals saved to {}\n", *m.saved_to);
   out += format_kernel_table(fmt::format("Integral and SCF timings on backend {}", m.backend), m.log,
                              m.scf_seconds + m.integral_seconds);

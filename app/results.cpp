@@ -168,6 +168,8 @@ nlohmann::json results_json(const Calculation& calc) {
     const MoleculeRun& m = *f.molecule();
     problem["scf"] = {{"energy", m.scf.energy},
                       {"iterations", m.scf.iterations},
+                      {"precision", calc.input.scf.precision == chem::ScfPrecision::mixed ? "mixed" : "fp64"},
+                      {"fp32_iterations", m.scf.fp32_iterations},
                       {"type", f.metadata.scf_type},
                       {"basis", m.basis.name},
                       {"aux_basis", m.aux_basis.name},

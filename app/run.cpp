@@ -233,13 +233,16 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
     jk = chem::make_exact_jk(m.basis, kernels);
   }
   m.scf = chem::run_rhf(mol, m.basis, *jk, input.scf, kernels, [&](const chem::ScfIteration& it) {
-    say(fmt::format("  @RHF iter {:3}: {:20.12f}  dE {:10.3e}  gradient {:10.3e}  {:7.2f} s", it.iteration, it.energy,
-                    it.delta_energy, it.gradient_rms, it.seconds));
+    say(fmt::format("  @RHF iter {:3}: {:20.12f}  dE {:10.3e}  gradient {:10.3e}  {:7.2f} s{}", it.iteration, it.energy,
+                    it.delta_energy, it.gradient_rms, it.seconds, it.fp32_exchange ? "  (fp32 K)" : ""));
   });
   jk.reset();
   m.scf_seconds = scf_clock.seconds();
-  say(fmt::format("  SCF converged in {} iterations: E = {:.12f} Eh ({:.2f} s)", m.scf.iterations, m.scf.energy,
-                  m.scf_seconds));
+  say(fmt::format("  SCF converged in {} iterations: E = {:.12f} Eh ({:.2f} s){}", m.scf.iterations, m.scf.energy,
+                  m.scf_seconds,
+                  input.scf.precision == chem::ScfPrecision::mixed
+                      ? fmt::format("; mixed precision: {} with an fp32 K, then fp64", m.scf.fp32_iterations)
+                      : std::string()));
 
   // The MP2 integrals are computed block by block as DF-MP2 reads them (the transform's read_3index rows); here
   // only the metric and the screening of the shell pairs.

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <future>
+#include <type_traits>
 #include <vector>
 
 #include "chem/integrals.hpp"
@@ -109,7 +110,11 @@ class BlockedDfJk final : public JkBuilder {
     build();
   }
 
-  void compute(const Matrix& c_occ, Matrix& j, Matrix& k) override {
+  // The fp32 K lives in the exchange() of the stored tensor; recompute builds K through H's fit in fp64 only.
+  bool has_fp32_exchange() const override { return plan_.storage != JkStorage::recompute; }
+
+  void compute(const Matrix& c_occ, Matrix& j, Matrix& k, bool fp32_exchange) override {
+    if (fp32_exchange && !has_fp32_exchange()) throw std::logic_error("DF-J/K: no fp32 exchange with recompute");
     const Index nocc = c_occ.cols();
     // Packed density: D_mn for m >= n, off-diagonal elements doubled (they stand for D_nm too).
     Matrix density(nbf_, nbf_);
@@ -121,6 +126,13 @@ class BlockedDfJk final : public JkBuilder {
     for (Index x = 0; x < npacked_; ++x) dp(x) = density(pm[x], pn[x]) * (pm[x] == pn[x] ? 1.0 : 2.0);
     k.setZero(nbf_, nbf_);
     bool first_k = true;
+    linalg::MatrixF c_occ_f, k_f;
+    if (fp32_exchange) {
+      c_occ_f = c_occ.cast<float>();
+      k_f.setZero(nbf_, nbf_);
+    } else if (work_f_.squares.capacity() > 0) {
+      work_f_ = {};  // the fp32 iterations are over: their buffers go before the fp64 ones (the plan counts one set)
+    }
 
     if (plan_.storage == JkStorage::recompute) {
       compute_recompute(c_occ, dp, jp, k);
@@ -131,7 +143,8 @@ class BlockedDfJk final : public JkBuilder {
         Matrix d(q, 1);
         kernels_.gemm("scf_jk", Trans::yes, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
         kernels_.gemm("scf_jk", Trans::no, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
-        exchange(b, q, c_occ, nocc, k, first_k);
+        if (fp32_exchange) exchange<float>(b, q, c_occ_f, nocc, k_f, first_k);
+        else exchange<double>(b, q, c_occ, nocc, k, first_k);
         first_k = false;
       };
       if (plan_.storage == JkStorage::memory) {
@@ -140,6 +153,7 @@ class BlockedDfJk final : public JkBuilder {
         stream_scratch(contract);
       }
     }
+    if (fp32_exchange) k = k_f.cast<double>();
     // J from its packed form; K from its lower triangle.
     j.setZero(nbf_, nbf_);
     for (Index x = 0; x < npacked_; ++x) j(pm[x], pn[x]) = j(pn[x], pm[x]) = jp(x);
@@ -331,28 +345,47 @@ class BlockedDfJk final : public JkBuilder {
     kernels_.record_host("scf_jk", "scratch_read", waited, {0, bytes});
   }
 
-  // K += sum over the block's Q of (B_Q C_occ)(B_Q C_occ)^T, B_Q unpacked to a symmetric nbf x nbf square.
-  void exchange(const double* b, Index q, const Matrix& c_occ, Index nocc, Matrix& k, bool first) {
+  // K += sum over the block's Q of (B_Q C_occ)(B_Q C_occ)^T, B_Q unpacked to a symmetric nbf x nbf square, in
+  // element type T (float: the mixed-precision SCF's early iterations; B is rounded as it is unpacked).
+  template <class T>
+  void exchange(const double* b, Index q, const linalg::MatrixT<T>& c_occ, Index nocc, linalg::MatrixT<T>& k,
+                bool first) {
+    std::vector<T>& squares = work<T>().squares;
+    std::vector<T>& half = work<T>().half;
     Stopwatch unpack_clock;
-    squares_.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nbf_));
-    half_.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nocc));
-    squares_.resize(static_cast<std::size_t>(nbf_ * nbf_ * q));
-    std::fill(squares_.begin(), squares_.end(), 0.0);
+    squares.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nbf_));
+    half.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nocc));
+    squares.resize(static_cast<std::size_t>(nbf_ * nbf_ * q));
+    std::fill(squares.begin(), squares.end(), T(0));
     const auto& pm = engine_.packed_m();
     const auto& pn = engine_.packed_n();
 #pragma omp parallel for schedule(static)
     for (Index p = 0; p < q; ++p) {
-      double* square = squares_.data() + p * nbf_ * nbf_;
+      T* square = squares.data() + p * nbf_ * nbf_;
       const double* column = b + p * npacked_;
-      for (Index x = 0; x < npacked_; ++x) square[pm[x] + nbf_ * pn[x]] = square[pn[x] + nbf_ * pm[x]] = column[x];
+      for (Index x = 0; x < npacked_; ++x)
+        square[pm[x] + nbf_ * pn[x]] = square[pn[x] + nbf_ * pm[x]] = static_cast<T>(column[x]);
     }
-    kernels_.record_host("scf_jk", "unpack", unpack_clock.seconds(), {0, kDouble * double(nbf_ * nbf_ * q)});
-    half_.resize(static_cast<std::size_t>(nbf_ * nocc * q));
-    kernels_.gemm_batched("scf_jk", Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, 1.0,
-                          ConstMatrixView{squares_.data(), nbf_, nbf_, nbf_}, linalg::view(c_occ), 0.0,
-                          MatrixView{half_.data(), nbf_, nocc, nbf_});
-    kernels_.syrk("scf_jk", linalg::Uplo::lower, Trans::no, 1.0, ConstMatrixView{half_.data(), nbf_, nocc * q, nbf_},
-                  first ? 0.0 : 1.0, linalg::view(k));
+    kernels_.record_host("scf_jk", "unpack", unpack_clock.seconds(), {0, double(sizeof(T)) * double(nbf_ * nbf_ * q)},
+                         std::is_same_v<T, float> ? "fp32" : "");
+    half.resize(static_cast<std::size_t>(nbf_ * nocc * q));
+    kernels_.gemm_batched<T>("scf_jk", Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, T(1),
+                             linalg::ConstMatrixViewT<T>{squares.data(), nbf_, nbf_, nbf_}, linalg::view(c_occ), T(0),
+                             linalg::MatrixViewT<T>{half.data(), nbf_, nocc, nbf_});
+    kernels_.syrk<T>("scf_jk", linalg::Uplo::lower, Trans::no, T(1),
+                     linalg::ConstMatrixViewT<T>{half.data(), nbf_, nocc * q, nbf_}, first ? T(0) : T(1),
+                     linalg::view(k));
+  }
+
+  // The exchange's work arrays of each element type (the fp32 ones exist only in a mixed-precision SCF).
+  template <class T>
+  struct Work {
+    std::vector<T> squares, half;
+  };
+  template <class T>
+  Work<T>& work() {
+    if constexpr (std::is_same_v<T, float>) return work_f_;
+    else return work_d_;
   }
 
   // No stored tensor: pass 1 gives c = A D and H = (P|mi) for all P; pass 2 gives J = A (J^-1 c).
@@ -418,7 +451,9 @@ class BlockedDfJk final : public JkBuilder {
   double measured_flop_rate_ = 0;
   Matrix b_;                           // memory: fitted B, npacked x naux
   std::unique_ptr<ScratchFile> file_;  // scratch: the same, on disk
-  std::vector<double> squares_, half_;
+  Work<double> work_d_;
+  Work<float> work_f_;
+  std::vector<double> squares_;  // recompute's unpacked squares
 };
 
 }  // namespace

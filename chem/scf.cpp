@@ -6,6 +6,7 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <string>
 
 #include "chem/integrals.hpp"
 #include "linalg/errors.hpp"
@@ -25,7 +26,8 @@ namespace {
 class ExactJk final : public JkBuilder {
  public:
   ExactJk(const BasisSet& basis, linalg::Kernels* kernels) : basis_(basis), kernels_(kernels) {}
-  void compute(const Matrix& c_occ, Matrix& j, Matrix& k) override {
+  void compute(const Matrix& c_occ, Matrix& j, Matrix& k, bool fp32_exchange) override {
+    if (fp32_exchange) throw std::logic_error("exact J/K has no fp32 exchange");
     Stopwatch clock;
     const Matrix density = c_occ * c_occ.transpose();
     exact_jk(basis_, density, j, k);
@@ -86,11 +88,20 @@ struct Orbitals {
   Vector eps;
 };
 
+// op(A) op(B) through the backend, timed under `step` (the SCF's dense products belong in its timing table).
+Matrix product(linalg::Kernels& kernels, const std::string& step, const Matrix& a, Trans ta, const Matrix& b,
+               Trans tb) {
+  Matrix out(ta == Trans::no ? a.rows() : a.cols(), tb == Trans::no ? b.cols() : b.rows());
+  kernels.gemm<double>(step, ta, tb, 1.0, linalg::view(a), linalg::view(b), 0.0, linalg::view(out));
+  return out;
+}
+
 Orbitals diagonalise(const Matrix& fock, const Matrix& x, linalg::Kernels& kernels) {
-  Matrix f_orth = x.transpose() * fock * x;
+  Matrix f_orth = product(kernels, "scf", x, Trans::yes, product(kernels, "scf", fock, Trans::no, x, Trans::no),
+                          Trans::no);
   Vector eps(f_orth.rows());
   kernels.eigh("scf", linalg::view(f_orth), eps.data());
-  return {x * f_orth, eps};
+  return {product(kernels, "scf", x, Trans::no, f_orth, Trans::no), eps};
 }
 
 // The occupied columns scaled by sqrt(weight), so that D = c c^T.
@@ -116,7 +127,7 @@ Matrix atomic_density_factor(const Atom& atom, const BasisSet& atom_basis, linal
   Matrix j, k;
   for (int it = 0; it < 40; ++it) {
     const Matrix c_occ = weighted_occupied(orb.c, weights);
-    jk.compute(c_occ, j, k);
+    jk.compute(c_occ, j, k, false);
     const Matrix fock = h + 2.0 * j - k;
     const Matrix d = c_occ * c_occ.transpose();
     const Matrix error = x.transpose() * (fock * d * s - s * d * fock) * x;
@@ -207,17 +218,31 @@ ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk
   }
   kernels.record_host("scf_guess", options.guess == ScfGuess::core ? "core" : "sad", guess_clock.seconds(), {0, 0});
 
+  if (options.precision == ScfPrecision::mixed && !jk.has_fp32_exchange()) {
+    throw UnsupportedError("scf.precision: mixed needs the density-fitted K of the memory or scratch storage (scf.type "
+                           "df); this J/K builder has no fp32 exchange");
+  }
   Diis diis(options.diis_vectors);
   Matrix j, k;
   Orbitals orb;
   double previous = 0;
+  bool fp32 = options.precision == ScfPrecision::mixed;  // until the gradient falls below mixed_switch
+  bool previous_fp32 = false;  // the energy change is judged between two fp64 iterations only
   for (int it = 1; it <= options.max_iterations; ++it) {
     Stopwatch clock;
-    jk.compute(c_occ, j, k);
+    jk.compute(c_occ, j, k, fp32);
     const Matrix fock = h + 2.0 * j - k;
-    const Matrix d = c_occ * c_occ.transpose();
+    // D = C_occ C_occ^T (one triangle, then mirrored); the orbital gradient X^T (F D S - S D F) X, with
+    // S D F = (F D S)^T: four products where the formula has six. All of them on the backend, in the timing table.
+    Matrix d(basis.nbf(), basis.nbf());
+    kernels.syrk<double>("scf", linalg::Uplo::lower, Trans::no, 1.0, linalg::view(c_occ), 0.0, linalg::view(d));
+    d.triangularView<Eigen::StrictlyUpper>() = d.transpose();
     const double energy = d.cwiseProduct(h + fock).sum() + result.nuclear_repulsion;
-    const Matrix error = x.transpose() * (fock * d * s - s * d * fock) * x;
+    const Matrix fds = product(kernels, "scf", fock, Trans::no, product(kernels, "scf", d, Trans::no, s, Trans::no),
+                               Trans::no);
+    const Matrix commutator = fds - fds.transpose();
+    const Matrix error = product(kernels, "scf", x, Trans::yes,
+                                 product(kernels, "scf", commutator, Trans::no, x, Trans::no), Trans::no);
     const double rms = std::sqrt(error.squaredNorm() / double(error.size()));
     // An overflow anywhere upstream (integrals, J/K) shows here first; diagonalising NaNs would fail less clearly.
     if (!std::isfinite(energy) || !std::isfinite(rms)) {
@@ -227,11 +252,20 @@ ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk
     orb = diagonalise(diis.extrapolate(fock, error), x, kernels);
     c_occ = orb.c.leftCols(result.nocc);
 
-    ScfIteration line{it, energy, it == 1 ? energy : energy - previous, rms, clock.seconds()};
+    ScfIteration line{it, energy, it == 1 ? energy : energy - previous, rms, clock.seconds(), fp32};
     result.history.push_back(line);
     if (on_iteration) on_iteration(line);
     previous = energy;
-    if (it > 1 && std::abs(line.delta_energy) < options.e_convergence && rms < options.d_convergence) {
+    if (fp32) {
+      ++result.fp32_iterations;
+      // An fp32 K is never the last word: from here on K is fp64, and convergence is judged on fp64 iterations only.
+      if (rms < options.mixed_switch) fp32 = false;
+      previous_fp32 = true;
+      continue;
+    }
+    const bool energy_comparable = it > 1 && !previous_fp32;
+    previous_fp32 = false;
+    if (energy_comparable && std::abs(line.delta_energy) < options.e_convergence && rms < options.d_convergence) {
       // The orbitals that go on to MP2 diagonalise the converged (not extrapolated) Fock matrix.
       orb = diagonalise(fock, x, kernels);
       result.energy = energy;

@@ -16,14 +16,27 @@
 #include "chem/basis_set.hpp"
 #include "chem/molecule.hpp"
 #include "linalg/kernels.hpp"
+#include "linalg/name_table.hpp"
 
 namespace dfmp2::chem {
 
 enum class ScfType { df, exact };
 enum class ScfGuess { core, sad };
 
+// The arithmetic of the SCF's exchange build. mixed: the DF K build (its batched GEMM and SYRK, most of an
+// iteration's flops) runs in fp32 while the orbital gradient is above `mixed_switch`, then in fp64 to convergence,
+// so the converged energy is the fp64 SCF's (within the convergence criteria). J, the Fock matrix, DIIS and the
+// diagonalisation are fp64 throughout.
+enum class ScfPrecision { fp64, mixed };
+inline const linalg::NameTable<ScfPrecision>& scf_precision_names() {
+  static const linalg::NameTable<ScfPrecision> t = {{ScfPrecision::fp64, "fp64"}, {ScfPrecision::mixed, "mixed"}};
+  return t;
+}
+
 struct ScfOptions {
   ScfType type = ScfType::df;
+  ScfPrecision precision = ScfPrecision::fp64;
+  double mixed_switch = 1e-4;  // mixed: RMS orbital gradient below which K is built in fp64
   double e_convergence = 1e-8;  // Eh, change of the energy between iterations
   double d_convergence = 1e-8;  // RMS of the orbital gradient
   int max_iterations = 100;
@@ -37,6 +50,7 @@ struct ScfIteration {
   double delta_energy = 0;
   double gradient_rms = 0;
   double seconds = 0;
+  bool fp32_exchange = false;  // this iteration's K was built in fp32 (ScfPrecision::mixed)
 };
 
 struct ScfResult {
@@ -46,14 +60,18 @@ struct ScfResult {
   linalg::Vector orbital_energies;
   int nocc = 0;
   int iterations = 0;
+  int fp32_iterations = 0;  // of which with an fp32 K (ScfPrecision::mixed)
   std::vector<ScfIteration> history;
 };
 
 class JkBuilder {
  public:
   virtual ~JkBuilder() = default;
-  // J[D] and K[D] for D = C_occ diag(weights) C_occ^T; `c_occ` columns already carry sqrt(weight).
-  virtual void compute(const linalg::Matrix& c_occ, linalg::Matrix& j, linalg::Matrix& k) = 0;
+  // J[D] and K[D] for D = C_occ diag(weights) C_occ^T; `c_occ` columns already carry sqrt(weight). With
+  // fp32_exchange, K is built in fp32 (only by a builder whose has_fp32_exchange() is true; run_rhf asks first).
+  virtual void compute(const linalg::Matrix& c_occ, linalg::Matrix& j, linalg::Matrix& k,
+                       bool fp32_exchange = false) = 0;
+  virtual bool has_fp32_exchange() const { return false; }
 };
 
 // Density-fitted J/K within a memory budget: chem/df_jk.hpp.

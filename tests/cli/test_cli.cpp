@@ -183,6 +183,42 @@ TEST(Cli, ScfThatDoesNotConvergeIsANumericalError) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// scf.precision: mixed builds K in fp32 while the orbital gradient is large, then in fp64: the converged SCF and MP2
+// energies are the fp64 run's within the convergence criteria, the early iterations say so, and the SCF kernel
+// table holds the fp32 exchange.
+TEST(Cli, MixedPrecisionScfConvergesToTheFp64Energy) {
+  TempDir dir;
+  const std::string waters = "molecule:\n  xyz: |\n    O 0 0 0.11779\n    H 0 0.755453 -0.471161\n"
+                             "    H 0 -0.755453 -0.471161\n    O 0 0 3.11779\n    H 0 0.755453 2.528839\n"
+                             "    H 0 -0.755453 2.528839\nbasis: cc-pvdz\naux_basis: cc-pvdz-ri\n";
+  nlohmann::json results[2];
+  std::string outputs[2];
+  for (int mixed = 0; mixed < 2; ++mixed) {
+    dir.file("in.yaml", waters + (mixed ? "scf: {precision: mixed}\n" : ""));
+    const auto json = (dir.path() / "out.json").string();
+    const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string() + " --json " + json, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    outputs[mixed] = r.out + r.err;
+    std::ifstream in(json);
+    results[mixed] = nlohmann::json::parse(in);
+  }
+  const auto& scf = results[1]["extras"]["dfmp2"]["problem"]["scf"];
+  EXPECT_EQ(scf["precision"], "mixed");
+  EXPECT_GT(scf["fp32_iterations"].get<int>(), 0);
+  EXPECT_LT(scf["fp32_iterations"].get<int>(), scf["iterations"].get<int>()) << "the last iterations are fp64";
+  EXPECT_EQ(results[0]["extras"]["dfmp2"]["problem"]["scf"]["fp32_iterations"], 0);
+  const double e64 = results[0]["properties"]["scf_total_energy"], emix = results[1]["properties"]["scf_total_energy"];
+  EXPECT_NEAR(emix, e64, 1e-8);
+  EXPECT_NEAR(results[1]["properties"]["mp2_correlation_energy"].get<double>(),
+              results[0]["properties"]["mp2_correlation_energy"].get<double>(), 1e-8);
+  EXPECT_NE(outputs[1].find("(fp32 K)"), std::string::npos) << outputs[1];
+  EXPECT_EQ(outputs[0].find("(fp32 K)"), std::string::npos);
+  bool fp32_exchange_logged = false;
+  for (const auto& k : scf["kernels"])
+    fp32_exchange_logged |= k["step"] == "scf_jk" && k["kernel"] == "gemm_batched" && k["dtype"] == "fp32";
+  EXPECT_TRUE(fp32_exchange_logged) << scf["kernels"].dump();
+}
+
 TEST(Cli, JsonFlagOverridesOutputKeyAndFrozenCoreTrueUsesPsi4Rule) {
   TempDir dir;
   dir.file("in.yaml", "integrals: " + kWater + "\nfrozen_core: true\noutput: ignored.json\n");
