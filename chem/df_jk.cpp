@@ -350,13 +350,20 @@ class BlockedDfJk final : public JkBuilder {
   template <class T>
   void exchange(const double* b, Index q, const linalg::MatrixT<T>& c_occ, Index nocc, linalg::MatrixT<T>& k,
                 bool first) {
-    std::vector<T>& squares = work<T>().squares;
-    std::vector<T>& half = work<T>().half;
+    Work<T>& w = work<T>();
+    std::vector<T>& squares = w.squares;
+    std::vector<T>& half = w.half;
     Stopwatch unpack_clock;
     squares.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nbf_));
     half.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nocc));
     squares.resize(static_cast<std::size_t>(nbf_ * nbf_ * q));
-    std::fill(squares.begin(), squares.end(), T(0));
+    // Every square has the same pattern of stored pairs, so the elements of the pairs screened out are zeroed once,
+    // when a square slot is first used, and no later unpack writes them (zeroing all of it every time cost more
+    // than the scatter itself).
+    if (q > w.zeroed) {
+      std::fill(squares.begin() + w.zeroed * nbf_ * nbf_, squares.begin() + q * nbf_ * nbf_, T(0));
+      w.zeroed = q;
+    }
     const auto& pm = engine_.packed_m();
     const auto& pn = engine_.packed_n();
 #pragma omp parallel for schedule(static)
@@ -381,6 +388,7 @@ class BlockedDfJk final : public JkBuilder {
   template <class T>
   struct Work {
     std::vector<T> squares, half;
+    Index zeroed = 0;  // leading squares whose screened-out elements are zero
   };
   template <class T>
   Work<T>& work() {
