@@ -116,10 +116,10 @@ class BlockedDfJk final : public JkBuilder {
   void compute(const Matrix& c_occ, Matrix& j, Matrix& k, bool fp32_exchange) override {
     if (fp32_exchange && !has_fp32_exchange()) throw std::logic_error("DF-J/K: no fp32 exchange with recompute");
     const Index nocc = c_occ.cols();
-    // Packed density: D_mn for m >= n, off-diagonal elements doubled (they stand for D_nm too).
+    // Packed density: D_mn for m >= n, off-diagonal elements doubled (they stand for D_nm too). Only the lower
+    // triangle is read, so only it is computed.
     Matrix density(nbf_, nbf_);
-    kernels_.gemm("scf_jk", Trans::no, Trans::yes, 1.0, linalg::view(c_occ), linalg::view(c_occ), 0.0,
-                  linalg::view(density));
+    kernels_.syrk("scf_jk", linalg::Uplo::lower, Trans::no, 1.0, linalg::view(c_occ), 0.0, linalg::view(density));
     const auto& pm = engine_.packed_m();
     const auto& pn = engine_.packed_n();
     Matrix dp(npacked_, 1), jp = Matrix::Zero(npacked_, 1);

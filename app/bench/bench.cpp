@@ -372,8 +372,8 @@ std::string dfmp2_unsupported(linalg::Backend& backend, const std::string& preci
   if (precision == "mixed") needed.emplace_back(Op::gemm, DType::fp64);
   for (const auto& [op, dtype] : needed) {
     if (!backend.supports(op, dtype)) {
-      return fmt::format("backend '{}' does not support {} in {} (needed by DF-MP2 in precision {})", backend.name(),
-                         linalg::op_name(op), linalg::dtype_name(dtype), precision);
+      return linalg::unsupported_message(backend, op, dtype, std::string(linalg::dtype_name(dtype))) +
+             fmt::format(" (needed by DF-MP2 in precision {})", precision);
     }
   }
   return {};

@@ -252,8 +252,8 @@ std::string unsupported_reason(linalg::Backend& backend, const CallSpec& spec, c
   const linalg::DType dtype = precision == "fp64" ? linalg::DType::fp64 : linalg::DType::fp32;
   for (const Op op : ops_needed(spec)) {
     if (!backend.supports(op, dtype)) {
-      return fmt::format("backend '{}' does not support {} in {}{}", backend.name(), linalg::op_name(op), precision,
-                         spec.op != linalg::op_name(op) ? fmt::format(" (needed by {})", spec.op) : "");
+      return linalg::unsupported_message(backend, op, dtype, precision) +
+             (spec.op != linalg::op_name(op) ? fmt::format(" (needed by {})", spec.op) : "");
     }
   }
   return {};
