@@ -177,8 +177,13 @@ nlohmann::json results_json(const Calculation& calc) {
                       {"backend", m.backend},
                       {"scf_seconds", m.scf_seconds},
                       {"mp2_integral_seconds", m.integral_seconds},
-                      {"jk_storage", m.jk_basis.shells.empty() ? nlohmann::json(nullptr)
+                      {"jk_storage", m.jk_basis.shells.empty() ? nlohmann::json(m.exact_plan.storage)
                                                                : nlohmann::json(chem::jk_storage_name(m.jk_plan.storage))},
+                      {"exact_integrals", m.jk_basis.shells.empty() ? nlohmann::json(m.exact_plan.integrals)
+                                                                    : nlohmann::json(nullptr)},
+                      {"exact_cached_integrals", m.jk_basis.shells.empty()
+                                                     ? nlohmann::json(m.exact_plan.cached_integrals)
+                                                     : nlohmann::json(nullptr)},
                       {"saved_to", m.saved_to ? nlohmann::json(*m.saved_to) : nlohmann::json(nullptr)},
                       {"kernels", kernels(m.log)}};
   }

@@ -230,7 +230,13 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
                     jp.scratch_bytes > 0 ? fmt::format(", scratch {}", linalg::format_bytes(jp.scratch_bytes))
                                          : std::string()));
   } else {
-    jk = chem::make_exact_jk(m.basis, kernels);
+    const chem::ExactJkPlan& ep = m.exact_plan;
+    jk = chem::make_exact_jk(m.basis, jk_budget, kernels, m.exact_plan);
+    PhasePlan phase{"SCF J/K", ep.storage, fmt::format("{:.3g} integrals", ep.integrals), ep.memory_bytes, 0,
+                    ep.reason};
+    calc.memory.phases.insert(calc.memory.phases.begin() + 1, phase);
+    say(fmt::format("  SCF J/K: exact, {} ({}); holds {}; incremental builds, rebuilt every {}", ep.storage,
+                    ep.reason, linalg::format_bytes(ep.memory_bytes), chem::kExactFullBuildEvery));
   }
   m.scf = chem::run_rhf(mol, m.basis, *jk, input.scf, kernels, [&](const chem::ScfIteration& it) {
     say(fmt::format("  @RHF iter {:3}: {:20.12f}  dE {:10.3e}  gradient {:10.3e}  {:7.2f} s{}", it.iteration, it.energy,

@@ -64,6 +64,7 @@ struct MoleculeRun {
   chem::BasisSet basis, aux_basis, jk_basis;
   chem::ScfResult scf;
   chem::DfJkPlan jk_plan;                            // DF-SCF only
+  chem::ExactJkPlan exact_plan;                      // exact SCF only
   linalg::Matrix metric;                             // (P|Q) over the MP2 fitting basis
   std::unique_ptr<chem::DirectThreeIndex> ao_3index;  // (P|mn) over the MP2 fitting basis, computed as it is read
   linalg::KernelLog log;                             // integrals and SCF kernels

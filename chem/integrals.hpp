@@ -110,12 +110,48 @@ std::vector<double> three_center_integrals(const BasisSet& aux, const BasisSet& 
 // out[s + nbf*(l + nbf*(n + nbf*m))]. For tests and tiny bases only.
 std::vector<double> four_center_integrals(const BasisSet& basis);
 
-// Exact Coulomb and exchange matrices from the four-centre integrals, for a symmetric density D
-// (J_mn = sum_ls (mn|ls) D_ls, K_mn = sum_ls (ml|ns) D_ls); j and k are resized to nbf x nbf. Integral-direct
-// over the unique shell quartets (8-fold permutational symmetry), nothing of size nbf^4 is stored; a quartet is
-// skipped when its Schwarz bound sqrt((12|12)) sqrt((34|34)) times the largest |D| of the shell blocks it
-// contracts with is below `screening_threshold`. Threaded with one J/K accumulator per thread. For small
-// molecules. Throws std::invalid_argument when D is not nbf x nbf.
+// Exact Coulomb and exchange matrices from the four-centre integrals, for a symmetric density D:
+// J_mn = sum_ls (mn|ls) D_ls, K_mn = sum_ls (ml|ns) D_ls. Integral-direct or semi-direct over the unique shell
+// quartets (8-fold permutational symmetry); nothing of size nbf^4 is formed.
+//
+// Screening: the shell pairs are sorted by their Schwarz factor sqrt(max (ab|ab)), so each bra pair's quartets
+// end at the first ket pair whose bound q_bra q_ket is below `screening_threshold`; a quartet that passes is still
+// skipped when q_bra q_ket times the largest |D| of the six shell blocks it contracts with is (density screening,
+// which makes the incremental builds of an SCF cheap: there D is the change of the density).
+//
+// Semi-direct: the integrals of the first bra pairs (in the sorted order, whole pairs) that fit in `cache_bytes`
+// are computed on the first build and kept; later builds contract them from memory and compute the rest again.
+// Threaded over bra pairs with one J/K accumulator per thread.
+class FourCenterJk {
+ public:
+  // What the object holds besides its cache (shell pairs, per-thread accumulators) for nbf functions and this
+  // many threads: for the memory plan.
+  static double fixed_bytes(const BasisSet& basis, int threads);
+
+  FourCenterJk(const BasisSet& basis, double cache_bytes, double screening_threshold = 1e-12);
+  ~FourCenterJk();
+  FourCenterJk(const FourCenterJk&) = delete;
+  FourCenterJk& operator=(const FourCenterJk&) = delete;
+
+  // j and k are resized to nbf x nbf. Throws std::invalid_argument when D is not nbf x nbf.
+  void compute(const linalg::Matrix& density, linalg::Matrix& j, linalg::Matrix& k);
+
+  struct Stats {
+    double quartets = 0;         // unique shell quartets that pass the Schwarz screening
+    double integrals = 0;        // their integrals (doubles)
+    double cached_integrals = 0; // of which kept in memory
+    double cache_bytes = 0;      // what the cache holds (8 bytes an integral)
+    double computed_last = 0;    // quartets computed by libint2 in the last build
+    double skipped_last = 0;     // quartets skipped by density screening in the last build
+  };
+  const Stats& stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One direct build of FourCenterJk, nothing cached. For tests and one-off uses.
 void exact_jk(const BasisSet& basis, const linalg::Matrix& density, linalg::Matrix& j, linalg::Matrix& k,
               double screening_threshold = 1e-14);
 

@@ -75,7 +75,27 @@ class JkBuilder {
 };
 
 // Density-fitted J/K within a memory budget: chem/df_jk.hpp.
-std::unique_ptr<JkBuilder> make_exact_jk(const BasisSet& basis, linalg::Kernels& kernels);
+
+// What the exact J/K holds, decided before any four-centre integral is computed.
+struct ExactJkPlan {
+  std::string storage;          // "semi-direct" (every integral kept), "direct" (none) or "semi-direct, partial"
+  double memory_bytes = 0;      // peak held: shell pairs, accumulators, the integral cache
+  double cache_bytes = 0;       // of which the integral cache
+  double integrals = 0;         // integrals of the unique quartets that pass the Schwarz screening
+  double cached_integrals = 0;  // of which kept in memory
+  std::string reason;
+};
+
+// Exact J/K from four-centre integrals (chem/integrals.hpp FourCenterJk), integral-direct or semi-direct: the
+// integrals that fit in `memory_bytes` beside the J/K's own matrices are computed on the first build and reused.
+// Builds after the first are incremental: J[D] = J[D_prev] + J[D - D_prev], the same for K, so the density
+// screening skips most quartets near convergence; every kExactFullBuildEvery builds J and K are rebuilt from D.
+// Throws PhaseTooLarge when `memory_bytes` cannot hold the J/K's fixed part.
+inline constexpr int kExactFullBuildEvery = 8;
+std::unique_ptr<JkBuilder> make_exact_jk(const BasisSet& basis, double memory_bytes, linalg::Kernels& kernels,
+                                         ExactJkPlan& plan);
+// What make_exact_jk needs at least (no cache), for the memory plan.
+double exact_jk_minimum_bytes(const BasisSet& basis, int threads);
 
 // Electrons of a neutral molecule minus the charge; throws InputError for an odd count (open shell).
 int closed_shell_occupied(const Molecule& molecule);

@@ -219,6 +219,40 @@ TEST(Cli, MixedPrecisionScfConvergesToTheFp64Energy) {
   EXPECT_TRUE(fp32_exchange_logged) << scf["kernels"].dump();
 }
 
+// The exact SCF keeps its integrals in memory when they fit (semi-direct), builds J and K incrementally after the
+// first iteration, and says so in the memory plan, the JSON and the timing table. Its energies against Psi4 are
+// the validation decks' and the live Psi4 tier's.
+TEST(Cli, ExactScfIsSemiDirectAndIncremental) {
+  TempDir dir;
+  dir.file("in.yaml", "molecule:\n  xyz: |\n    O 0 0 0.11779\n    H 0 0.755453 -0.471161\n"
+                      "    H 0 -0.755453 -0.471161\n    O 0 0 3.11779\n    H 0 0.755453 2.528839\n"
+                      "    H 0 -0.755453 2.528839\nbasis: cc-pvdz\naux_basis: cc-pvdz-ri\nscf: {type: exact}\n"
+                      "save_integrals: false\n");
+  const auto json = (dir.path() / "out.json").string();
+  const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string() + " --json " + json, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  const auto& scf = j["extras"]["dfmp2"]["problem"]["scf"];
+  EXPECT_EQ(scf["jk_storage"], "semi-direct");
+  EXPECT_GT(scf["exact_integrals"].get<double>(), 0.0);
+  EXPECT_EQ(scf["exact_cached_integrals"], scf["exact_integrals"]);
+  int full = 0, delta = 0;
+  for (const auto& k : scf["kernels"]) {
+    if (k["step"] != "scf_jk") continue;
+    if (k["kernel"] == "exact_jk_full") full += k["calls"].get<int>();
+    if (k["kernel"] == "exact_jk_delta") delta += k["calls"].get<int>();
+  }
+  const int iterations = scf["iterations"].get<int>();
+  EXPECT_EQ(full + delta, iterations) << scf["kernels"].dump();
+  EXPECT_EQ(full, (iterations + 7) / 8) << "a full build every 8";
+  bool planned = false;
+  for (const auto& ph : j["extras"]["dfmp2"]["memory_plan"]["phases"])
+    planned |= ph["phase"] == "SCF J/K" && ph["storage"] == "semi-direct";
+  EXPECT_TRUE(planned);
+  EXPECT_NE(r.out.find("SCF J/K: exact, semi-direct"), std::string::npos) << r.out;
+}
+
 TEST(Cli, JsonFlagOverridesOutputKeyAndFrozenCoreTrueUsesPsi4Rule) {
   TempDir dir;
   dir.file("in.yaml", "integrals: " + kWater + "\nfrozen_core: true\noutput: ignored.json\n");

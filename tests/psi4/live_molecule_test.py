@@ -19,12 +19,15 @@ WATER = "O 0.000000 0.000000 0.117790\nH 0.000000 0.755453 -0.471161\nH 0.000000
 AMMONIA = "N 0.0 0.0 0.1\nH 0.0 0.94 -0.27\nH 0.81 -0.47 -0.27\nH -0.81 -0.47 -0.27"
 HYDRONIUM = "O 0.0 0.0 0.05\nH 0.0 0.95 -0.25\nH 0.82 -0.47 -0.25\nH -0.82 -0.47 -0.25"
 FORMALDEHYDE = "C 0.0 0.0 -0.53\nO 0.0 0.0 0.68\nH 0.0 0.94 -1.12\nH 0.0 -0.94 -1.12"
+# Two waters 3 A apart: the exact J/K's Schwarz and density screening and incremental builds skip quartets here.
+WATER_DIMER = WATER + "\nO 0.000000 0.000000 3.117790\nH 0.000000 0.755453 2.528839\nH 0.000000 -0.755453 2.528839"
 
 # molecule, xyz, charge, basis, scf type, frozen core
 CASES = [
     ("water", WATER, 0, "sto-3g", "df", False),
     ("water", WATER, 0, "6-31g*", "df", True),
     ("ammonia", AMMONIA, 0, "def2-svp", "pk", True),
+    ("water dimer", WATER_DIMER, 0, "cc-pvdz", "pk", False),
     ("hydronium", HYDRONIUM, 1, "cc-pvdz", "df", False),
     ("formaldehyde", FORMALDEHYDE, 0, "cc-pvdz", "df", True),
     ("water", WATER, 0, "cc-pvtz", "df", True),

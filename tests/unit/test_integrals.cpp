@@ -21,6 +21,8 @@
 #include "chem/basis_set.hpp"
 #include "chem/integrals.hpp"
 #include "chem/molecule.hpp"
+#include "chem/scf.hpp"
+#include "devices/registry.hpp"
 #include "linalg/errors.hpp"
 
 namespace {
@@ -372,6 +374,87 @@ TEST(Integrals, DensityFittedCoulombMatchesExact) {
   const Matrix jdf_m = Eigen::Map<const Matrix>(jdf.data(), nbf, nbf);
   EXPECT_LT((jdf_m - j).cwiseAbs().maxCoeff(), 2e-3 * j.cwiseAbs().maxCoeff());
   EXPECT_GT((jdf_m - j).cwiseAbs().maxCoeff(), 0.0);
+}
+
+// The semi-direct cache (all, part or none of the integrals kept) gives the direct J and K, on the build that
+// fills it and on the next that reads it; J and K are linear in D, which the SCF's incremental builds rely on.
+TEST(Integrals, SemiDirectCacheGivesTheDirectJk) {
+  const Molecule dimer = chem::parse_xyz_lines("O 0 0 0.11779\nH 0 0.755453 -0.471161\nH 0 -0.755453 -0.471161\n"
+                                               "O 0 0 4.11779\nH 0 0.755453 3.528839\nH 0 -0.755453 3.528839\n",
+                                               "dimer");
+  const BasisSet bs = basis("cc-pvdz", dimer);
+  const Matrix d1 = inverse(chem::overlap_matrix(bs));
+  const Matrix d2 = d1 + 0.01 * random_symmetric(bs.nbf(), 3);
+  Matrix j_ref[2], k_ref[2];
+  chem::exact_jk(bs, d1, j_ref[0], k_ref[0], 0.0);
+  chem::exact_jk(bs, d2, j_ref[1], k_ref[1], 0.0);
+  const double all = chem::FourCenterJk(bs, 0.0).stats().integrals;
+  ASSERT_GT(all, 0.0);
+  for (const double cache_bytes : {0.0, 4.0 * all, 1e12}) {  // none, about half, all
+    SCOPED_TRACE(cache_bytes);
+    chem::FourCenterJk jk(bs, cache_bytes);
+    const auto& st = jk.stats();
+    EXPECT_EQ(st.integrals, all);
+    EXPECT_EQ(st.cache_bytes, 8.0 * st.cached_integrals);
+    if (cache_bytes == 0.0) EXPECT_EQ(st.cached_integrals, 0.0);
+    else if (cache_bytes < 8.0 * all) EXPECT_TRUE(st.cached_integrals > 0.3 * all && st.cached_integrals < 0.7 * all);
+    else EXPECT_EQ(st.cached_integrals, all);
+    const Matrix* dens[2] = {&d1, &d2};
+    for (int build = 0; build < 2; ++build) {
+      Matrix j, k;
+      jk.compute(*dens[build], j, k);
+      EXPECT_LT((j - j_ref[build]).cwiseAbs().maxCoeff(), 1e-10) << "build " << build;
+      EXPECT_LT((k - k_ref[build]).cwiseAbs().maxCoeff(), 1e-10) << "build " << build;
+      if (cache_bytes >= 8.0 * all && build == 1) EXPECT_EQ(st.computed_last, 0.0) << "all read from the cache";
+      else EXPECT_GT(st.computed_last, 0.0);
+    }
+  }
+  // Density screening: a change confined to one water's block skips the quartets of the other.
+  chem::FourCenterJk jk(bs, 0.0);
+  Matrix delta = Matrix::Zero(bs.nbf(), bs.nbf());
+  const auto half = static_cast<int>(bs.nbf() / 2);
+  delta.topLeftCorner(half, half) = 1e-3 * random_symmetric(half, 5);
+  Matrix j, k, j0, k0;
+  jk.compute(delta, j, k);
+  EXPECT_GT(jk.stats().skipped_last, 0.0);
+  chem::exact_jk(bs, delta, j0, k0, 0.0);
+  EXPECT_LT((j - j0).cwiseAbs().maxCoeff(), 1e-11);
+  EXPECT_LT((k - k0).cwiseAbs().maxCoeff(), 1e-11);
+  Matrix j1, k1, j2, k2;
+  jk.compute(d1, j1, k1);
+  jk.compute(d1 + delta, j2, k2);
+  EXPECT_LT((j1 + j - j2).cwiseAbs().maxCoeff(), 1e-11);
+  EXPECT_LT((k1 + k - k2).cwiseAbs().maxCoeff(), 1e-11);
+}
+
+// The SCF's exact J/K takes what its memory budget allows: all integrals, part, or none beyond its fixed part,
+// and below that it is a PhaseTooLarge naming the phase and what it needs.
+TEST(Integrals, ExactJkPlanFollowsTheMemoryBudget) {
+  const BasisSet bs = basis("cc-pvdz");
+  auto backend = dfmp2::devices::make_backend("eigen");
+  dfmp2::linalg::KernelLog log;
+  dfmp2::linalg::Kernels kernels(*backend, log);
+  const double fixed = dfmp2::chem::exact_jk_minimum_bytes(bs, omp_get_max_threads());
+  const double all = chem::FourCenterJk(bs, 0.0).stats().integrals * 8.0;
+  dfmp2::chem::ExactJkPlan plan;
+  dfmp2::chem::make_exact_jk(bs, fixed + 2.0 * all, kernels, plan);
+  EXPECT_EQ(plan.storage, "semi-direct");
+  EXPECT_EQ(plan.cached_integrals, plan.integrals);
+  EXPECT_EQ(plan.memory_bytes, fixed + all);
+  dfmp2::chem::make_exact_jk(bs, fixed + 0.5 * all, kernels, plan);
+  EXPECT_GT(plan.cached_integrals, 0.0);
+  EXPECT_LT(plan.cached_integrals, plan.integrals);
+  EXPECT_LE(plan.memory_bytes, fixed + 0.5 * all);
+  dfmp2::chem::make_exact_jk(bs, fixed, kernels, plan);
+  EXPECT_EQ(plan.storage, "direct");
+  EXPECT_EQ(plan.cached_integrals, 0.0);
+  try {
+    dfmp2::chem::make_exact_jk(bs, 0.5 * fixed, kernels, plan);
+    ADD_FAILURE() << "no error";
+  } catch (const dfmp2::PhaseTooLarge& e) {
+    EXPECT_EQ(e.phase(), "SCF J/K (exact)");
+    EXPECT_EQ(e.needed(), fixed);
+  }
 }
 
 TEST(Integrals, ResultsDoNotDependOnThreadCount) {
