@@ -387,8 +387,11 @@ void read_backends(const YAML::Node& node, const YamlReader& ctx, Input& in) {
     const std::string name = ctx.scalar(item, "backends", "a backend name");
     if (std::find(built.begin(), built.end(), name) == built.end()) {
       if (std::find(known.begin(), known.end(), name) != known.end()) {
-        throw UnsupportedError(fmt::format("{}: key 'backends': backend '{}' is not built into this dfmp2 (built: {})",
-                                           ctx.where(item), name, fmt::join(built, ", ")));
+        const std::string why = devices::unavailable_reason(name);
+        throw UnsupportedError(fmt::format("{}: key 'backends': backend '{}' {} (built: {})", ctx.where(item), name,
+                                           why.empty() ? std::string("is not built into this dfmp2")
+                                                       : "cannot run here: " + why,
+                                           fmt::join(built, ", ")));
       }
       const auto guess = nearest(name, known);
       ctx.fail(item, fmt::format("key 'backends': unknown backend '{}'{} (built: {})", name,

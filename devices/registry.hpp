@@ -10,19 +10,23 @@
 
 namespace dfmp2::devices {
 
-// Names of the backends built into this binary, in the order the README lists them.
+// Names of the backends this binary can run on this machine, in the order the README lists them: those built in,
+// less avx512 on a CPU without AVX-512F.
 std::vector<std::string> built_backends();
 // Names the project defines, built or not (for messages and suggestions).
 std::vector<std::string> known_backends();
+// Why a known backend is not among built_backends() (for example "needs a CPU with AVX-512F ..."); empty when it is.
+std::string unavailable_reason(const std::string& name);
 // options: device-model settings (parameter overrides, compile cache); CPU backends ignore them. A bad override
 // is an InputError naming the parameter (the caller prefixes the input file and key).
 std::unique_ptr<linalg::Backend> make_backend(const std::string& name, const DeviceOptions& options = {});
-// The backend an input without `backends` runs on: the faster CPU backend on this machine, chosen at run time from
-// what the two libraries report, not fixed by the build. Eigen's GEMM is as wide as the instructions it was compiled
-// for (-march=native in a native build, SSE2 in a portable one); OpenBLAS picks its kernel set at run time from the
-// CPU (or OPENBLAS_CORETYPE), and Debian's 0.3.21 falls back to SSE2 kernels on CPUs it does not know. The one with
-// more double flops per cycle wins; on a tie OpenBLAS does, since its SYRK, TRSM, Cholesky and eigh are 1.5-3.5x
-// Eigen's at the same width (bench/README.md). `reason` says so in a line for the report.
+// The backend an input without `backends` runs on: the fastest CPU backend on this machine, chosen at run time from
+// what the CPU and the libraries report, not fixed by the build. dfmp2's avx512 GEMM runs where the CPU has
+// AVX-512F; Eigen's GEMM is as wide as the instructions it was compiled for (-march=native in a native build, SSE2
+// in a portable one); OpenBLAS picks its kernel set at run time from the CPU (or OPENBLAS_CORETYPE), and Debian's
+// 0.3.21 falls back to SSE2 kernels on CPUs it does not know. The one with the most double flops per cycle wins; a
+// tie goes to avx512 (its GEMM 1.4x Eigen's at the same width), then OpenBLAS (its SYRK, TRSM, Cholesky and eigh
+// are 1.5-3.5x Eigen's at the same width; bench/README.md). `reason` says so in a line for the report.
 struct DefaultBackend {
   std::string name;
   std::string reason;

@@ -776,6 +776,113 @@ TEST_P(BackendOps, AlphaZeroReadsNoOperands) {
 INSTANTIATE_TEST_SUITE_P(Built, BackendOps, ::testing::ValuesIn(dfmp2::testing::cpu_backends()),
                          backend_param_name);
 
+// The avx512 backend's packed GEMM has blocks (rows of A in blocks of 336 doubles or 672 floats, shared
+// dimension in slices of 256, columns of C in panels of 3072) that the conformance table's shapes do not cross;
+// these shapes cross every one of them, with ragged edges, in both element types, against Eigen's product.
+template <class T>
+void check_avx512_gemm_blocks(Index m, Index n, Index k) {
+  using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+  auto backend = dfmp2::devices::make_backend("avx512");
+  backend->set_threads(2);
+  KernelLog log;
+  Kernels kernels(*backend, log);
+  std::srand(11);
+  for (Trans ta : {Trans::no, Trans::yes})
+    for (Trans tb : {Trans::no, Trans::yes}) {
+      SCOPED_TRACE(describe("avx512 gemm m", m, "n", n, "k", k, str(ta), str(tb)));
+      const M a = ta == Trans::no ? M::Random(m + 3, k) : M::Random(k + 3, m);
+      const M b = tb == Trans::no ? M::Random(k, n) : M::Random(n, k);
+      M c = M::Random(m + 1, n);
+      const M c0 = c;
+      const auto av = dfmp2::linalg::ConstMatrixViewT<T>{a.data(), ta == Trans::no ? m : k, ta == Trans::no ? k : m,
+                                                         a.rows()};
+      kernels.run("test", dfmp2::linalg::Gemm<T>{ta, tb, T(0.5), av, dfmp2::linalg::view(b), T(-1.5),
+                                                 dfmp2::linalg::MatrixViewT<T>{c.data(), m, n, c.rows()}});
+      const M opa = ta == Trans::no ? M(a.topRows(m)) : M(a.topRows(k).transpose());
+      const M opb = tb == Trans::no ? b : M(b.transpose());
+      const M expected = T(0.5) * opa * opb - T(1.5) * c0.topRows(m);
+      const double err = double((c.topRows(m) - expected).cwiseAbs().maxCoeff());
+      EXPECT_LT(err, 4.0 * double(k) * double(std::numeric_limits<T>::epsilon())) << "max error " << err;
+      EXPECT_TRUE(c.row(m) == c0.row(m)) << "the row below C was written";
+    }
+}
+
+TEST(Avx512Backend, GemmCrossesEveryBlockBoundary) {
+  if (!dfmp2::devices::unavailable_reason("avx512").empty()) GTEST_SKIP() << "no AVX-512F on this CPU";
+  check_avx512_gemm_blocks<double>(700, 3200, 300);
+  check_avx512_gemm_blocks<float>(1400, 3100, 520);
+}
+
+// The SYRK's two paths: up to order 1024 slice by slice of the shared dimension; above, recursive blocks (leaves of
+// 192 computed tile by tile, rectangles large enough for all threads one after the other, the rest side by side).
+TEST(Avx512Backend, SyrkLargeBlocksAndLeaves) {
+  if (!dfmp2::devices::unavailable_reason("avx512").empty()) GTEST_SKIP() << "no AVX-512F on this CPU";
+  auto backend = dfmp2::devices::make_backend("avx512");
+  backend->set_threads(2);
+  KernelLog log;
+  Kernels kernels(*backend, log);
+  Rng rng(9009);
+  const Index kk = 300;
+  for (Index n : {1000, 1100})  // the sliced path (order <= 1024) and the blocks
+  for (Uplo uplo : kUplo)
+    for (Trans trans : kTrans) {
+      SCOPED_TRACE(describe("avx512 syrk n", n, str(uplo), str(trans)));
+      Matrix a = trans == Trans::no ? Matrix(n, kk) : Matrix(kk, n);
+      fill_random(a, rng);
+      Matrix c(n, n);
+      fill_random(c, rng);
+      const Matrix c0 = c;
+      kernels.syrk("test", uplo, trans, 2.0, dfmp2::linalg::view(a), 0.5, dfmp2::linalg::view(c));
+      const Matrix opa = trans == Trans::no ? a : Matrix(a.transpose());
+      const Matrix expected = 2.0 * opa * opa.transpose() + 0.5 * c0;
+      double worst = 0;
+      long other = 0;
+      for (Index j = 0; j < n; ++j)
+        for (Index i = 0; i < n; ++i) {
+          if (in_triangle(uplo, i, j)) worst = std::max(worst, std::abs(c(i, j) - expected(i, j)));
+          else other += same_bits(c(i, j), c0(i, j)) ? 0 : 1;
+        }
+      EXPECT_LT(worst, 1e-12 * double(kk));
+      EXPECT_EQ(other, 0) << "the other triangle was written";
+    }
+}
+
+// The blocked TRSM (diagonal blocks of 192 by Eigen, the rest by the packed GEMM) over several blocks, every
+// side, triangle, transpose and diagonal, with NaN in A's other triangle (it must not be read): the residual
+// op(A) X - alpha B against the data's scale.
+TEST(Avx512Backend, TrsmOverSeveralBlocks) {
+  if (!dfmp2::devices::unavailable_reason("avx512").empty()) GTEST_SKIP() << "no AVX-512F on this CPU";
+  auto backend = dfmp2::devices::make_backend("avx512");
+  backend->set_threads(2);
+  KernelLog log;
+  Kernels kernels(*backend, log);
+  Rng rng(9119);
+  const Index order = 450, other = 130;
+  for (Side side : {Side::left, Side::right})
+    for (Uplo uplo : kUplo)
+      for (Trans trans : kTrans)
+        for (Diag diag : {Diag::non_unit, Diag::unit}) {
+          SCOPED_TRACE(describe("avx512 trsm", side == Side::left ? "left" : "right", str(uplo), str(trans),
+                                diag == Diag::unit ? "unit" : "non-unit"));
+          Matrix a(order, order);
+          fill_random(a, rng, -0.1, 0.1);
+          Matrix tri = Matrix::Zero(order, order);  // the triangle as the solver must see it
+          for (Index j = 0; j < order; ++j)
+            for (Index i = 0; i < order; ++i) {
+              if (i == j) a(i, j) = 2.0 + a(i, j);
+              if (!in_triangle(uplo, i, j)) a(i, j) = kNaN;
+              else tri(i, j) = (i == j && diag == Diag::unit) ? 1.0 : a(i, j);
+            }
+          Matrix b = side == Side::left ? Matrix(order, other) : Matrix(other, order);
+          fill_random(b, rng);
+          const Matrix b0 = b;
+          kernels.trsm("test", side, uplo, trans, diag, 0.5, dfmp2::linalg::view(a), dfmp2::linalg::view(b));
+          const Matrix op = trans == Trans::no ? tri : Matrix(tri.transpose());
+          const Matrix residual = side == Side::left ? Matrix(op * b - 0.5 * b0) : Matrix(b * op - 0.5 * b0);
+          EXPECT_LT(residual.cwiseAbs().maxCoeff(), 1e-12) << "max residual";
+        }
+}
+
 // Agreement between backends (eigen against openblas, and the device models) is the conformance table's job
 // (test_conformance.cpp), on the same inputs for every backend.
 
@@ -803,13 +910,28 @@ TEST(Registry, UnknownBackendListsTheBuiltOnes) {
   }
 }
 
-// Every known backend is built (the device models are always compiled in), so each must be constructible.
-TEST(Registry, EveryKnownBackendIsBuilt) {
+// Every known backend is built (the device models are always compiled in) and constructible, except avx512 on a
+// CPU without AVX-512F: that one is refused with the reason, never replaced by another.
+TEST(Registry, EveryKnownBackendIsBuiltOrSaysWhyNot) {
   const auto built = dfmp2::devices::built_backends();
   for (const auto& name : dfmp2::devices::known_backends()) {
-    EXPECT_NE(std::find(built.begin(), built.end(), name), built.end()) << name;
-    EXPECT_EQ(dfmp2::devices::make_backend(name)->name(), name);
+    const std::string why = dfmp2::devices::unavailable_reason(name);
+    if (why.empty()) {
+      EXPECT_NE(std::find(built.begin(), built.end(), name), built.end()) << name;
+      EXPECT_EQ(dfmp2::devices::make_backend(name)->name(), name);
+    } else {
+      EXPECT_EQ(name, "avx512");
+      EXPECT_EQ(std::find(built.begin(), built.end(), name), built.end()) << name;
+      try {
+        dfmp2::devices::make_backend(name);
+        ADD_FAILURE() << "avx512 was made on a CPU without AVX-512F";
+      } catch (const dfmp2::UnsupportedError& e) {
+        EXPECT_NE(std::string(e.what()).find("AVX-512F"), std::string::npos) << e.what();
+      }
+    }
   }
+  __builtin_cpu_init();
+  EXPECT_EQ(dfmp2::devices::unavailable_reason("avx512").empty(), __builtin_cpu_supports("avx512f") != 0);
 }
 
 }  // namespace

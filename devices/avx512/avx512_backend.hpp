@@ -1,0 +1,15 @@
+#pragma once
+// The avx512 backend: dfmp2's own packed GEMM for CPUs with AVX-512F (devices/avx512/packed_gemm.hpp) for gemm,
+// gemm_batched and syrk in fp64 and fp32; trsm, cholesky, eigh and SpMM through the eigen backend. On a CPU
+// without AVX-512F it cannot be made (UnsupportedError), never a quiet substitute.
+#include <memory>
+
+#include "devices/vector_width.hpp"
+#include "linalg/backend.hpp"
+
+namespace dfmp2::devices {
+std::unique_ptr<linalg::Backend> make_avx512_backend();
+// AVX-512 + FMA when this CPU runs the kernels; otherwise doubles = 0 (not available) and the reason in `name`.
+VectorWidth avx512_vector_width();
+bool avx512_available();
+}

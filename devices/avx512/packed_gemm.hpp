@@ -1,0 +1,47 @@
+#pragma once
+// dfmp2's own GEMM for CPUs with AVX-512F: packed operands and a register-blocked micro-kernel, in the layered
+// design of Goto and van de Geijn ("Anatomy of high-performance matrix multiplication", ACM TOMS 34, 2008) as BLIS
+// and OpenBLAS use it. Written for this project because, on the AVX-512 machines it runs on, Eigen 3.4's GEMM reached
+// 59 % of the FMA peak and Debian's OpenBLAS is held to its AVX2 kernels there by OPENBLAS_CORETYPE
+// (bench/README.md, "avx512 backend").
+//
+// Layers: C is cut into column panels of kNc, the shared dimension into slices of kKc; each slice of B is packed
+// into slivers of kNr columns (kKc x kNr, contiguous), each block of kMc rows of A into slivers of mr() rows; the
+// micro-kernel multiplies one A sliver by one B sliver into an mr() x kNr tile of C held in 3 x 8 = 24 vector
+// registers (a tile of 24 x 8 doubles or 48 x 8 floats). Partial tiles go through a small buffer; the packing
+// pads the slivers with zeros.
+//
+// All functions follow BLAS semantics: C = alpha op(A) op(B) + beta C with op = transpose or not; when beta is 0
+// C is not read (it may hold NaN), when alpha is 0 or k is 0 A and B are not read.
+#include "linalg/matrix_view.hpp"
+
+namespace dfmp2::devices::avx512 {
+
+// Callers check the CPU first (devices::avx512_available()): these use AVX-512F and FMA instructions.
+
+// One GEMM on the calling thread only (for callers that run several at once, each on its own thread).
+template <class T>
+void gemm_serial(bool trans_a, bool trans_b, T alpha, linalg::ConstMatrixViewT<T> a, linalg::ConstMatrixViewT<T> b,
+                 T beta, linalg::MatrixViewT<T> c);
+
+// One GEMM on `threads` OpenMP threads: C is cut into blocks that the threads take in turn.
+template <class T>
+void gemm(bool trans_a, bool trans_b, T alpha, linalg::ConstMatrixViewT<T> a, linalg::ConstMatrixViewT<T> b, T beta,
+          linalg::MatrixViewT<T> c, int threads);
+
+// The `lower` (or upper) triangle of C(n x n) = alpha op(A) op(A)^T + beta C, op(A) = A (n x k) or A^T (A k x n),
+// as GEMMs over blocks of the triangle: off-diagonal blocks directly, diagonal blocks into a buffer whose triangle
+// is copied (the other triangle of C is neither read nor written).
+template <class T>
+void syrk(bool lower, bool trans, T alpha, linalg::ConstMatrixViewT<T> a, T beta, linalg::MatrixViewT<T> c,
+          int threads);
+
+// Triangular solve, BLAS semantics: op(A) X = alpha B (left) or X op(A) = alpha B (right), X overwriting B; A's
+// `lower` (or upper) triangle is read, its diagonal taken as ones when `unit`. Blocked: a 192 x 192 diagonal block
+// is solved with Eigen (threads over B's columns or rows), and the rest of B is updated with the packed GEMM, which
+// does all but 192/order of the flops.
+template <class T>
+void trsm(bool left, bool lower, bool trans, bool unit, T alpha, linalg::ConstMatrixViewT<T> a,
+          linalg::MatrixViewT<T> b, int threads);
+
+}  // namespace dfmp2::devices::avx512
