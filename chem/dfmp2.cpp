@@ -610,13 +610,31 @@ PairEnergy block_pair_energy(const OccupiedBlockPair& pair, ConstMatrixViewT<W> 
       }
       os += pair_os;
     } else {
-      for (Index b_ = 0; b_ < nvir; ++b_) {
-        for (Index a = 0; a < nvir; ++a) {
-          const Acc v = gij[a + b_ * ld];     // (ia|jb)
-          const Acc exch = gij[b_ + a * ld];  // (ib|ja)
-          const Acc inv_d = Acc(1) / (eij - eps_vir[a] - eps_vir[b_]);
-          pair_os += v * v * inv_d;
-          pair_ss += v * (v - exch) * inv_d;
+      // In tiles of kTile x kTile: the exchange integrals (ib|ja) of a tile are the transposed tile, copied once so
+      // that both are read along a (a strided read per element cost half the reduction's time).
+      constexpr Index kTile = 64;
+      W exch_tile[kTile * kTile];
+      for (Index b0 = 0; b0 < nvir; b0 += kTile) {
+        const Index nb = std::min(kTile, nvir - b0);
+        for (Index a0 = 0; a0 < nvir; a0 += kTile) {
+          const Index na = std::min(kTile, nvir - a0);
+          for (Index a = 0; a < na; ++a)
+            for (Index b_ = 0; b_ < nb; ++b_) exch_tile[a + b_ * kTile] = gij[(b0 + b_) + (a0 + a) * ld];
+          for (Index b_ = 0; b_ < nb; ++b_) {
+            const W* v_col = gij + a0 + (b0 + b_) * ld;  // (ia|jb) over a
+            const W* x_col = exch_tile + b_ * kTile;     // (ib|ja) over a
+            const Acc e_b = eij - eps_vir[b0 + b_];
+            Acc tile_os = 0, tile_ss = 0;
+#pragma omp simd reduction(+ : tile_os, tile_ss)
+            for (Index a = 0; a < na; ++a) {
+              const Acc v = v_col[a], exch = x_col[a];
+              const Acc inv_d = Acc(1) / (e_b - eps_vir[a0 + a]);
+              tile_os += v * v * inv_d;
+              tile_ss += v * (v - exch) * inv_d;
+            }
+            pair_os += tile_os;
+            pair_ss += tile_ss;
+          }
         }
       }
       // i != j also stands for the (j, i) pair.
