@@ -48,7 +48,7 @@ struct Options {
   Index nocc = 80;  // active occupied
   Index nvir = 304;
   Index naux = 1344;
-  std::string backend = "openblas";
+  std::string backend = dfmp2::devices::default_backend();  // the run-time default, as dfmp2 without `backends`
   int threads = 0;  // 0: all cores
   double memory_bytes = 2.0 * double(1 << 30);
   std::string memory_text = "2 GiB";
@@ -65,7 +65,7 @@ reduction) on a synthetic fitted tensor, and compares its GFLOP/s with a square 
   --nocc N          active occupied orbitals                 (default 80)
   --nvir N          virtual orbitals                         (default 304)
   --naux N          auxiliary functions                      (default 1344)
-  --backend NAME    backend to run                           (default openblas)
+  --backend NAME    backend to run                           (default: dfmp2's run-time default)
   --threads N       threads for the backend and the reduction (default: all cores)
   --memory SIZE     working-set bound, e.g. "2 GiB", "500 MB" or bytes; chooses the block size (default 2 GiB)
   --repeat N        timed repetitions after one warm-up      (default 3)

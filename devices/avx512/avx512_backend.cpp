@@ -22,9 +22,7 @@ class Avx512Backend final : public linalg::BackendOf<Avx512Backend> {
   std::string details() const override {
     return fmt::format("dfmp2's packed AVX-512 GEMM (24x8 fp64, 48x8 fp32 tiles) for gemm, gemm_batched, syrk and the "
                        "off-diagonal blocks of trsm, with every dimension >= {}; smaller products, cholesky, eigh and SpMM "
-                       "through {}; "
-                       "{} threads", kMinPacked,
-                       eigen_->details(), threads_);
+                       "through {}", kMinPacked, eigen_->details());
   }
   void set_threads(int threads) override {
     if (threads > 0) threads_ = threads;

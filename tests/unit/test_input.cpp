@@ -4,6 +4,7 @@
 #include "app/input.hpp"
 #include "devices/eigen/eigen_backend.hpp"
 #include "devices/openblas/openblas_backend.hpp"
+#include "devices/avx512/avx512_backend.hpp"
 #include "devices/registry.hpp"
 #include "linalg/bytes.hpp"
 #include "linalg/errors.hpp"
@@ -134,8 +135,9 @@ TEST(Bytes, FormattedWithAUnitThatShowsThem) {
 
 }  // namespace
 
-// The default backend is chosen at run time from the two libraries' vector widths (devices/registry.hpp).
-TEST(DefaultBackend, TheWiderLibraryWinsAndOpenblasWinsTies) {
+// The default backend is chosen at run time from the CPU's and the two libraries' vector widths
+// (devices/registry.hpp): the widest wins, a tie goes to avx512, then openblas.
+TEST(DefaultBackend, TheWidestWinsAndTiesGoToAvx512ThenOpenblas) {
   using dfmp2::devices::vector_width_of_kernel_set;
   EXPECT_EQ(vector_width_of_kernel_set("SkylakeX").flops_per_cycle(), 16);
   EXPECT_EQ(vector_width_of_kernel_set("Haswell").flops_per_cycle(), 8);
@@ -145,7 +147,10 @@ TEST(DefaultBackend, TheWiderLibraryWinsAndOpenblasWinsTies) {
   EXPECT_EQ(vector_width_of_kernel_set("a kernel set from the future").flops_per_cycle(), 2);
   const int eigen = dfmp2::devices::eigen_vector_width().flops_per_cycle();
   const int blas = dfmp2::devices::openblas_vector_width().flops_per_cycle();
+  const int own = dfmp2::devices::avx512_vector_width().flops_per_cycle();
+  EXPECT_EQ(own, dfmp2::devices::avx512_available() ? 16 : 0);
   const auto& choice = dfmp2::devices::default_backend_choice();
-  EXPECT_EQ(choice.name, blas >= eigen ? "openblas" : "eigen") << choice.reason;
+  const char* expected = own >= blas && own >= eigen ? "avx512" : blas >= eigen ? "openblas" : "eigen";
+  EXPECT_EQ(choice.name, expected) << choice.reason;
   EXPECT_NE(choice.reason.find(dfmp2::devices::openblas_kernel_set()), std::string::npos) << choice.reason;
 }
