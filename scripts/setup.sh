@@ -2,6 +2,8 @@
 # Installs the Debian packages dfmp2 needs (only those missing) and builds it in Release into build/.
 #   scripts/setup.sh            packages to build and run dfmp2
 #   scripts/setup.sh --tests    also the packages the test suite needs (GoogleTest, Psi4 for the live tier)
+#   scripts/setup.sh --bench    also the peers of bench/: Psi4 (psi4_compare.py) and NWChem with Open MPI
+#                               (nwchem_compare.py)
 # Runs as root on Debian 12; uses sudo when not root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +12,8 @@ packages=(cmake g++ make pkg-config libeigen3-dev libhdf5-dev libyaml-cpp-dev li
           libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev libint2-dev)
 if [[ "${1:-}" == "--tests" ]]; then
   packages+=(psi4 python3-h5py python3-numpy)
+elif [[ "${1:-}" == "--bench" ]]; then
+  packages+=(psi4 python3-h5py python3-numpy nwchem openmpi-bin)
 fi
 
 missing=()
