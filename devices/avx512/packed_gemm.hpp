@@ -2,8 +2,8 @@
 // dfmp2's own GEMM for CPUs with AVX-512F: packed operands and a register-blocked micro-kernel, in the layered
 // design of Goto and van de Geijn ("Anatomy of high-performance matrix multiplication", ACM TOMS 34, 2008) as BLIS
 // and OpenBLAS use it. Written for this project because, on the AVX-512 machines it runs on, Eigen 3.4's GEMM reached
-// 59 % of the FMA peak and Debian's OpenBLAS is held to its AVX2 kernels there by OPENBLAS_CORETYPE
-// (bench/README.md, "avx512 backend").
+// 42-53 % of the FMA peak (108-137 of 257 GFLOP/s on 2 cores) and Debian's OpenBLAS is held to its AVX2 kernels
+// there by OPENBLAS_CORETYPE (bench/README.md, "The avx512 backend").
 //
 // Layers: C is cut into column panels of kNc, the shared dimension into slices of kKc; each slice of B is packed
 // into slivers of kNr columns (kKc x kNr, contiguous), each block of kMc rows of A into slivers of mr() rows; the
