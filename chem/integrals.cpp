@@ -502,7 +502,6 @@ struct FourCenterJk::Impl {
   std::vector<std::size_t> order;     // index into sp.pairs
   std::vector<double> q;              // Schwarz factor of order[j]
   std::vector<std::size_t> ket_end;
-  std::vector<double> integrals_of;   // integrals of bra j's quartets (doubles)
   // Semi-direct cache: bra j's integrals start at cache_offset[j] (kNotCached when it is computed every build).
   static constexpr std::size_t kNotCached = static_cast<std::size_t>(-1);
   std::vector<std::size_t> cache_offset;
@@ -594,7 +593,6 @@ FourCenterJk::FourCenterJk(const BasisSet& basis, double cache_bytes, double scr
     prefix[j + 1] = prefix[j] + double(d.b.sizes[s1]) * d.b.sizes[s2];
   }
   d.ket_end.resize(n);
-  d.integrals_of.resize(n);
   d.cache_offset.assign(n, Impl::kNotCached);
   std::size_t cached = 0;
   const double cache_doubles = std::max(0.0, cache_bytes) / sizeof(double);
@@ -604,12 +602,12 @@ FourCenterJk::FourCenterJk(const BasisSet& basis, double cache_bytes, double scr
     const auto end = std::partition_point(d.q.begin() + long(j), d.q.end(),
                                           [&](double qi) { return qi * qj >= screening_threshold; });
     d.ket_end[j] = std::size_t(end - d.q.begin());
-    d.integrals_of[j] = (prefix[j + 1] - prefix[j]) * (prefix[d.ket_end[j]] - prefix[j]);
+    const double integrals = (prefix[j + 1] - prefix[j]) * (prefix[d.ket_end[j]] - prefix[j]);  // bra j's
     d.stats.quartets += double(d.ket_end[j] - j);
-    d.stats.integrals += d.integrals_of[j];
-    if (double(cached) + d.integrals_of[j] <= cache_doubles) {
+    d.stats.integrals += integrals;
+    if (double(cached) + integrals <= cache_doubles) {
       d.cache_offset[j] = cached;
-      cached += std::size_t(d.integrals_of[j]);
+      cached += std::size_t(integrals);
     }
   }
   d.cache.resize(cached);

@@ -333,12 +333,6 @@ void syrk_sliced(bool lower, bool trans, T alpha, ConstMatrixViewT<T> a, T beta,
 }  // namespace
 
 template <class T>
-void gemm_serial(bool trans_a, bool trans_b, T alpha, ConstMatrixViewT<T> a, ConstMatrixViewT<T> b, T beta,
-                 MatrixViewT<T> c) {
-  gemm_impl<T>(trans_a, trans_b, alpha, a, b, beta, c, 1);
-}
-
-template <class T>
 void gemm(bool trans_a, bool trans_b, T alpha, ConstMatrixViewT<T> a, ConstMatrixViewT<T> b, T beta, MatrixViewT<T> c,
           int threads) {
   gemm_impl<T>(trans_a, trans_b, alpha, a, b, beta, c, threads);
@@ -483,10 +477,6 @@ void trsm(bool left, bool lower, bool trans, bool unit, T alpha, ConstMatrixView
 
 template void trsm<double>(bool, bool, bool, bool, double, ConstMatrixViewT<double>, MatrixViewT<double>, int);
 template void trsm<float>(bool, bool, bool, bool, float, ConstMatrixViewT<float>, MatrixViewT<float>, int);
-template void gemm_serial<double>(bool, bool, double, ConstMatrixViewT<double>, ConstMatrixViewT<double>, double,
-                                  MatrixViewT<double>);
-template void gemm_serial<float>(bool, bool, float, ConstMatrixViewT<float>, ConstMatrixViewT<float>, float,
-                                 MatrixViewT<float>);
 template void gemm<double>(bool, bool, double, ConstMatrixViewT<double>, ConstMatrixViewT<double>, double,
                            MatrixViewT<double>, int);
 template void gemm<float>(bool, bool, float, ConstMatrixViewT<float>, ConstMatrixViewT<float>, float,

@@ -19,12 +19,8 @@ namespace dfmp2::devices::avx512 {
 
 // Callers check the CPU first (devices::avx512_available()): these use AVX-512F and FMA instructions.
 
-// One GEMM on the calling thread only (for callers that run several at once, each on its own thread).
-template <class T>
-void gemm_serial(bool trans_a, bool trans_b, T alpha, linalg::ConstMatrixViewT<T> a, linalg::ConstMatrixViewT<T> b,
-                 T beta, linalg::MatrixViewT<T> c);
-
-// One GEMM on `threads` OpenMP threads: C is cut into blocks that the threads take in turn.
+// One GEMM on `threads` OpenMP threads (1 inside a caller's parallel region): B's slices are packed once and
+// shared, and the blocks of A's rows are the tasks the threads take in turn.
 template <class T>
 void gemm(bool trans_a, bool trans_b, T alpha, linalg::ConstMatrixViewT<T> a, linalg::ConstMatrixViewT<T> b, T beta,
           linalg::MatrixViewT<T> c, int threads);
