@@ -20,6 +20,7 @@
 
 #include "devices/registry.hpp"
 #include "linalg/bytes.hpp"
+#include "linalg/comm.hpp"
 #include "linalg/errors.hpp"
 
 namespace dfmp2::app {
@@ -111,7 +112,10 @@ double available_memory_bytes() {
   return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
 }
 
-double default_memory_bytes() { return kDefaultMemoryShare * available_memory_bytes(); }
+// With several ranks on a node (mpirun), each rank's share of that.
+double default_memory_bytes() {
+  return kDefaultMemoryShare * available_memory_bytes() / double(linalg::world().node_ranks());
+}
 
 // $TMPDIR, else /tmp: where large temporary files belong on Unix machines and clusters.
 std::string default_scratch_folder() {
@@ -124,6 +128,13 @@ int available_cores() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// The cores this process may use, shared with the other ranks on its node when they may use the same ones (mpirun
+// binds each rank to its own cores when there are enough, and then the affinity alone says it).
+int default_threads() {
+  const int node = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) / linalg::world().node_ranks();
+  return std::max(1, std::min(available_cores(), node));
 }
 
 std::string default_basis_dir() {

@@ -58,7 +58,8 @@ struct FrozenCore {
 double default_memory_bytes();         // memory: half of MemAvailable (/proc/meminfo)
 std::string default_memory_text();     // how the report names that default
 std::string default_scratch_folder();  // scratch: $TMPDIR, else /tmp
-int available_cores();                 // threads: the cores this process may run on (its CPU affinity)
+int available_cores();                 // the limit of threads: the cores this process may run on (its CPU affinity)
+int default_threads();                 // threads: those cores, shared with the other ranks on the node
 std::string default_compile_cache();   // device.compile_cache: $XDG_CACHE_HOME/dfmp2/neuron, else ~/.cache/...
 std::string default_basis_dir();       // the basis set library: $DFMP2_BASIS_DIR, else the one built in
 
@@ -97,7 +98,7 @@ struct Input {
   std::string scratch = default_scratch_folder();  // folder for scratch files
   chem::JkStorage jk_storage = chem::JkStorage::automatic;      // scf.jk_storage
   chem::Mp2Storage mp2_storage = chem::Mp2Storage::automatic;   // mp2_storage
-  int threads = available_cores();
+  int threads = default_threads();
   std::optional<std::string> output;  // resolved path
   // Device models (key `device`): compile cache folder, parameter overrides; host_fallback lets ops a device
   // cannot run go to the host backend (counted in the report) instead of stopping the run.

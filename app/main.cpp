@@ -18,6 +18,7 @@
 #include "app/run.hpp"
 #include "chem/temporary_files.hpp"
 #include "devices/registry.hpp"
+#include "linalg/comm.hpp"
 #include "linalg/errors.hpp"
 
 namespace {
@@ -47,6 +48,13 @@ std::string one_line(std::string_view message) {
 void print_error(const char* prefix, std::string_view message, const char* suffix = "") {
   std::fflush(stdout);
   std::fprintf(stderr, "dfmp2: %s%s%s\n", prefix, one_line(message).c_str(), suffix);
+  std::fflush(stderr);
+}
+
+// With several ranks the line names the rank that failed: "dfmp2: error: rank 2: ...".
+void print_report(const dfmp2::linalg::FailureReport& r, int rank, int ranks) {
+  const std::string prefix = ranks > 1 ? fmt::format("{}rank {}: ", r.prefix, rank) : r.prefix;
+  print_error(prefix.c_str(), r.message, r.suffix.c_str());
 }
 
 // The flags of `dfmp2 bench`, as given (strings for the lists, checked by bench::validate with the flag's name).
@@ -133,9 +141,18 @@ int run_bench(CLI::App& b, BenchFlags& f) {
   return bench::run_bench(o);
 }
 
+// `dfmp2 --version`: the version and whether this build has MPI.
+std::string version_text() {
+  const std::string mpi = dfmp2::linalg::mpi_library();
+  return fmt::format("{} ({})", DFMP2_VERSION,
+                     mpi.empty() ? "built without MPI (DFMP2_MPI=OFF): one rank only" : "MPI: " + mpi);
+}
+
 int run(int argc, char** argv) {
+  dfmp2::linalg::Comm& comm = dfmp2::linalg::world();
+  const bool rank0 = comm.rank() == 0;  // only rank 0 prints and writes the results file
   CLI::App cli{"dfmp2: density-fitted MP2 energies on interchangeable linear-algebra backends", "dfmp2"};
-  cli.set_version_flag("--version", DFMP2_VERSION);
+  cli.set_version_flag("--version", version_text());
   std::string input_path;
   std::string json_path;
   // Not ->required(): `dfmp2 bench ...` has no input; without the subcommand its absence is checked below.
@@ -148,11 +165,12 @@ int run(int argc, char** argv) {
     cli.parse(argc, argv);
     if (!*bench_cmd && input_path.empty()) throw CLI::RequiredError("input");
   } catch (const CLI::CallForHelp& e) {
-    return cli.exit(e);
+    return rank0 ? cli.exit(e) : 0;
   } catch (const CLI::CallForVersion& e) {
-    return cli.exit(e);
+    return rank0 ? cli.exit(e) : 0;
   } catch (const CLI::ParseError& e) {
-    print_error("error: ", e.what(), " (run 'dfmp2 --help')");
+    // Every rank parses the same command line (all ranks fail alike): rank 0 says so.
+    if (rank0) print_error("error: ", e.what(), " (run 'dfmp2 --help')");
     return dfmp2::InputError("").exit_code();
   }
   if (*bench_cmd) {
@@ -162,24 +180,36 @@ int run(int argc, char** argv) {
     return run_bench(*bench_cmd, bench_flags);
   }
 
-  dfmp2::app::Input input = dfmp2::app::read_input(input_path);
-  input.resident_at_start = dfmp2::app::resident_bytes();
-  std::optional<std::string> output = input.output;
-  if (!json_path.empty()) output = json_path;
-  dfmp2::app::check_output_paths(input, output);
+  // Each rank reads the input itself (a rank that cannot makes every rank stop: Comm::checked); rank 0 alone
+  // writes the results, so it alone checks where.
+  dfmp2::app::Input input;
+  std::optional<std::string> output;
+  comm.checked([&] {
+    input = dfmp2::app::read_input(input_path);
+    input.resident_at_start = dfmp2::app::resident_bytes();
+    output = input.output;
+    if (!json_path.empty()) output = json_path;
+    if (rank0) dfmp2::app::check_output_paths(input, output);
+  });
 
-  // Long phases (the SCF, the DF-MP2 transformation and pair loop) report as they go; the results are printed at
-  // the end, in one piece.
+  // Long phases (the SCF, the DF-MP2 transformation and pair loop) report as they go, from rank 0; the results are
+  // printed at the end, in one piece.
   dfmp2::app::Progress progress(stdout);
-  const dfmp2::app::Calculation calc = dfmp2::app::run_calculation(
-      input,
-      [&](const std::string& line) {
-        progress.finish();
-        std::fputs((line + "\n").c_str(), stdout);
-        std::fflush(stdout);
-      },
-      [&](const std::string& phase, long long done, long long total) { progress.update(phase, done, total); });
+  std::function<void(const std::string&)> say;
+  std::function<void(const std::string&, long long, long long)> phase_progress;
+  if (rank0) {
+    say = [&](const std::string& line) {
+      progress.finish();
+      std::fputs((line + "\n").c_str(), stdout);
+      std::fflush(stdout);
+    };
+    phase_progress = [&](const std::string& phase, long long done, long long total) {
+      progress.update(phase, done, total);
+    };
+  }
+  const dfmp2::app::Calculation calc = dfmp2::app::run_calculation(input, say, phase_progress);
   progress.finish();
+  if (!rank0) return 0;
   std::string text = dfmp2::app::format_header(calc);
   if (calc.reference.molecule()) text += dfmp2::app::format_scf(calc);
   for (const auto& r : calc.runs) {
@@ -195,6 +225,35 @@ int run(int argc, char** argv) {
   return 0;
 }
 
+// Runs the program on this rank and turns any error into its one line and exit code (README "Errors"). With several
+// ranks: an error agreed through Comm::checked is printed by the lowest failing rank only, and every rank ends with
+// its code; any other error either happened on every rank alike (they all arrive here within a grace period, and
+// rank 0 prints it) or on some ranks only, while others wait in a collective for them: then this rank prints its
+// line and ends every rank (MPI_Abort). Either way, never a hang.
+int run_reporting_errors(int argc, char** argv) {
+  namespace linalg = dfmp2::linalg;
+  linalg::Comm& comm = linalg::world();
+  try {
+    return run(argc, argv);
+  } catch (const linalg::RankFailure& e) {
+    if (e.reports()) print_report(e.report(), e.failed_rank(), e.ranks());
+    return e.exit_code();
+  } catch (...) {
+    const linalg::FailureReport report = linalg::failure_report(std::current_exception());
+    if (comm.size() == 1) {
+      print_report(report, 0, 1);
+      return report.exit_code;
+    }
+    constexpr double kGraceSeconds = 20;
+    if (comm.all_arrive_within(kGraceSeconds)) {
+      if (comm.rank() == 0) print_report(report, 0, comm.size());
+      return report.exit_code;
+    }
+    print_report(report, comm.rank(), comm.size());
+    linalg::abort_world(report.exit_code);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -203,15 +262,13 @@ int main(int argc, char** argv) {
   // with SIGXFSZ and leave scratch files behind.
   std::signal(SIGXFSZ, SIG_IGN);
   try {
-    return run(argc, argv);
-  } catch (const dfmp2::Error& e) {
-    print_error("error: ", e.what());
-    return e.exit_code();
-  } catch (const std::bad_alloc&) {
-    print_error("error: ", "out of memory; lower 'memory' or use a machine with more");
-    return dfmp2::ResourceError("").exit_code();
-  } catch (const std::exception& e) {
-    print_error("internal error: ", e.what(), " (this is a bug; please report it)");
-    return 70;
+    dfmp2::linalg::init_world(&argc, &argv);
+  } catch (...) {
+    const auto report = dfmp2::linalg::failure_report(std::current_exception());
+    print_error(report.prefix.c_str(), report.message, report.suffix.c_str());
+    return report.exit_code;
   }
+  const int code = run_reporting_errors(argc, argv);
+  dfmp2::linalg::finalize_world();
+  return code;
 }

@@ -297,12 +297,24 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
 
 Calculation run_calculation(const Input& input, const std::function<void(const std::string&)>& progress,
                             const std::function<void(const std::string&, long long, long long)>& phase_progress) {
+  linalg::Comm& comm = linalg::world();
   Calculation calc;
   calc.input = input;
+  calc.ranks = comm.size();
+  calc.mpi = comm.description();
   omp_set_num_threads(input.threads);
+  std::vector<std::unique_ptr<linalg::Backend>> backends;
+  std::unique_ptr<linalg::Backend> fallback, scf_own;
+  linalg::Backend* scf_backend = nullptr;
+  MemoryPlan& plan = calc.memory;
+  ResidentSampler sampler;  // each phase's measured peak
+  double mp2_budget = 0;
+  chem::BlockPlan largest;
+  // Everything up to the memory plan is local to each rank: checked, so that a rank that cannot go on (a file it
+  // cannot read, a budget too small for it) stops them all.
+  comm.checked([&] {
   // Make every backend before running any, so a backend that cannot be had, or cannot run what the input asks
   // (an element type, bf16, an op of the chosen metric), stops the run before any work is done.
-  std::vector<std::unique_ptr<linalg::Backend>> backends;
   for (const auto& name : input.backends) {
     try {
       backends.push_back(devices::make_backend(name, input.device));
@@ -311,7 +323,6 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
     }
     backends.back()->set_threads(input.threads);
   }
-  std::unique_ptr<linalg::Backend> fallback;
   if (input.host_fallback) {
     fallback = devices::make_backend(devices::default_backend());
     fallback->set_threads(input.threads);
@@ -320,8 +331,6 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
 
   // The SCF is fp64 throughout: it runs on the first listed backend with fp64 arithmetic, or on the build's
   // default CPU backend when the list holds only device models (the report names the one it ran on).
-  linalg::Backend* scf_backend = nullptr;
-  std::unique_ptr<linalg::Backend> scf_own;
   for (const auto& backend : backends) {
     if (scf_backend == nullptr && backend->supports(linalg::Op::gemm, linalg::DType::fp64) &&
         backend->supports(linalg::Op::eigh, linalg::DType::fp64)) {
@@ -357,8 +366,6 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   }
 
   // The memory plan, before any three-index integral: what each phase may hold beside what is resident now.
-  MemoryPlan& plan = calc.memory;
-  ResidentSampler sampler;  // each phase's measured peak
   plan.budget = input.memory_bytes;
   plan.baseline = input.resident_at_start + memory_allowance(input.threads);
   plan.scratch_folder = input.scratch;
@@ -368,31 +375,35 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   const double later =
       8.0 * (double(pr.nbf) * double(pr.nmo) + double(pr.nmo) + double(pr.naux) * double(pr.naux)) +
       (pr.molecule() ? chem::ThreeCenterEngine::bytes(pr.molecule()->aux_basis, pr.molecule()->basis) : 0.0);
-  const double mp2_budget = plan.budget - plan.baseline - later;
+  mp2_budget = plan.budget - plan.baseline - later;
   const linalg::Index nact = pr.nocc - pr.nfrozen, nvir = pr.nmo - pr.nocc;
-  chem::BlockPlan largest;
+  // The largest block of auxiliary functions that cannot be cut (a shell), for the ranks' shares of the columns.
+  linalg::Index aux_unit = 1;
+  if (pr.molecule())
+    for (const auto& sh : pr.molecule()->aux_basis.shells) aux_unit = std::max<linalg::Index>(aux_unit, sh.size());
   for (const auto& backend : backends) {
     for (const chem::Precision precision : input.precisions_of(backend->name())) {
       const chem::BlockPlan bp = within_memory(plan, plan.baseline + later, [&] {
         return chem::plan_blocks(pr.form, pr.form == chem::ThreeIndexForm::ao ? pr.nbf : 0, pr.nocc, nact, nvir,
                                  pr.naux, mp2_budget, precision, input.metric, input.screening.enabled,
-                                 input.mp2_storage, chem::working_copies_of(*backend, precision, input.step_modes));
+                                 input.mp2_storage, chem::working_copies_of(*backend, precision, input.step_modes),
+                                 comm.size(), aux_unit);
       });
       if (bp.peak_bytes > largest.peak_bytes) largest = bp;
     }
   }
   const std::string mp2_storage = chem::mp2_storage_name(largest.storage);
-  plan.phases.push_back({"MP2 metric", "", "", largest.fixed_bytes, 0, ""});
+  plan.phases.push_back({"MP2 metric", "", "", largest.metric_bytes, 0, ""});
   plan.phases.push_back({"MP2 transform", mp2_storage, fmt::format("aux block {}", largest.aux_block),
-                         largest.fixed_bytes + largest.transform_bytes, largest.scratch_bytes,
+                         largest.transform_bytes, largest.scratch_bytes,
                          input.mp2_storage != chem::Mp2Storage::automatic ? std::string("asked for (mp2_storage)")
                          : largest.storage == chem::Mp2Storage::scratch
                              ? std::string("the fitted tensor does not fit in memory beside the blocks")
                              : std::string("the fitted tensor fits in memory")});
   plan.phases.push_back({"MP2 fitting", mp2_storage, fmt::format("rows {}", largest.fit_rows),
-                         largest.fixed_bytes + largest.fitting_bytes, largest.scratch_bytes, ""});
+                         largest.fitting_bytes, largest.scratch_bytes, ""});
   plan.phases.push_back({"MP2 pair energies", mp2_storage, fmt::format("occupied block {}", largest.occupied_block),
-                         largest.fixed_bytes + largest.pair_bytes, largest.scratch_bytes, ""});
+                         largest.pair_bytes, largest.scratch_bytes, ""});
   if (largest.storage == chem::Mp2Storage::scratch) chem::check_scratch_folder(input.scratch);
   if (pr.molecule()) {
     plan.phases.insert(plan.phases.begin(), {"SCF", "", "", scf_matrix_bytes(pr.nbf, input.scf.diis_vectors), 0, ""});
@@ -408,6 +419,9 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
       }
     }
   }
+  });  // comm.checked: the plan
+  Reference& reference = calc.reference;
+  const Reference& pr = reference;
   if (progress && pr.molecule()) {  // the other inputs print nothing until the report
     progress(fmt::format("  memory plan: {} ({} in use at the start or allowed for libraries); scratch in {}",
                          linalg::format_bytes(plan.budget), linalg::format_bytes(plan.baseline), plan.scratch_folder));
@@ -446,6 +460,7 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   options.memory_bytes = mp2_budget;
   options.scratch_folder = input.scratch;
   options.progress = phase_progress;
+  options.comm = &comm;
   // Each DF-MP2 phase's measured peak resident memory, next to what the plan gave it (the largest over the runs).
   options.phase_done = [&](const std::string& phase) {
     const double peak = sampler.take_peak();

@@ -103,6 +103,8 @@ struct Reference {
 // A finished calculation: the input as read, the reference, the memory plan with its measured peaks, and one run per
 // backend and precision. The report and the results file read it; what ran is in `runs`.
 struct Calculation {
+  int ranks = 1;    // MPI ranks the run was spread over
+  std::string mpi;  // linalg::Comm::description()
   Input input;
   Reference reference;
   MemoryPlan memory;

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <functional>
 #include <future>
+#include <map>
+#include <memory>
 #include <type_traits>
 
 #include "linalg/bytes.hpp"
@@ -148,13 +150,18 @@ double working_copies_of(const linalg::Backend& backend, Precision precision,
 // The transformation's working set per auxiliary block, at most (plan_blocks).
 constexpr double kTransformBlockBytes = 256.0 * 1024 * 1024;
 
+namespace {
+Index ceil_div(Index a, Index b) { return (a + b - 1) / std::max<Index>(b, 1); }
+}  // namespace
+
 BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, Index nvir, Index naux,
                       double memory_bytes, Precision precision, MetricMethod metric, bool screening,
-                      Mp2Storage storage, double working_copies) {
+                      Mp2Storage storage, double working_copies, int ranks, Index aux_unit) {
   const double w = work_bytes(precision), f = fit_bytes(precision), copies = working_copies;
-  const double fitted = w * double(nact) * double(nvir) * double(naux);
+  const bool distributed = ranks > 1;
   // The metric factor, plus the temporaries of an inverse square root (eigh: eigenvectors scaled; Newton-Schulz:
-  // four iterates), which are gone before the transformation starts but count towards the peak.
+  // four iterates), which are gone before the transformation starts but count towards the peak. Every rank holds
+  // the factor: the fitting is row-local.
   const double metric_bytes = f * double(naux) * double(naux);
   // A backend's working copies (device models) of the factor as it is made, and again by the fitting's TRSM.
   const double inverse_sqrt_bytes = metric_bytes * ((metric == MetricMethod::eigh            ? 1.0
@@ -163,82 +170,116 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
                                                     copies);
   const double fit_fixed = copies * metric_bytes;
   const double orbitals = w * double(nbf) * double(nact + nvir);
+  const double fixed = metric_bytes + orbitals;
+  const Index rows = nact * nvir;
+  // The auxiliary columns one rank transforms, at most: an even share, plus one unit where a shell straddles it.
+  const Index columns = distributed ? std::min(naux, ceil_div(naux, ranks) + std::max<Index>(aux_unit, 1)) : naux;
   // Per auxiliary function in the transformation: the AO block as read (double), its converted copy and the
   // half-transformed block; or the MO block as stored (all occupied orbitals, before the frozen core is dropped).
-  // Screening adds the BSR copy of the block (at most the dense size, plus edge padding). On scratch the transformed
-  // block is also held before it is written.
-  const double per_aux_base = form == ThreeIndexForm::ao
-                                  ? double(nbf) * (8.0 * double(nbf) + (w == 8.0 ? 0.0 : w * double(nbf)) +
-                                                   w * double(nact) + (screening ? 1.25 * w * double(nbf) : 0.0) +
-                                                   copies * w * double(nbf + nact))
-                                  : 8.0 * double(nocc) * double(nvir);
+  // Screening adds the BSR copy of the block (at most the dense size, plus edge padding). Then the transformed
+  // block before it is cut into the occupied blocks' rows.
+  const double per_aux = (form == ThreeIndexForm::ao
+                              ? double(nbf) * (8.0 * double(nbf) + (w == 8.0 ? 0.0 : w * double(nbf)) +
+                                               w * double(nact) + (screening ? 1.25 * w * double(nbf) : 0.0) +
+                                               copies * w * double(nbf + nact))
+                              : 8.0 * double(nocc) * double(nvir)) +
+                         w * double(rows);
   // Fitting in row chunks needs an input and an output row buffer in F (at most), and the backend's copies of a row.
   const bool chunked_fit = metric != MetricMethod::cholesky || w != f || copies > 0;
   const double per_fit_row = chunked_fit ? (2.0 + copies) * f * double(naux) : 0.0;
-  const Index rows = nact * nvir;
 
   auto plan_for = [&](Mp2Storage s) {
     BlockPlan plan;
     plan.storage = s;
+    plan.ranks = ranks;
+    plan.fixed_bytes = fixed;
     const bool scratch = s == Mp2Storage::scratch;
-    plan.fixed_bytes = metric_bytes + orbitals + (scratch ? 0.0 : fitted);
-    const double per_aux = per_aux_base + (scratch ? 2.0 * w * double(rows) : 0.0);
-    // Occupied blocks: memory storage needs only the pair product G (nb nvir)^2; scratch also B_I and two B_J
-    // (the next one is read while the current one is used) and, to fit a block, its rows in F and W.
-    // A backend's working copies cover the product G and both of its operand blocks.
-    auto pair_need = [&](double nb) {
-      const double g = w * std::pow(nb * double(nvir), 2);
-      const double copied = copies * (g + 2.0 * w * nb * double(nvir) * double(naux));
-      if (!scratch) return g + copied;
-      const double blocks = 3.0 * w * nb * double(nvir) * double(naux);
-      const double fit = nb * double(nvir) * double(naux) * (w + (chunked_fit ? (2.0 + copies) * f : 0.0)) + fit_fixed;
-      return std::max(g + blocks + copied, fit);
+    // The A store: this rank's columns of every block (on one rank, the fitted tensor itself).
+    const double a_store = scratch ? 0.0 : w * double(rows) * double(columns);
+    // What the phases after the transformation hold, for occupied blocks of nb orbitals fitted fit_rows at a time.
+    struct Sizes {
+      double redistribute, fitting, pairs;
     };
-    const double available = memory_bytes - plan.fixed_bytes;
+    auto sizes = [&](Index nb, Index fit_rows) {
+      const Index held_rows = distributed ? std::min(rows, ceil_div(ceil_div(nact, nb), ranks) * nb * nvir) : rows;
+      const double block = w * double(nb) * double(nvir) * double(naux);
+      const double b_store = scratch ? 0.0 : distributed ? w * double(held_rows) * double(naux) : a_store;
+      const double g = w * std::pow(double(nb) * double(nvir), 2);
+      // A backend's working copies cover the product G and both of its operand blocks.
+      const double copied = copies * (g + 2.0 * block);
+      const double fit_work = chunked_fit ? per_fit_row * double(fit_rows) + fit_fixed : 0.0;
+      Sizes out;
+      // Redistribution: in memory both stores at once; on scratch, one round at a time: this rank's piece of each
+      // holder's block, and the block it receives.
+      out.redistribute = !distributed ? 0.0 : scratch ? w * double(nb * nvir) * double(columns * ranks) + block
+                                                        : a_store + b_store;
+      out.fitting = (scratch ? block : b_store) + fit_work;
+      // Pairs: the anchor block (scratch), two partner blocks (the next one arrives while the current one is
+      // used; local blocks in memory need none), and on scratch with ranks a block read to lend to another rank.
+      const double partners = scratch ? 2.0 * block : distributed ? 2.0 * block : 0.0;
+      out.pairs = (scratch ? block : b_store) + partners + (scratch && distributed ? block : 0.0) + g + copied;
+      return out;
+    };
+    const double available = memory_bytes - fixed;
+    const Sizes least = sizes(1, 1);
+    const double transform_least = a_store + per_aux;
     const double phase_min =
-        std::max({per_aux, pair_need(1.0), scratch ? 0.0 : per_fit_row + fit_fixed, inverse_sqrt_bytes});
+        std::max({transform_least, least.redistribute, least.fitting, least.pairs, inverse_sqrt_bytes});
     if (available < phase_min) {
-      const char* phase = phase_min == per_aux ? "MP2 transformation" : phase_min == pair_need(1.0) ? "MP2 pair energies"
-                          : phase_min == inverse_sqrt_bytes                                       ? "MP2 metric"
-                                                                                                  : "MP2 fitting";
+      const char* phase = phase_min == transform_least   ? "MP2 transformation"
+                          : phase_min == least.pairs      ? "MP2 pair energies"
+                          : phase_min == inverse_sqrt_bytes ? "MP2 metric"
+                                                            : "MP2 fitting";
+      const std::string store = scratch ? std::string()
+                                        : fmt::format("fitted tensor {}{}, ", linalg::format_bytes(a_store),
+                                                      distributed ? " (this rank's share)" : "");
       throw PhaseTooLarge(
-          fmt::format("{} ({} storage)", phase, mp2_storage_name(s)), plan.fixed_bytes + phase_min,
-          fmt::format("memory: {} is too small for the {} ({} storage); it needs at least {} (fixed: {}{}metric {}), "
-                      "raise 'memory'{}",
+          fmt::format("{} ({} storage)", phase, mp2_storage_name(s)), fixed + phase_min,
+          fmt::format("memory: {} is too small for the {} ({} storage); it needs at least {} ({}metric {}), raise "
+                      "'memory'{}",
                       linalg::format_bytes(memory_bytes), phase, mp2_storage_name(s),
-                      linalg::format_bytes(plan.fixed_bytes + phase_min),
-                      scratch ? "" : fmt::format("fitted tensor {}, ", linalg::format_bytes(fitted)),
-                      linalg::format_bytes(plan.fixed_bytes), linalg::format_bytes(metric_bytes),
+                      linalg::format_bytes(fixed + phase_min), store, linalg::format_bytes(metric_bytes),
                       scratch ? "" : " or set mp2_storage: scratch"));
     }
     // Blocks beyond kTransformBlockBytes gain nothing in GEMM speed (the transformation's GEMMs are already
     // nact x (nbf * block) wide) but cost fresh pages the kernel must clear, and leave the caches cold: measured on
-    // (H2O)16 in mixed precision, one 2.4 GB block spent 1.5 s of 9 s clearing pages.
+    // (H2O)16 in mixed precision, one 2.4 GB block spent 1.5 s of 9 s clearing pages. With ranks, at most one share
+    // of the columns, so that every rank has blocks to transform.
     const Index by_bytes = std::max<Index>(1, static_cast<Index>(kTransformBlockBytes / std::max(per_aux, 1.0)));
-    plan.aux_block = std::clamp<Index>(std::min(static_cast<Index>(available / per_aux), by_bytes), 1,
-                                       std::max<Index>(naux, 1));
-    // Fitting chunks beyond a few thousand rows gain nothing in GEMM speed.
-    plan.fit_rows = chunked_fit ? std::clamp<Index>(static_cast<Index>((available - fit_fixed) /
-                                                                       std::max(per_fit_row, 1.0)),
-                                                    1, std::clamp<Index>(rows, 1, 8192))
-                                : rows;
-    // At least four occupied blocks (ten block pairs) once there are 32 or more active orbitals: the pair list is
-    // the unit of work (the pair loop runs them in order on one thread, each pair's GEMM and reduction using the
-    // backend's threads; MPI ranks will be handed pairs) and of progress reporting, and blocks of 8
+    const Index share = distributed ? ceil_div(naux, ranks) : naux;
+    plan.aux_block = std::clamp<Index>(std::min({static_cast<Index>((available - a_store) / per_aux), by_bytes, share}),
+                                       1, std::max<Index>(naux, 1));
+    // At least four occupied blocks (ten block pairs) once there are 32 or more active orbitals, and with ranks at
+    // least two blocks per rank where blocks of 8 allow it: the pair list is the unit of work (each pair's GEMM and
+    // reduction use the backend's threads; the ranks share the pairs) and of progress reporting, and blocks of 8
     // or more orbitals keep the GEMMs large (8 x nvir rows) enough to run near the DGEMM rate.
-    const Index balanced = std::max<Index>(8, (nact + 3) / 4);
+    const Index balanced = std::max<Index>(8, ceil_div(nact, std::max<Index>(4, 2 * Index(ranks))));
+    auto fit_rows_for = [&](Index nb, double store) {
+      if (!chunked_fit) return nb * nvir;  // TRSM in place
+      // Fitting chunks beyond a few thousand rows gain nothing in GEMM speed.
+      return std::clamp<Index>(static_cast<Index>((available - store - fit_fixed) / std::max(per_fit_row, 1.0)), 1,
+                               std::clamp<Index>(nb * nvir, 1, 8192));
+    };
     Index nb = std::min<Index>(std::max<Index>(nact, 1), balanced);
-    while (nb > 1 && pair_need(double(nb)) > available) --nb;
+    auto need = [&](Index n) {
+      const Sizes sz = sizes(n, 1);
+      return std::max({sz.redistribute, sz.fitting, sz.pairs});
+    };
+    while (nb > 1 && need(nb) > available) --nb;
     plan.occupied_block = nb;
-    if (scratch) plan.fit_rows = nb * nvir;  // on scratch a whole occupied block is fitted at once
-    plan.transform_bytes = per_aux * double(plan.aux_block);
-    plan.fitting_bytes = scratch ? nb * double(nvir) * double(naux) * (w + (chunked_fit ? (2.0 + copies) * f : 0.0)) +
-                                       fit_fixed
-                                 : per_fit_row * double(plan.fit_rows) + fit_fixed;
-    plan.pair_bytes = pair_need(double(nb));
-    plan.peak_bytes = plan.fixed_bytes + std::max({plan.transform_bytes, plan.fitting_bytes, plan.pair_bytes,
-                                                   inverse_sqrt_bytes});
-    plan.scratch_bytes = scratch ? fitted : 0.0;
+    const Sizes at_one_row = sizes(nb, 1);
+    plan.fit_rows = fit_rows_for(nb, at_one_row.fitting - (chunked_fit ? per_fit_row + fit_fixed : 0.0));
+    const Sizes sz = sizes(nb, plan.fit_rows);
+    plan.metric_bytes = fixed + inverse_sqrt_bytes;
+    plan.transform_bytes = fixed + a_store + per_aux * double(plan.aux_block);
+    plan.fitting_bytes = fixed + std::max(sz.redistribute, sz.fitting);
+    plan.pair_bytes = fixed + sz.pairs;
+    plan.peak_bytes = std::max({plan.metric_bytes, plan.transform_bytes, plan.fitting_bytes, plan.pair_bytes});
+    // On scratch: the A file of this rank's columns and, with ranks, the B file of the blocks it holds.
+    if (scratch) {
+      const Index held = distributed ? std::min(rows, ceil_div(ceil_div(nact, nb), ranks) * nb * nvir) : 0;
+      plan.scratch_bytes = w * double(rows) * double(columns) + w * double(held) * double(naux);
+    }
     return plan;
   };
   if (storage == Mp2Storage::automatic) {
@@ -249,6 +290,58 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
     }
   }
   return plan_for(storage);
+}
+
+double Mp2Layout::pair_cost(const OccupiedBlockPair& p) {
+  return double(p.i1 - p.i0) * double(p.j1 - p.j0) * (p.diagonal() ? 0.5 : 1.0);
+}
+
+Mp2Layout make_layout(const ThreeIndexSource& source, Index aux_block, Index nact, Index occupied_block, int ranks,
+                      int rank) {
+  Mp2Layout l;
+  l.ranks = ranks;
+  l.rank = rank;
+  const Index naux = source.naux();
+  // Auxiliary units (shells) to ranks by their middle, then each rank's run cut into blocks of at most aux_block.
+  const auto units = source.blocks(1);
+  std::vector<std::vector<std::pair<Index, Index>>> runs(static_cast<std::size_t>(ranks));
+  for (const auto& [p0, p1] : units) {
+    const int r = static_cast<int>(std::min<Index>(ranks - 1, (p0 + p1) * Index(ranks) / std::max<Index>(2 * naux, 1)));
+    runs[static_cast<std::size_t>(r)].emplace_back(p0, p1);
+  }
+  l.col0.assign(static_cast<std::size_t>(ranks) + 1, naux);
+  for (int r = ranks - 1; r >= 0; --r) {
+    const auto& run = runs[static_cast<std::size_t>(r)];
+    l.col0[static_cast<std::size_t>(r)] = run.empty() ? l.col0[static_cast<std::size_t>(r) + 1] : run.front().first;
+  }
+  for (int r = 0; r < ranks; ++r) {
+    Index start = -1, end = -1;
+    for (const auto& [p0, p1] : runs[static_cast<std::size_t>(r)]) {
+      if (start >= 0 && p1 - start > aux_block) {
+        l.aux_blocks.emplace_back(start, end);
+        l.aux_rank.push_back(r);
+        start = -1;
+      }
+      if (start < 0) start = p0;
+      end = p1;
+    }
+    if (start >= 0) {
+      l.aux_blocks.emplace_back(start, end);
+      l.aux_rank.push_back(r);
+    }
+  }
+  // Occupied blocks in contiguous runs of about equal counts.
+  for (Index i0 = 0; i0 < nact; i0 += occupied_block) l.occupied.emplace_back(i0, std::min(i0 + occupied_block, nact));
+  const Index nbo = static_cast<Index>(l.occupied.size());
+  for (Index b = 0; b < nbo; ++b) l.occupied_rank.push_back(static_cast<int>(b * Index(ranks) / nbo));
+  // Pairs: see the header.
+  l.pairs = occupied_block_pairs(nact, occupied_block);
+  for (const auto& p : l.pairs) {
+    const Index bi = p.i0 / occupied_block, bj = p.j0 / occupied_block;
+    const int ri = l.occupied_rank[static_cast<std::size_t>(bi)], rj = l.occupied_rank[static_cast<std::size_t>(bj)];
+    l.pair_rank.push_back(ri == rj || (bi + bj) % 2 == 1 ? ri : rj);
+  }
+  return l;
 }
 
 std::vector<OccupiedBlockPair> occupied_block_pairs(Index nact, Index block) {
@@ -285,16 +378,16 @@ MatrixT<F> metric_factor(const Matrix& metric, const DfMp2Options& options, lina
   return factor;
 }
 
-// Step 2: A (nact*nvir x naux) in W, a block of auxiliary functions (whole columns of A) at a time: `target(p0, np)`
-// says where block [p0, p0 + np) goes (np contiguous columns of nact*nvir rows), `written(p0, np, block)` is told
-// once it is there (the scratch storage writes it out).
+// Step 2: columns of A (nact*nvir x naux) in W, for the auxiliary `blocks` given (this rank's), a block at a time:
+// `target(p0, np)` says where block [p0, p0 + np) goes (np contiguous columns of nact*nvir rows), `written(p0, np,
+// block)` is told once it is there (and cuts it into the occupied blocks' rows).
 template <class W>
-void transform(const DfMp2Input& in, const DfMp2Options& options, const BlockPlan& plan, linalg::Kernels& kernels,
-               ScreeningReport& screening, const std::function<W*(Index, Index)>& target,
+void transform(const DfMp2Input& in, const DfMp2Options& options, const std::vector<std::pair<Index, Index>>& blocks,
+               linalg::Kernels& kernels, ScreeningReport& screening, const std::function<W*(Index, Index)>& target,
                const std::function<void(Index, Index, const W*)>& written) {
   const ThreeIndexSource& source = *in.three_index;
   const Index nocc = in.nocc, nvir = in.orbital_energies->size() - nocc;
-  const Index nfrozen = options.nfrozen, nact = nocc - nfrozen, naux = source.naux();
+  const Index nfrozen = options.nfrozen, nact = nocc - nfrozen;
   std::vector<double> buffer;     // as read
   std::vector<W> converted;       // in W, when W is not double
   std::vector<W> half;            // (i | P m) for one block, nact x (nbf * block)
@@ -302,13 +395,13 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const BlockPla
   if (source.form() == ThreeIndexForm::ao) c = in.mo_coefficients->cast<W>();
   // Buffers sized once for the largest block: blocks of whole shells differ in size, and a std::vector that grows
   // holds its old and new storage at once (a transient that the memory plan does not have).
-  const auto blocks = source.blocks(plan.aux_block);
   Index largest = 0;
   for (const auto& [p0, p1] : blocks) largest = std::max(largest, p1 - p0);
   const Index stride0 = source.block_stride();
   buffer.reserve(static_cast<std::size_t>(largest * stride0));
   if (!std::is_same_v<W, double>) converted.reserve(static_cast<std::size_t>(largest * stride0));
   if (source.form() == ThreeIndexForm::ao) half.reserve(static_cast<std::size_t>(largest * nact * c.rows()));
+  long long done = 0;
   for (const auto& [p0, p1] : blocks) {
     const Index np = p1 - p0;
     W* out = target(p0, np);
@@ -372,25 +465,21 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const BlockPla
     one_block();
     require_finite(step_name(Mp2Step::transform), "the transformed integrals (P|ia)", out, nact * nvir * np);
     written(p0, np, out);
-    if (options.progress) options.progress("MP2 transform", p1, naux);
-  }
-  if (options.screening.enabled && screening.blocks_kept == 0) {
-    throw NumericalError(fmt::format("DF-MP2 step 'transform': screening threshold {:.3e} drops all {} tiles of (P|mn); "
-                                     "every energy would be 0 (lower screening.threshold)",
-                                     options.screening.threshold, screening.blocks_total));
+    ++done;
+    if (options.progress) options.progress("MP2 transform", done, static_cast<long long>(blocks.size()));
   }
 }
 
 // Step 3: B = A L^-T or A J^-1/2, in place in `a`. The solve runs in F; rows are independent, so A is fitted in
 // row chunks whenever a buffer is needed (a GEMM cannot work in place; a conversion needs a copy).
 template <class W, class F>
-void fit(MatrixT<W>& a, const MatrixT<F>& factor, MetricMethod metric, const BlockPlan& plan,
+void fit(MatrixViewT<W> a, const MatrixT<F>& factor, MetricMethod metric, const BlockPlan& plan,
          linalg::Kernels& kernels) {
-  const Index rows = a.rows(), naux = a.cols();
+  const Index rows = a.rows, naux = a.cols;
   if constexpr (std::is_same_v<W, F>) {
     if (metric == MetricMethod::cholesky && plan.fit_rows >= rows) {
       kernels.trsm(step_name(Mp2Step::fitting), linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, F(1),
-                   linalg::view(factor), linalg::view(a));
+                   linalg::view(factor), a);
       return;
     }
   }
@@ -398,7 +487,7 @@ void fit(MatrixT<W>& a, const MatrixT<F>& factor, MetricMethod metric, const Blo
   MatrixT<F> in(chunk, naux), out(chunk, naux);
   for (Index r0 = 0; r0 < rows; r0 += chunk) {
     const Index nr = std::min(chunk, rows - r0);
-    const auto a_block = linalg::view(a).block(r0, 0, nr, naux);
+    const auto a_block = a.block(r0, 0, nr, naux);
     MatrixViewT<F> in_view{in.data(), nr, naux, chunk};
     for (Index j = 0; j < naux; ++j) convert(&a_block(0, j), nr, &in_view(0, j), kernels, step_name(Mp2Step::fitting));
     MatrixViewT<F> result = in_view;
@@ -413,144 +502,427 @@ void fit(MatrixT<W>& a, const MatrixT<F>& factor, MetricMethod metric, const Blo
   }
 }
 
+// One rank's blocks of a tensor stored by occupied block (BlockPlan): block b is rows(b) x cols, column-major and
+// contiguous, in memory or at its offset in a scratch file.
+template <class W>
+class BlockStore {
+ public:
+  BlockStore(const std::vector<Index>& blocks, const std::vector<Index>& block_rows, Index cols,
+             const std::string* scratch_folder, const std::string& what)
+      : cols_(cols) {
+    std::size_t offset = 0;
+    for (const Index b : blocks) {
+      slot_[b] = rows_.size();
+      rows_.push_back(block_rows[static_cast<std::size_t>(b)]);
+      offset_.push_back(offset);
+      offset += static_cast<std::size_t>(rows_.back() * cols);
+    }
+    if (scratch_folder != nullptr) {
+      file_ = std::make_unique<ScratchFile>(*scratch_folder, what);
+    } else {
+      for (const Index r : rows_) memory_.emplace_back(r, cols);
+    }
+  }
+  bool in_memory() const { return !file_; }
+  Index rows(Index b) const { return rows_[slot(b)]; }
+  Index cols() const { return cols_; }
+  W* data(Index b) { return memory_[slot(b)].data(); }
+  MatrixViewT<W> view(Index b) { return linalg::view(memory_[slot(b)]); }
+  // Columns [col0, col0 + ncols) of block b from `from`, whose columns are `ld` apart.
+  void write_columns(Index b, Index col0, Index ncols, const W* from, Index ld) {
+    const Index r = rows(b);
+    if (in_memory()) {
+      for (Index j = 0; j < ncols; ++j) std::copy_n(from + j * ld, r, data(b) + (col0 + j) * r);
+      return;
+    }
+    const W* packed = from;
+    if (ld != r) {
+      packed_.resize(static_cast<std::size_t>(r * ncols));
+      for (Index j = 0; j < ncols; ++j) std::copy_n(from + j * ld, r, packed_.data() + j * r);
+      packed = packed_.data();
+    }
+    file_->write(packed, static_cast<std::size_t>(r * ncols), offset_[slot(b)] + static_cast<std::size_t>(col0 * r));
+  }
+  // The whole block b to or from `data` (rows(b) x cols, contiguous). Thread-safe for reads.
+  void write(Index b, const W* from) { write_columns(b, 0, cols_, from, rows(b)); }
+  void read(Index b, W* into) const {
+    const std::size_t count = static_cast<std::size_t>(rows(b) * cols_);
+    if (!file_) {
+      std::copy_n(memory_[slot(b)].data(), count, into);
+      return;
+    }
+    file_->read(into, count, offset_[slot(b)]);
+  }
+  void release() {
+    std::vector<MatrixT<W>>().swap(memory_);
+    file_.reset();
+  }
+
+ private:
+  std::size_t slot(Index b) const { return slot_.at(b); }
+  Index cols_;
+  std::map<Index, std::size_t> slot_;
+  std::vector<Index> rows_;
+  std::vector<std::size_t> offset_;
+  std::vector<MatrixT<W>> memory_;
+  std::unique_ptr<ScratchFile> file_;
+  std::vector<W> packed_;
+};
+
 template <class W, class F, class Acc>
 void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernels& kernels, DfMp2Result& result) {
+  linalg::SerialComm alone;
+  linalg::Comm& comm = options.comm != nullptr ? *options.comm : alone;
+  const int ranks = comm.size(), me = comm.rank();
   const Vector& eps = *in.orbital_energies;
   const Index nocc = in.nocc, nvir = eps.size() - nocc, nact = nocc - options.nfrozen;
   const Index naux = in.three_index->naux(), rows = nact * nvir;
+  const BlockPlan& plan = result.plan;
+  const bool on_scratch = plan.storage == Mp2Storage::scratch;
+  const std::string* scratch = on_scratch ? &options.scratch_folder : nullptr;
+  // Scratch files of several ranks may share a folder (and a pid, on different nodes): the rank is in the name.
+  const std::string suffix = ranks > 1 ? fmt::format("-r{}", me) : std::string();
+  const Mp2Layout layout = make_layout(*in.three_index, plan.aux_block, nact, plan.occupied_block, ranks, me);
+  const auto& occ = layout.occupied;
+  const Index nbo = static_cast<Index>(occ.size());
+  std::vector<Index> block_rows, every_block, held;
+  for (Index b = 0; b < nbo; ++b) {
+    block_rows.push_back((occ[static_cast<std::size_t>(b)].second - occ[static_cast<std::size_t>(b)].first) * nvir);
+    every_block.push_back(b);
+    if (layout.occupied_rank[static_cast<std::size_t>(b)] == me) held.push_back(b);
+  }
+  auto holder = [&](Index b) { return layout.occupied_rank[static_cast<std::size_t>(b)]; };
+  std::vector<std::pair<Index, Index>> my_aux;
+  for (std::size_t k = 0; k < layout.aux_blocks.size(); ++k)
+    if (layout.aux_rank[k] == me) my_aux.push_back(layout.aux_blocks[k]);
+  const Index my_col0 = layout.col0[static_cast<std::size_t>(me)], my_cols = layout.columns(me);
+
+  // What this rank did in each step, for the report's per-rank table.
+  std::vector<linalg::PhaseStats> stats(mp2_step_names().size());
+  const auto traffic_before = comm.traffic();
+  auto in_step = [&](Mp2Step step, const auto& body) {
+    comm.set_phase("MP2 " + step_name(step));
+    Stopwatch clock;
+    body();
+    stats[static_cast<std::size_t>(step)].seconds += clock.seconds();
+  };
   auto done_with = [&](const char* phase) {
     if (options.phase_done) options.phase_done(phase);
   };
-  const MatrixT<F> factor = metric_factor<F>(*in.metric, options, kernels, result.metric_report);
+
+  // 1. The metric factor, on every rank.
+  MatrixT<F> factor;
+  in_step(Mp2Step::metric, [&] {
+    comm.checked([&] { factor = metric_factor<F>(*in.metric, options, kernels, result.metric_report); });
+  });
   done_with("MP2 metric");
   result.screening.enabled = options.screening.enabled;
   result.screening.threshold = options.screening.threshold;
   result.screening.block = options.screening.block;
+
+  // 2. This rank's auxiliary columns of every occupied block (on one rank: the whole tensor, fitted in place later).
+  std::unique_ptr<BlockStore<W>> a_store;
+  in_step(Mp2Step::transform, [&] {
+    comm.checked([&] {
+      a_store = std::make_unique<BlockStore<W>>(every_block, block_rows, my_cols, scratch,
+                                                (ranks > 1 ? "mp2-a" : "mp2") + suffix);
+      std::vector<W> staging;
+      Index largest = 0;
+      for (const auto& [p0, p1] : my_aux) largest = std::max(largest, p1 - p0);
+      staging.reserve(static_cast<std::size_t>(largest * rows));
+      transform<W>(
+          in, options, my_aux, kernels, result.screening,
+          [&](Index, Index np) {
+            staging.resize(static_cast<std::size_t>(np * rows));
+            return staging.data();
+          },
+          [&](Index p0, Index np, const W* data) {
+            Stopwatch clock;
+            for (Index b = 0; b < nbo; ++b) {
+              a_store->write_columns(b, p0 - my_col0, np, data + occ[static_cast<std::size_t>(b)].first * nvir, rows);
+            }
+            kernels.record_host(step_name(Mp2Step::transform), on_scratch ? "scratch_write" : "store", clock.seconds(),
+                                {0, double(sizeof(W)) * double(np * rows)}, dtype<W>());
+          });
+    });
+    // Screening is judged over every rank's tiles.
+    double tiles[2] = {double(result.screening.blocks_kept), double(result.screening.blocks_total)};
+    comm.sum(tiles, 2);
+    result.screening.blocks_kept = static_cast<long long>(tiles[0]);
+    result.screening.blocks_total = static_cast<long long>(tiles[1]);
+    comm.checked([&] {
+      if (options.screening.enabled && result.screening.blocks_kept == 0) {
+        throw NumericalError(fmt::format("DF-MP2 step 'transform': screening threshold {:.3e} drops all {} tiles of "
+                                         "(P|mn); every energy would be 0 (lower screening.threshold)",
+                                         options.screening.threshold, result.screening.blocks_total));
+      }
+    });
+  });
+  done_with("MP2 transform");
+
+  // 3. The blocks this rank holds, with all auxiliary columns, fitted: on one rank the A store itself; with ranks,
+  // one redistribution from auxiliary columns to occupied blocks (in memory all blocks at once; on scratch a round
+  // per block each rank holds), each block fitted as it arrives.
+  std::unique_ptr<BlockStore<W>> b_own;
+  BlockStore<W>* b_store = a_store.get();
+  const std::string fitting = step_name(Mp2Step::fitting);
+  auto fit_block = [&](MatrixViewT<W> block) {
+    BlockPlan p = plan;
+    p.fit_rows = std::min(plan.fit_rows, block.rows);
+    fit<W, F>(block, factor, options.metric, p, kernels);
+    require_finite(fitting, "the fitted tensor B", block.data, block.rows * block.cols);
+  };
+  auto timed_exchange = [&](const std::vector<linalg::StridedBlock>& sends,
+                            const std::vector<linalg::StridedBlock>& receives, double bytes) {
+    Stopwatch clock;
+    comm.exchange(sends, receives);
+    kernels.record_host(fitting, "redistribute", clock.seconds(), {0, bytes}, dtype<W>());
+  };
+  in_step(Mp2Step::fitting, [&] {
+    if (ranks == 1) {
+      comm.checked([&] {
+        MatrixT<W> buffer;
+        for (const Index b : held) {
+          if (a_store->in_memory()) {
+            fit_block(a_store->view(b));
+            continue;
+          }
+          buffer.resize(block_rows[static_cast<std::size_t>(b)], naux);
+          Stopwatch clock;
+          a_store->read(b, buffer.data());
+          kernels.record_host(fitting, "scratch_read", clock.seconds(), {0, double(sizeof(W)) * double(buffer.size())},
+                              dtype<W>());
+          fit_block(linalg::view(buffer));
+          clock = Stopwatch();
+          a_store->write(b, buffer.data());
+          kernels.record_host(fitting, "scratch_write", clock.seconds(), {0, double(sizeof(W)) * double(buffer.size())},
+                              dtype<W>());
+        }
+      });
+      return;
+    }
+    comm.checked([&] {
+      b_own = std::make_unique<BlockStore<W>>(held, block_rows, naux, scratch, "mp2" + suffix);
+    });
+    b_store = b_own.get();
+    auto receives_into = [&](Index b, W* base) {  // every rank's columns of block b, into an rows x naux block
+      std::vector<linalg::StridedBlock> out;
+      const Index r_rows = block_rows[static_cast<std::size_t>(b)];
+      for (int r = 0; r < ranks; ++r) {
+        if (layout.columns(r) == 0) continue;
+        out.push_back({r, base + layout.col0[static_cast<std::size_t>(r)] * r_rows, std::size_t(r_rows),
+                       std::size_t(layout.columns(r)), std::size_t(r_rows), sizeof(W)});
+      }
+      return out;
+    };
+    if (!on_scratch) {
+      std::vector<linalg::StridedBlock> sends, receives;
+      double bytes = 0;
+      for (Index b = 0; b < nbo && my_cols > 0; ++b) {
+        const Index r_rows = block_rows[static_cast<std::size_t>(b)];
+        sends.push_back({holder(b), a_store->data(b), std::size_t(r_rows), std::size_t(my_cols), std::size_t(r_rows),
+                         sizeof(W)});
+        bytes += double(sizeof(W)) * double(r_rows * my_cols);
+      }
+      for (const Index b : held) {
+        const auto r = receives_into(b, b_own->data(b));
+        receives.insert(receives.end(), r.begin(), r.end());
+      }
+      timed_exchange(sends, receives, bytes);
+      a_store->release();
+      comm.checked([&] {
+        for (const Index b : held) fit_block(b_own->view(b));
+      });
+      return;
+    }
+    // Scratch: round k sends every holder its k-th block.
+    std::vector<std::vector<Index>> held_by(static_cast<std::size_t>(ranks));
+    for (Index b = 0; b < nbo; ++b) held_by[static_cast<std::size_t>(holder(b))].push_back(b);
+    std::size_t rounds = 0;
+    for (const auto& h : held_by) rounds = std::max(rounds, h.size());
+    std::vector<std::vector<W>> pieces(static_cast<std::size_t>(ranks));
+    MatrixT<W> block;
+    for (std::size_t k = 0; k < rounds; ++k) {
+      std::vector<linalg::StridedBlock> sends, receives;
+      double bytes = 0;
+      comm.checked([&] {
+        for (int s = 0; s < ranks; ++s) {
+          const auto& h = held_by[static_cast<std::size_t>(s)];
+          if (k >= h.size() || my_cols == 0) continue;
+          const Index b = h[k], r_rows = block_rows[static_cast<std::size_t>(b)];
+          auto& piece = pieces[static_cast<std::size_t>(s)];
+          piece.resize(static_cast<std::size_t>(r_rows * my_cols));
+          Stopwatch clock;
+          a_store->read(b, piece.data());
+          kernels.record_host(fitting, "scratch_read", clock.seconds(), {0, double(sizeof(W)) * double(piece.size())},
+                              dtype<W>());
+          sends.push_back({s, piece.data(), std::size_t(r_rows), std::size_t(my_cols), std::size_t(r_rows), sizeof(W)});
+          bytes += double(sizeof(W)) * double(piece.size());
+        }
+      });
+      const auto& mine = held_by[static_cast<std::size_t>(me)];
+      if (k < mine.size()) {
+        block.resize(block_rows[static_cast<std::size_t>(mine[k])], naux);
+        receives = receives_into(mine[k], block.data());
+      }
+      timed_exchange(sends, receives, bytes);
+      comm.checked([&] {
+        if (k >= mine.size()) return;
+        fit_block(linalg::view(block));
+        Stopwatch clock;
+        b_own->write(mine[k], block.data());
+        kernels.record_host(fitting, "scratch_write", clock.seconds(), {0, double(sizeof(W)) * double(block.size())},
+                            dtype<W>());
+      });
+    }
+    a_store->release();
+  });
+  done_with("MP2 fitting");
+
+  // 4. The pairs this rank computes, grouped by the block it holds (the anchor), each with one partner block: its
+  // own, read from its scratch file, or fetched from the rank that holds it (while the previous pair is computed).
   const Vector eps_occ = eps.segment(options.nfrozen, nact);
   const Vector eps_vir = eps.tail(nvir);
-  const auto pairs = occupied_block_pairs(nact, result.plan.occupied_block);
-  result.block_pairs = static_cast<Index>(pairs.size());
-  MatrixT<W> workspace;
-  // The sum over block pairs is in Acc too: an fp32 run accumulates as fp32 arithmetic would.
-  Acc os = 0, ss = 0;
-  long long done = 0;
-  auto add = [&](const PairEnergy& e) {
-    os += Acc(e.opposite_spin);
-    ss += Acc(e.same_spin);
-    if (options.progress) options.progress("MP2 pair energies", ++done, static_cast<long long>(pairs.size()));
-  };
-
-  if (result.plan.storage == Mp2Storage::memory) {
-    MatrixT<W> fitted(rows, naux);
-    transform<W>(in, options, result.plan, kernels, result.screening,
-                 [&](Index p0, Index) { return fitted.data() + p0 * rows; }, [](Index, Index, const W*) {});
-    done_with("MP2 transform");
-    fit<W, F>(fitted, factor, options.metric, result.plan, kernels);
-    require_finite(step_name(Mp2Step::fitting), "the fitted tensor B", fitted.data(), fitted.size());
-    done_with("MP2 fitting");
-    for (const auto& pair : pairs) add(block_pair_energy<W, Acc>(pair, fitted, eps_occ, eps_vir, kernels, workspace));
-  } else {
-    // Scratch: the file holds, for each occupied block I in turn, its rows of A (then B) as an (nI nvir) x naux
-    // column-major matrix, so that a block is one contiguous read or write at every step.
-    const Index nb = result.plan.occupied_block;
-    std::vector<std::pair<Index, Index>> occupied;  // [i0, i1)
-    for (Index i0 = 0; i0 < nact; i0 += nb) occupied.emplace_back(i0, std::min(i0 + nb, nact));
-    auto base = [&](Index i0) { return static_cast<std::size_t>(i0 * nvir * naux); };
-    ScratchFile file(options.scratch_folder, "mp2");
-    auto write = [&](const std::string& step, const W* data, Index count, std::size_t offset) {
-      Stopwatch clock;
-      file.write(data, static_cast<std::size_t>(count), offset);
-      kernels.record_host(step, "scratch_write", clock.seconds(), {0, double(sizeof(W)) * double(count)}, dtype<W>());
+  const std::size_t npairs = layout.pairs.size();
+  result.block_pairs = static_cast<Index>(npairs);
+  std::vector<double> energies(2 * npairs, 0.0);  // (os, ss) per pair, this rank's; summed over the ranks
+  in_step(Mp2Step::pair_energy, [&] {
+    const std::string pair_step = step_name(Mp2Step::pair_energy);
+    struct Work {
+      std::size_t pair;
+      Index anchor, partner;
     };
-    auto read = [&](const std::string& step, W* data, Index count, std::size_t offset) {
-      Stopwatch clock;
-      file.read(data, static_cast<std::size_t>(count), offset);
-      kernels.record_host(step, "scratch_read", clock.seconds(), {0, double(sizeof(W)) * double(count)}, dtype<W>());
+    std::vector<Work> work;
+    const Index nb = plan.occupied_block;
+    for (std::size_t k = 0; k < npairs; ++k) {
+      if (layout.pair_rank[k] != me) continue;
+      const Index bi = layout.pairs[k].i0 / nb, bj = layout.pairs[k].j0 / nb;
+      work.push_back(holder(bi) == me ? Work{k, bi, bj} : Work{k, bj, bi});
+    }
+    std::stable_sort(work.begin(), work.end(), [](const Work& a, const Work& b) {
+      return a.anchor != b.anchor ? a.anchor < b.anchor : a.partner < b.partner;
+    });
+    // The blocks this rank lends: from memory in place, or read from its scratch file into the lender's buffer.
+    auto lender = comm.lend([&](long long id, std::size_t bytes, std::vector<std::byte>& buffer) -> const void* {
+      const Index b = static_cast<Index>(id);
+      if (bytes != sizeof(W) * std::size_t(block_rows[static_cast<std::size_t>(b)] * naux))
+        throw std::logic_error("DF-MP2: a block asked for with the wrong size");
+      if (b_store->in_memory()) return b_store->data(b);
+      buffer.resize(bytes);
+      b_store->read(b, reinterpret_cast<W*>(buffer.data()));
+      return buffer.data();
+    });
+    // A partner is loaded when it is not a view of this rank's memory.
+    auto needs_load = [&](const Work& w) {
+      return w.partner != w.anchor && (holder(w.partner) != me || !b_store->in_memory());
     };
-    // Transform: each block of columns is cut into its occupied blocks' rows and written where they belong.
-    std::vector<W> block, part;
-    {
-      Index largest = 0;
-      for (const auto& [p0, p1] : in.three_index->blocks(result.plan.aux_block)) largest = std::max(largest, p1 - p0);
-      block.reserve(static_cast<std::size_t>(largest * rows));
-      part.reserve(static_cast<std::size_t>(largest * nb * nvir));
-    }
-    transform<W>(
-        in, options, result.plan, kernels, result.screening,
-        [&](Index, Index np) {
-          block.resize(static_cast<std::size_t>(np * rows));
-          return block.data();
-        },
-        [&](Index p0, Index np, const W* data) {
-          for (const auto& [i0, i1] : occupied) {
-            const Index nr = (i1 - i0) * nvir;
-            part.resize(static_cast<std::size_t>(nr * np));
-            for (Index p = 0; p < np; ++p) std::copy_n(data + p * rows + i0 * nvir, nr, part.data() + p * nr);
-            write(step_name(Mp2Step::transform), part.data(), nr * np, base(i0) + static_cast<std::size_t>(p0 * nr));
-          }
-        });
-    std::vector<W>().swap(block);
-    std::vector<W>().swap(part);
-    done_with("MP2 transform");
-    // Fitting, one occupied block at a time, in place.
-    {
-      MatrixT<W> a;
-      BlockPlan plan = result.plan;
-      for (const auto& [i0, i1] : occupied) {
-        const Index nr = (i1 - i0) * nvir;
-        a.resize(nr, naux);
-        read(step_name(Mp2Step::fitting), a.data(), nr * naux, base(i0));
-        plan.fit_rows = nr;
-        fit<W, F>(a, factor, options.metric, plan, kernels);
-        require_finite(step_name(Mp2Step::fitting), "the fitted tensor B", a.data(), a.size());
-        write(step_name(Mp2Step::fitting), a.data(), nr * naux, base(i0));
-      }
-    }
-    done_with("MP2 fitting");
-    // Pairs: B_I read once per I, each B_J (J < I) read while the previous pair is computed.
-    MatrixT<W> b_i, b_j, b_next;
-    for (std::size_t bi = 0; bi < occupied.size(); ++bi) {
-      const auto [i0, i1] = occupied[bi];
-      b_i.resize((i1 - i0) * nvir, naux);
-      read(step_name(Mp2Step::pair_energy), b_i.data(), b_i.size(), base(i0));
-      auto load = [&](std::size_t bj, MatrixT<W>& into) {
-        into.resize((occupied[bj].second - occupied[bj].first) * nvir, naux);
-        file.read(into.data(), static_cast<std::size_t>(into.size()), base(occupied[bj].first));
-      };
+    auto load = [&](Index b, MatrixT<W>& into) {
+      into.resize(block_rows[static_cast<std::size_t>(b)], naux);
+      if (holder(b) == me) b_store->read(b, into.data());
+      else lender->fetch(holder(b), b, into.data(), sizeof(W) * std::size_t(into.size()))->wait();
+    };
+    comm.checked([&] {
+      MatrixT<W> anchor_buffer, partner, next, workspace;
       std::future<void> pending;
-      double waited = 0, bytes = 0;
-      if (bi > 0) {
-        Stopwatch w;
-        load(0, b_next);
-        waited += w.seconds();
-      }
-      for (std::size_t bj = 0; bj <= bi; ++bj) {
-        const OccupiedBlockPair pair{i0, i1, occupied[bj].first, occupied[bj].second};
-        if (bj == bi) {
-          add(block_pair_energy<W, Acc>(pair, linalg::view(b_i), linalg::view(b_i), eps_occ, eps_vir, kernels,
-                                        workspace));
-          continue;
+      std::size_t pending_for = work.size();
+      auto start_from = [&](std::size_t i) {  // starts loading the partner of the first pair from i on that needs one
+        for (std::size_t j = i; j < work.size(); ++j) {
+          if (!needs_load(work[j])) continue;
+          pending_for = j;
+          pending = std::async(std::launch::async, [&, j] { load(work[j].partner, next); });
+          return;
         }
-        if (pending.valid()) {
-          Stopwatch w;
-          pending.get();  // rethrows a read error
-          waited += w.seconds();
+        pending_for = work.size();
+      };
+      double waited_read = 0, waited_fetch = 0, read_bytes = 0, fetch_bytes = 0;
+      long long done = 0;
+      Index anchor = -1;
+      start_from(0);
+      ConstMatrixViewT<W> a_view{};
+      for (std::size_t i = 0; i < work.size(); ++i) {
+        const Work& w = work[i];
+        if (w.anchor != anchor) {
+          anchor = w.anchor;
+          if (b_store->in_memory()) {
+            a_view = b_store->view(anchor);
+          } else {
+            anchor_buffer.resize(block_rows[static_cast<std::size_t>(anchor)], naux);
+            Stopwatch clock;
+            b_store->read(anchor, anchor_buffer.data());
+            kernels.record_host(pair_step, "scratch_read", clock.seconds(),
+                                {0, double(sizeof(W)) * double(anchor_buffer.size())}, dtype<W>());
+            a_view = linalg::view(anchor_buffer);
+          }
         }
-        std::swap(b_j, b_next);
-        bytes += double(sizeof(W)) * double(b_j.size());
-        if (bj + 1 < bi) pending = std::async(std::launch::async, [&, bj] { load(bj + 1, b_next); });
-        add(block_pair_energy<W, Acc>(pair, linalg::view(b_i), linalg::view(b_j), eps_occ, eps_vir, kernels,
-                                      workspace));
+        ConstMatrixViewT<W> p_view = a_view;
+        if (w.partner != w.anchor) {
+          if (!needs_load(w)) {
+            p_view = b_store->view(w.partner);
+          } else {
+            if (pending_for != i) throw std::logic_error("DF-MP2 pair loop: partner block not requested in order");
+            Stopwatch clock;
+            pending.get();  // rethrows a read or fetch error
+            const double bytes = double(sizeof(W)) * double(next.size());
+            (holder(w.partner) == me ? waited_read : waited_fetch) += clock.seconds();
+            (holder(w.partner) == me ? read_bytes : fetch_bytes) += bytes;
+            std::swap(partner, next);
+            p_view = linalg::view(partner);
+            start_from(i + 1);
+          }
+        }
+        const OccupiedBlockPair& pair = layout.pairs[w.pair];
+        const bool anchor_is_i = pair.i0 / nb == w.anchor;
+        const PairEnergy e = block_pair_energy<W, Acc>(pair, anchor_is_i ? a_view : p_view,
+                                                       anchor_is_i ? p_view : a_view, eps_occ, eps_vir, kernels,
+                                                       workspace);
+        energies[2 * w.pair] = e.opposite_spin;
+        energies[2 * w.pair + 1] = e.same_spin;
+        if (options.progress) options.progress("MP2 pair energies", ++done, static_cast<long long>(work.size()));
       }
-      // The reads of B_J overlap the pair computations; only the time spent waiting for them is the reads' cost.
-      if (bi > 0) kernels.record_host(step_name(Mp2Step::pair_energy), "scratch_read", waited, {0, bytes}, dtype<W>());
-    }
-  }
+      // The loads overlap the pair computations; only the time spent waiting for them is their cost.
+      if (read_bytes > 0) kernels.record_host(pair_step, "scratch_read", waited_read, {0, read_bytes}, dtype<W>());
+      if (fetch_bytes > 0) kernels.record_host(pair_step, "fetch_block", waited_fetch, {0, fetch_bytes}, dtype<W>());
+    });
+    lender->finish();
+    // Each pair's energies come from the one rank that computed it (the others add exact zeros).
+    comm.sum(energies.data(), energies.size());
+  });
   done_with("MP2 pair energies");
+
+  // The sum over the block pairs in pair order, in Acc (an fp32 run accumulates as fp32 arithmetic would): the
+  // same bits for any number of ranks.
+  Acc os = 0, ss = 0;
+  for (std::size_t k = 0; k < npairs; ++k) {
+    os += Acc(energies[2 * k]);
+    ss += Acc(energies[2 * k + 1]);
+  }
   result.opposite_spin = double(os);
   result.same_spin = double(ss);
-  const double energies[] = {result.opposite_spin, result.same_spin};
-  require_finite(step_name(Mp2Step::pair_energy), "the pair-energy sum", energies, 2);
+  const double sums[] = {result.opposite_spin, result.same_spin};
+  require_finite(step_name(Mp2Step::pair_energy), "the pair-energy sum", sums, 2);
+
+  // Per rank and step: time, flops and traffic.
+  const auto traffic_after = comm.traffic();
+  for (const auto& [step, name] : mp2_step_names()) {
+    linalg::PhaseStats& st = stats[static_cast<std::size_t>(step)];
+    for (const auto& r : kernels.log().records())
+      if (r.step == name) st.flops += r.flops;
+    const std::string phase = "MP2 " + name;
+    linalg::CommTraffic t;
+    if (auto it = traffic_after.find(phase); it != traffic_after.end()) t = it->second;
+    if (auto it = traffic_before.find(phase); it != traffic_before.end()) {
+      t.bytes_sent -= it->second.bytes_sent;
+      t.bytes_received -= it->second.bytes_received;
+      t.messages_sent -= it->second.messages_sent;
+      t.messages_received -= it->second.messages_received;
+      t.wait_seconds -= it->second.wait_seconds;
+    }
+    st.bytes_sent = t.bytes_sent;
+    st.bytes_received = t.bytes_received;
+    st.messages = double(t.messages_sent + t.messages_received);
+    st.wait_seconds = t.wait_seconds;
+  }
+  result.ranks = comm.gather(stats);
 }
 
 }  // namespace
@@ -701,10 +1073,16 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg:
   if (options.screening.enabled && !ao) {
     throw std::logic_error("run_dfmp2: screening applies to AO-form integrals only");
   }
-  result.plan = plan_blocks(in.three_index->form(), nbf, nocc, nact, nvir, result.naux, options.memory_bytes,
+  // Every rank must cut the work the same way: the plan is made for the smallest budget of any rank.
+  linalg::SerialComm alone;
+  linalg::Comm& comm = options.comm != nullptr ? *options.comm : alone;
+  const double memory_bytes = comm.min(options.memory_bytes);
+  result.plan = plan_blocks(in.three_index->form(), nbf, nocc, nact, nvir, result.naux, memory_bytes,
                             options.precision, options.metric, options.screening.enabled, options.storage,
-                            working_copies_of(kernels.backend(), options.precision, options.step_modes));
-  if (result.plan.storage == Mp2Storage::scratch) {
+                            working_copies_of(kernels.backend(), options.precision, options.step_modes), comm.size(),
+                            in.three_index->largest_block(1));
+  comm.checked([&] {  // each rank's own scratch folder
+    if (result.plan.storage != Mp2Storage::scratch) return;
     check_scratch_folder(options.scratch_folder);
     const double free = free_bytes(options.scratch_folder);
     if (free >= 0 && free < 1.05 * result.plan.scratch_bytes) {
@@ -713,7 +1091,7 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg:
                                       linalg::format_bytes(result.plan.scratch_bytes), options.scratch_folder,
                                       linalg::format_bytes(free)));
     }
-  }
+  });
   switch (options.precision) {
     case Precision::fp64: run_typed<double, double, double>(in, options, kernels, result); break;
     case Precision::fp32: run_typed<float, float, float>(in, options, kernels, result); break;

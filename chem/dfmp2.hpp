@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "chem/three_index_source.hpp"
+#include "linalg/comm.hpp"
 #include "linalg/inverse_sqrt.hpp"
 #include "linalg/kernels.hpp"
 #include "linalg/name_table.hpp"
@@ -97,6 +98,9 @@ struct DfMp2Options {
   // (optional) Told when a phase ends: "MP2 metric", "MP2 transform", "MP2 fitting", "MP2 pair energies" (the
   // memory plan measures each phase's peak resident memory with it).
   std::function<void(const std::string&)> phase_done;
+  // The ranks the run is spread over (linalg/comm.hpp); none: this process alone. Every rank calls run_dfmp2 with
+  // the same input and options (memory_bytes included: the blocking must be the same everywhere).
+  linalg::Comm* comm = nullptr;
 };
 
 struct PairEnergy {
@@ -115,27 +119,59 @@ struct OccupiedBlockPair {
   bool diagonal() const { return i0 == j0; }
 };
 
-// How the work is cut to stay within memory.
+// How the work is cut to stay within memory (per rank: `memory` is each rank's).
+//
+// The tensors live by occupied block: block I holds the (i1 - i0) nvir rows of its orbitals, contiguous, for some
+// range of auxiliary columns. The transformation writes every block's rows of the rank's own auxiliary columns (the
+// A store); with several ranks one redistribution sends each block to the rank that holds it (the B store), which
+// fits it; on one rank the A store is the B store and is fitted in place. In memory or in a scratch file (storage).
 struct BlockPlan {
   Mp2Storage storage = Mp2Storage::memory;  // memory or scratch (never automatic)
   linalg::Index aux_block = 0;       // auxiliary functions transformed at once
-  linalg::Index fit_rows = 0;        // rows of A fitted at once (GEMM fitting, or fitting in another precision)
-  linalg::Index occupied_block = 0;  // active occupied orbitals per pair block (and per fitted block on scratch)
-  double fixed_bytes = 0;            // held throughout: fitted tensor (memory storage), metric factor, orbitals
-  double peak_bytes = 0;             // fixed + the largest phase workspace
-  double scratch_bytes = 0;          // the scratch file (scratch storage)
-  // Per phase, the bytes of its largest working set beside the fixed part, for the memory plan's table.
-  double transform_bytes = 0, fitting_bytes = 0, pair_bytes = 0;
+  linalg::Index fit_rows = 0;        // rows of a block fitted at once (GEMM fitting, or fitting in another precision)
+  linalg::Index occupied_block = 0;  // active occupied orbitals per block (pairs, storage, fitting)
+  int ranks = 1;                     // the ranks planned for
+  double fixed_bytes = 0;            // held throughout: metric factor, orbitals
+  double peak_bytes = 0;             // the largest of the phases below
+  double scratch_bytes = 0;          // the scratch files (scratch storage), this rank's
+  // Per phase, everything the phase holds at its peak (the fixed part included), for the memory plan's table.
+  double metric_bytes = 0, transform_bytes = 0, fitting_bytes = 0, pair_bytes = 0;
 };
 
-// Picks the storage and block sizes so the working set stays under `memory_bytes`; throws ResourceError when even
-// the smallest blocks do not fit, naming the phase and what is needed. `working_copies`: what the backend allocates
-// per call beyond its operands (working_copies_of), counted in every phase; with copies, the fitting runs in row
-// chunks so that they are copies of a chunk, not of the whole fitted tensor.
+// Picks the storage and block sizes so the working set of each of `ranks` ranks stays under `memory_bytes`; throws
+// ResourceError when even the smallest blocks do not fit, naming the phase and what is needed. `working_copies`: what
+// the backend allocates per call beyond its operands (working_copies_of), counted in every phase; with copies, the
+// fitting runs in row chunks so that they are copies of a chunk, not of a whole block. `aux_unit`: the largest
+// block of auxiliary functions the source cannot cut (a shell; ThreeIndexSource::largest_block(1)).
 BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, linalg::Index nocc, linalg::Index nact,
                       linalg::Index nvir, linalg::Index naux, double memory_bytes,
                       Precision precision = Precision::fp64, MetricMethod metric = MetricMethod::cholesky,
-                      bool screening = false, Mp2Storage storage = Mp2Storage::automatic, double working_copies = 0);
+                      bool screening = false, Mp2Storage storage = Mp2Storage::automatic, double working_copies = 0,
+                      int ranks = 1, linalg::Index aux_unit = 1);
+
+// Who does what in one DF-MP2 run over `ranks` ranks (README "MPI"):
+//   transform   the auxiliary blocks are cut from whole units of the source (shells) and given to the ranks in
+//               contiguous runs of about naux / ranks functions; each rank transforms its own
+//   storage     occupied blocks are held in contiguous runs of about equal counts
+//   pairs       a diagonal pair (I, I) goes to I's holder, and so does a pair whose blocks one rank holds; any other
+//               pair (I > J) to I's holder when I + J is odd, else J's: every rank computes about the same share of
+//               the nbo (nbo + 1) / 2 pairs, with one block fetched per pair it computes
+// The energies are summed over every pair in `pairs` order on every rank, so they do not depend on the rank count.
+struct Mp2Layout {
+  int ranks = 1, rank = 0;
+  std::vector<std::pair<linalg::Index, linalg::Index>> aux_blocks;  // [p0, p1), every rank's, in order
+  std::vector<int> aux_rank;                                        // who transforms each
+  std::vector<linalg::Index> col0;  // per rank its first auxiliary column, col0[ranks] = naux
+  std::vector<std::pair<linalg::Index, linalg::Index>> occupied;    // active occupied blocks [i0, i1)
+  std::vector<int> occupied_rank;                                   // who holds each
+  std::vector<OccupiedBlockPair> pairs;                             // every block pair, I-major
+  std::vector<int> pair_rank;                                       // who computes each
+  linalg::Index columns(int r) const { return col0[static_cast<std::size_t>(r) + 1] - col0[static_cast<std::size_t>(r)]; }
+  // Relative cost of a pair (a diagonal pair is half a GEMM).
+  static double pair_cost(const OccupiedBlockPair& p);
+};
+Mp2Layout make_layout(const ThreeIndexSource& source, linalg::Index aux_block, linalg::Index nact,
+                      linalg::Index occupied_block, int ranks, int rank);
 // The largest Backend::working_copies over the operand formats a run of `precision` uses on `backend`.
 double working_copies_of(const linalg::Backend& backend, Precision precision,
                          const std::map<std::string, linalg::MatmulMode>& step_modes);
@@ -159,6 +195,8 @@ struct DfMp2Result {
   ScreeningReport screening;
   BlockPlan plan;
   linalg::Index block_pairs = 0;
+  // Per rank (rank order), per step (mp2_step_names order): what it did. One entry on one rank.
+  std::vector<std::vector<linalg::PhaseStats>> ranks;
 };
 
 // Step 4 for one block pair of the fitted tensor B (nact*nvir x naux, element type W); sums in Acc.
