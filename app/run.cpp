@@ -20,6 +20,11 @@
 
 namespace dfmp2::app {
 
+const std::vector<std::string>& scf_phase_names() {
+  static const std::vector<std::string> names = {"SCF J/K setup", "SCF J/K", "SCF other"};
+  return names;
+}
+
 bool BackendRun::modelled() const { return log.any_modelled(); }
 
 double BackendRun::modelled_seconds() const { return log.wall_with_modelled_kernels(wall_seconds); }
@@ -195,6 +200,32 @@ Reference molecule_reference(const Input& input) {
   return p;
 }
 
+// The J/K builds of the SCF, timed and their traffic counted apart from the rest of the iterations.
+class TimedJk final : public chem::JkBuilder {
+ public:
+  TimedJk(chem::JkBuilder& inner, linalg::Comm& comm) : inner_(inner), comm_(comm) {}
+  void compute(const linalg::Matrix& c_occ, linalg::Matrix& j, linalg::Matrix& k, bool fp32_exchange) override {
+    comm_.set_phase(scf_phase_names()[1]);
+    linalg::Stopwatch clock;
+    inner_.compute(c_occ, j, k, fp32_exchange);
+    seconds += clock.seconds();
+    comm_.set_phase(scf_phase_names()[2]);
+  }
+  bool has_fp32_exchange() const override { return inner_.has_fp32_exchange(); }
+  double seconds = 0;
+
+ private:
+  chem::JkBuilder& inner_;
+  linalg::Comm& comm_;
+};
+
+void add_traffic(linalg::PhaseStats& st, const linalg::CommTraffic& t) {
+  st.bytes_sent += t.bytes_sent;
+  st.bytes_received += t.bytes_received;
+  st.messages += double(t.messages_sent + t.messages_received);
+  st.wait_seconds += t.wait_seconds;
+}
+
 // Integrals, RHF and the MP2 fitting integrals for `molecule:` input, on the first backend named. The DF-J/K may
 // hold `jk_budget` bytes.
 void run_molecule(const Input& input, linalg::Backend& backend, Calculation& calc, double jk_budget,
@@ -206,6 +237,10 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
   const chem::Molecule& mol = *input.molecule;
   m.backend = backend.name();
   linalg::Kernels kernels(backend, m.log);
+  linalg::Comm& comm = linalg::world();
+  jk_budget = comm.min(jk_budget);  // the same blocking on every rank
+  comm.set_phase(scf_phase_names()[0]);
+  linalg::Stopwatch setup_clock;
   const int nocc = chem::closed_shell_occupied(mol);
   say(fmt::format("  SCF: RHF, {} J/K{}, {} guess; nbf {}, {} occupied",
                   input.scf.type == chem::ScfType::df ? "density-fitted" : "exact",
@@ -220,6 +255,7 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
     options.storage = input.jk_storage;
     options.memory_bytes = jk_budget;
     options.scratch_folder = input.scratch;
+    options.comm = &comm;
     jk = chem::make_df_jk(m.basis, m.jk_basis, nocc, kernels, options, m.jk_plan);
     const auto& jp = m.jk_plan;
     PhasePlan phase{"SCF J/K", chem::jk_storage_name(jp.storage),
@@ -231,19 +267,44 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
                                          : std::string()));
   } else {
     const chem::ExactJkPlan& ep = m.exact_plan;
-    jk = chem::make_exact_jk(m.basis, jk_budget, kernels, m.exact_plan);
+    jk = chem::make_exact_jk(m.basis, jk_budget, kernels, m.exact_plan, &comm);
     PhasePlan phase{"SCF J/K", ep.storage, fmt::format("{:.3g} integrals", ep.integrals), ep.memory_bytes, 0,
                     ep.reason};
     calc.memory.phases.insert(calc.memory.phases.begin() + 1, phase);
     say(fmt::format("  SCF J/K: exact, {} ({}); holds {}; incremental builds, rebuilt every {}", ep.storage,
                     ep.reason, linalg::format_bytes(ep.memory_bytes), chem::kExactFullBuildEvery));
   }
-  m.scf = chem::run_rhf(mol, m.basis, *jk, input.scf, kernels, [&](const chem::ScfIteration& it) {
+  const double setup_seconds = setup_clock.seconds();
+  // The iterations: J and K shared by the ranks (TimedJk), the rest (Fock matrix, DIIS, diagonalisation) done by
+  // every rank alike.
+  TimedJk timed(*jk, comm);
+  comm.set_phase("SCF other");
+  linalg::Stopwatch iterations_clock;
+  m.scf = chem::run_rhf(mol, m.basis, timed, input.scf, kernels, [&](const chem::ScfIteration& it) {
     say(fmt::format("  @RHF iter {:3}: {:20.12f}  dE {:10.3e}  gradient {:10.3e}  {:7.2f} s{}", it.iteration, it.energy,
                     it.delta_energy, it.gradient_rms, it.seconds, it.fp32_exchange ? "  (fp32 K)" : ""));
   });
+  const double iteration_seconds = iterations_clock.seconds();
   jk.reset();
   m.scf_seconds = scf_clock.seconds();
+  // Per rank: the J/K set-up (integrals, fitting), the J/K builds and the replicated rest, with their kernels' flops
+  // and their traffic.
+  {
+    std::vector<linalg::PhaseStats> stats(scf_phase_names().size());
+    stats[0].seconds = setup_seconds;
+    stats[1].seconds = timed.seconds;
+    stats[2].seconds = iteration_seconds - timed.seconds;
+    for (const auto& r : m.log.records()) {
+      if (r.step == "scf_integrals" || r.step == "scf_fitting") stats[0].flops += r.flops;
+      else if (r.step == "scf_jk") stats[1].flops += r.flops;
+      else if (r.step == "scf") stats[2].flops += r.flops;
+    }
+    const auto traffic = comm.traffic();
+    for (std::size_t i = 0; i < stats.size(); ++i) {
+      if (auto it = traffic.find(scf_phase_names()[i]); it != traffic.end()) add_traffic(stats[i], it->second);
+    }
+    m.ranks = comm.gather(stats);
+  }
   say(fmt::format("  SCF converged in {} iterations: E = {:.12f} Eh ({:.2f} s){}", m.scf.iterations, m.scf.energy,
                   m.scf_seconds,
                   input.scf.precision == chem::ScfPrecision::mixed
@@ -265,7 +326,7 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
   p.scf_energy = m.scf.energy;
   p.nuclear_repulsion_energy = m.scf.nuclear_repulsion;
 
-  if (input.save_integrals) {
+  if (input.save_integrals && comm.rank() == 0) {  // rank 0 writes the file; the others go on to DF-MP2 and wait
     say(fmt::format("  saving orbitals and integrals to {} (up to {} before compression)", *input.save_integrals,
                     linalg::format_bytes(chem::integral_file_bytes(p.nbf, p.nmo, p.naux))));
     chem::IntegralFileContents contents;

@@ -15,6 +15,7 @@
 #include "chem/integrals.hpp"
 #include "chem/scf.hpp"
 #include "chem/synthetic.hpp"
+#include "linalg/comm.hpp"
 #include "linalg/kernel_log.hpp"
 
 namespace dfmp2::app {
@@ -59,6 +60,11 @@ struct MemoryPlan {
   double planned_peak() const;
 };
 
+// The SCF's phases in the per-rank table: the J/K set-up (three-centre integrals, fitting), the J/K builds of the
+// iterations (distributed), and the rest of the iterations (Fock matrix, DIIS, diagonalisation: the same on every
+// rank).
+const std::vector<std::string>& scf_phase_names();
+
 // With `molecule:` input: what the program computed before DF-MP2.
 struct MoleculeRun {
   chem::BasisSet basis, aux_basis, jk_basis;
@@ -70,6 +76,8 @@ struct MoleculeRun {
   linalg::KernelLog log;                             // integrals and SCF kernels
   std::string backend;                               // the backend the SCF ran on (the first one named)
   double scf_seconds = 0, integral_seconds = 0;
+  // Per rank (rank order), per phase of scf_phase_names(): what it did.
+  std::vector<std::vector<linalg::PhaseStats>> ranks;
   std::optional<std::string> saved_to;               // the integral file written after the SCF
   chem::DfMp2Input dfmp2_input() const {
     return {&scf.orbital_energies, scf.nocc, &scf.mo_coefficients, &metric, ao_3index.get()};

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <future>
 #include <type_traits>
 #include <vector>
 
+#include "chem/distribution.hpp"
 #include "chem/integrals.hpp"
 #include "chem/scratch.hpp"
 #include "linalg/bytes.hpp"
@@ -38,20 +40,47 @@ namespace {
 
 constexpr double kDouble = sizeof(double);
 
+// The sizes that decide what the DF-J/K holds on each rank.
+struct JkShape {
+  Index nbf, naux, npacked, nocc, max_shell;
+  int ranks;
+  // Auxiliary columns one rank holds at most: an even share, plus one shell where a shell straddles it.
+  Index columns() const {
+    return ranks > 1 ? std::min(naux, (naux + ranks - 1) / ranks + std::max<Index>(max_shell, 1)) : naux;
+  }
+  // Rows of the fitting's share on one rank (with ranks it receives an even share of a chunk with all columns).
+  double fit_bytes_per_row() const {
+    return kDouble * (ranks > 1 ? double(columns()) + double((naux + ranks - 1) / ranks) : double(naux));
+  }
+};
+
 // Bytes of the per-block work of one iteration: the block of B (twice with scratch, where the next block is read
 // while this one is used), its unpacked squares, X = B_Q C_occ.
-double block_bytes(JkStorage s, Index q, Index nbf, Index npacked, Index nocc) {
+double block_bytes(JkStorage s, Index q, const JkShape& z) {
   const double buffers = s == JkStorage::scratch ? 2.0 : 1.0;
-  return kDouble * double(q) * (buffers * double(npacked) + double(nbf) * double(nbf) + double(nbf) * double(nocc));
+  return kDouble * double(q) *
+         (buffers * double(z.npacked) + double(z.nbf) * double(z.nbf) + double(z.nbf) * double(z.nocc));
 }
 
-// Bytes held for the whole SCF besides the blocks: B itself (memory), the half-transformed H (recompute), the packed
-// density and J, the metric factor.
-double fixed_bytes(JkStorage s, Index nbf, Index naux, Index npacked, Index nocc) {
-  double b = kDouble * (2.0 * double(npacked) + double(naux) * double(naux) + 2.0 * double(naux));
-  if (s == JkStorage::memory) b += kDouble * double(npacked) * double(naux);
-  if (s == JkStorage::recompute) b += kDouble * double(naux) * double(nbf) * double(nocc);
+// Bytes held for the whole SCF besides the blocks: this rank's columns of B (memory), of the half-transformed H and,
+// with ranks, its share of H's rows with all columns (recompute), the packed density and J, the metric factor.
+double fixed_bytes(JkStorage s, const JkShape& z) {
+  double b = kDouble * (2.0 * double(z.npacked) + double(z.naux) * double(z.naux) + 2.0 * double(z.naux));
+  if (s == JkStorage::memory) b += kDouble * double(z.npacked) * double(z.columns());
+  if (s == JkStorage::recompute) {
+    b += kDouble * double(z.nbf) * double(z.nocc) * double(z.columns());
+    if (z.ranks > 1) b += kDouble * double(z.nbf) * double((z.nocc + z.ranks - 1) / z.ranks) * double(z.naux);
+  }
   return b;
+}
+
+// What building the stored B holds at its peak besides the fixed part: with ranks in memory, this rank's even
+// share of the rows with all columns; on scratch, the fitting's chunk of `fit_rows` rows.
+double build_bytes(JkStorage s, const JkShape& z, Index fit_rows) {
+  if (s == JkStorage::memory && z.ranks > 1)
+    return kDouble * double((z.npacked + z.ranks - 1) / z.ranks) * double(z.naux);
+  if (s == JkStorage::scratch) return double(fit_rows) * z.fit_bytes_per_row();
+  return 0.0;
 }
 
 // Auxiliary functions per block beyond which the batched GEMM and SYRK gain nothing, while the unpacked squares
@@ -59,20 +88,22 @@ double fixed_bytes(JkStorage s, Index nbf, Index naux, Index npacked, Index nocc
 constexpr Index kMaxAuxBlock = 256;
 
 // The largest auxiliary block that fits beside the fixed part, at least one shell, at most kMaxAuxBlock and naux.
-Index choose_block(JkStorage s, double budget, Index nbf, Index naux, Index npacked, Index nocc, Index max_shell) {
-  const double left = budget - fixed_bytes(s, nbf, naux, npacked, nocc);
-  const double per = block_bytes(s, 1, nbf, npacked, nocc);
-  return std::clamp<Index>(static_cast<Index>(left / per), std::max<Index>(max_shell, 1),
-                           std::max<Index>(std::min(naux, kMaxAuxBlock), max_shell));
+Index choose_block(JkStorage s, double budget, const JkShape& z) {
+  const double left = budget - fixed_bytes(s, z);
+  const double per = block_bytes(s, 1, z);
+  return std::clamp<Index>(static_cast<Index>(left / per), std::max<Index>(z.max_shell, 1),
+                           std::max<Index>(std::min(z.naux, kMaxAuxBlock), z.max_shell));
 }
 
 }  // namespace
 
-double df_jk_minimum_bytes(JkStorage storage, Index nbf, Index naux, Index npacked, Index nocc, Index max_shell) {
-  const double blocks = block_bytes(storage, std::max<Index>(max_shell, 1), nbf, npacked, nocc);
-  double fit = 0;
-  if (storage == JkStorage::scratch) fit = kDouble * double(naux) * 64.0;  // fitting at least 64 rows at a time
-  return fixed_bytes(storage, nbf, naux, npacked, nocc) + std::max(blocks, fit);
+double df_jk_minimum_bytes(JkStorage storage, Index nbf, Index naux, Index npacked, Index nocc, Index max_shell,
+                           int ranks) {
+  const JkShape z{nbf, naux, npacked, nocc, max_shell, ranks};
+  const double blocks = block_bytes(storage, std::max<Index>(max_shell, 1), z);
+  // Fitting on scratch at least 64 rows at a time.
+  const double build = build_bytes(storage, z, std::min<Index>(64, npacked));
+  return fixed_bytes(storage, z) + std::max(blocks, build);
 }
 
 namespace {
@@ -81,32 +112,50 @@ class BlockedDfJk final : public JkBuilder {
  public:
   BlockedDfJk(const BasisSet& basis, const BasisSet& jk_basis, Index nocc, linalg::Kernels& kernels,
               const DfJkOptions& options, DfJkPlan& plan)
-      : kernels_(kernels), engine_(jk_basis, basis), jk_name_(jk_basis.name) {
+      : kernels_(kernels), engine_(jk_basis, basis), jk_name_(jk_basis.name),
+        comm_(options.comm != nullptr ? *options.comm : alone_) {
     nbf_ = engine_.nbf();
     naux_ = engine_.naux();
     npacked_ = engine_.npacked();
     Index max_shell = 1;
     const auto& starts = engine_.shell_starts();
     for (std::size_t s = 0; s + 1 < starts.size(); ++s) max_shell = std::max(max_shell, starts[s + 1] - starts[s]);
+    shape_ = {nbf_, naux_, npacked_, nocc, max_shell, comm_.size()};
 
-    Stopwatch metric_clock;
-    factor_ = coulomb_metric(jk_basis);
-    kernels_.record_host("scf_integrals", "metric", metric_clock.seconds(), {0, kDouble * double(factor_.size())});
-    try {
-      Stopwatch factor_clock;
-      kernels_.cholesky("scf_fitting", linalg::Uplo::lower, linalg::view(factor_));
-      // The machine's rate for the cost of recomputing (measured_choice): the factorisation's own.
-      measured_flop_rate_ = double(naux_) * double(naux_) * double(naux_) / 3.0 / std::max(factor_clock.seconds(), 1e-9);
-    } catch (const NumericalError& e) {
-      throw NumericalError(fmt::format("JK fitting metric (P|Q) of '{}': {}", jk_basis.name, e.what()));
+    // The metric and its factor on every rank: each fits its share of the rows with all of it.
+    comm_.checked([&] {
+      Stopwatch metric_clock;
+      factor_ = coulomb_metric(jk_basis);
+      kernels_.record_host("scf_integrals", "metric", metric_clock.seconds(), {0, kDouble * double(factor_.size())});
+      try {
+        Stopwatch factor_clock;
+        kernels_.cholesky("scf_fitting", linalg::Uplo::lower, linalg::view(factor_));
+        // The machine's rate for the cost of recomputing (measured_choice): the factorisation's own.
+        measured_flop_rate_ =
+            double(naux_) * double(naux_) * double(naux_) / 3.0 / std::max(factor_clock.seconds(), 1e-9);
+      } catch (const NumericalError& e) {
+        throw NumericalError(fmt::format("JK fitting metric (P|Q) of '{}': {}", jk_basis.name, e.what()));
+      }
+    });
+
+    // Each rank's contiguous share of the auxiliary shells.
+    const auto runs = share_units(engine_.blocks(1), naux_, comm_.size());
+    col0_.assign(static_cast<std::size_t>(comm_.size()) + 1, naux_);
+    for (int r = comm_.size() - 1; r >= 0; --r) {
+      const auto& run = runs[static_cast<std::size_t>(r)];
+      col0_[static_cast<std::size_t>(r)] = run.empty() ? col0_[static_cast<std::size_t>(r) + 1] : run.front().first;
     }
+    my_col0_ = col0_[static_cast<std::size_t>(comm_.rank())];
+    my_cols_ = columns(comm_.rank());
 
     plan.nbf = nbf_;
     plan.naux = naux_;
     plan.npacked = npacked_;
     plan.nocc = nocc;
-    decide(options, nocc, max_shell, plan);
+    plan.ranks = comm_.size();
+    decide(options, plan);
     plan_ = plan;
+    blocks_ = cut_blocks(runs[static_cast<std::size_t>(comm_.rank())], plan_.aux_block);
     build();
   }
 
@@ -116,42 +165,50 @@ class BlockedDfJk final : public JkBuilder {
   void compute(const Matrix& c_occ, Matrix& j, Matrix& k, bool fp32_exchange) override {
     if (fp32_exchange && !has_fp32_exchange()) throw std::logic_error("DF-J/K: no fp32 exchange with recompute");
     const Index nocc = c_occ.cols();
-    // Packed density: D_mn for m >= n, off-diagonal elements doubled (they stand for D_nm too). Only the lower
-    // triangle is read, so only it is computed.
-    Matrix density(nbf_, nbf_);
-    kernels_.syrk("scf_jk", linalg::Uplo::lower, Trans::no, 1.0, linalg::view(c_occ), 0.0, linalg::view(density));
     const auto& pm = engine_.packed_m();
     const auto& pn = engine_.packed_n();
     Matrix dp(npacked_, 1), jp = Matrix::Zero(npacked_, 1);
-    for (Index x = 0; x < npacked_; ++x) dp(x) = density(pm[x], pn[x]) * (pm[x] == pn[x] ? 1.0 : 2.0);
     k.setZero(nbf_, nbf_);
-    bool first_k = true;
     linalg::MatrixF c_occ_f, k_f;
-    if (fp32_exchange) {
-      c_occ_f = c_occ.cast<float>();
-      k_f.setZero(nbf_, nbf_);
-    } else if (work_f_.squares.capacity() > 0) {
-      work_f_ = {};  // the fp32 iterations are over: their buffers go before the fp64 ones (the plan counts one set)
-    }
+    comm_.checked([&] {
+      // Packed density: D_mn for m >= n, off-diagonal elements doubled (they stand for D_nm too). Only the lower
+      // triangle is read, so only it is computed.
+      Matrix density(nbf_, nbf_);
+      kernels_.syrk("scf_jk", linalg::Uplo::lower, Trans::no, 1.0, linalg::view(c_occ), 0.0, linalg::view(density));
+      for (Index x = 0; x < npacked_; ++x) dp(x) = density(pm[x], pn[x]) * (pm[x] == pn[x] ? 1.0 : 2.0);
+      if (fp32_exchange) {
+        c_occ_f = c_occ.cast<float>();
+        k_f.setZero(nbf_, nbf_);
+      } else if (work_f_.squares.capacity() > 0) {
+        work_f_ = {};  // the fp32 iterations are over: their buffers go before the fp64 ones (the plan counts one set)
+      }
+    });
 
     if (plan_.storage == JkStorage::recompute) {
       compute_recompute(c_occ, dp, jp, k);
     } else {
-      // B is fitted: every block gives its share of J and K on its own.
-      auto contract = [&](const double* b, Index q) {
-        const ConstMatrixView block{b, npacked_, q, npacked_};
-        Matrix d(q, 1);
-        kernels_.gemm("scf_jk", Trans::yes, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
-        kernels_.gemm("scf_jk", Trans::no, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
-        if (fp32_exchange) exchange<float>(b, q, c_occ_f, nocc, k_f, first_k);
-        else exchange<double>(b, q, c_occ, nocc, k, first_k);
-        first_k = false;
-      };
-      if (plan_.storage == JkStorage::memory) {
-        for (const auto& [p0, p1] : blocks_) contract(b_.data() + p0 * npacked_, p1 - p0);
-      } else {
-        stream_scratch(contract);
-      }
+      comm_.checked([&] {
+        // B is fitted: every block gives its share of J and K on its own.
+        bool first_k = true;
+        auto contract = [&](const double* b, Index q) {
+          const ConstMatrixView block{b, npacked_, q, npacked_};
+          Matrix d(q, 1);
+          kernels_.gemm("scf_jk", Trans::yes, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
+          kernels_.gemm("scf_jk", Trans::no, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
+          if (fp32_exchange) exchange<float>(b, q, c_occ_f, nocc, k_f, first_k);
+          else exchange<double>(b, q, c_occ, nocc, k, first_k);
+          first_k = false;
+        };
+        if (plan_.storage == JkStorage::memory) {
+          for (const auto& [p0, p1] : blocks_) contract(b_.data() + (p0 - my_col0_) * npacked_, p1 - p0);
+        } else {
+          stream_scratch(contract);
+        }
+      });
+      // Each rank's blocks gave their share: J and K are the sums.
+      summed("scf_jk", jp.data(), npacked_);
+      if (fp32_exchange) summed("scf_jk", k_f.data(), nbf_ * nbf_);
+      else summed("scf_jk", k.data(), nbf_ * nbf_);
     }
     if (fp32_exchange) k = k_f.cast<double>();
     // J from its packed form; K from its lower triangle.
@@ -161,18 +218,78 @@ class BlockedDfJk final : public JkBuilder {
   }
 
  private:
-  // The storage, the auxiliary block and what is held, within options.memory_bytes.
-  void decide(const DfJkOptions& options, Index nocc, Index max_shell, DfJkPlan& plan) {
-    const double budget = options.memory_bytes;
-    auto minimum = [&](JkStorage s) { return df_jk_minimum_bytes(s, nbf_, naux_, npacked_, nocc, max_shell); };
-    const double b_bytes = kDouble * double(npacked_) * double(naux_);
+  Index columns(int r) const { return col0_[static_cast<std::size_t>(r) + 1] - col0_[static_cast<std::size_t>(r)]; }
+
+  // Sums over the ranks, timed under `step` (nothing to do on one rank).
+  template <class T>
+  void summed(const char* step, T* data, Index count) {
+    if (comm_.size() == 1) return;
+    Stopwatch clock;
+    comm_.sum(data, static_cast<std::size_t>(count));
+    kernels_.record_host(step, "sum_ranks", clock.seconds(), {0, double(sizeof(T)) * double(count)});
+  }
+
+  // The storage, the auxiliary block and what is held, within options.memory_bytes (on each rank): decided by rank 0
+  // for all (the automatic choice measures this machine) on the smallest budget of any rank, then each rank checks
+  // its own scratch folder.
+  void decide(const DfJkOptions& options, DfJkPlan& plan) {
+    const double budget = comm_.min(options.memory_bytes);
+    comm_.checked([&] {
+      if (comm_.rank() == 0) decide_here(options, budget, plan);
+    });
+    share_plan(plan);
+    comm_.checked([&] {
+      if (plan.storage != JkStorage::scratch) return;
+      check_scratch_folder(options.scratch_folder);
+      const double free = free_bytes(options.scratch_folder);
+      if (free >= 0 && free < plan.scratch_bytes * 1.05) {
+        throw ResourceError(fmt::format("scratch: the SCF's J/K needs {} in '{}', which has {} free; use another "
+                                        "folder (key 'scratch') or scf.jk_storage: recompute",
+                                        linalg::format_bytes(plan.scratch_bytes), options.scratch_folder,
+                                        linalg::format_bytes(free)));
+      }
+      scratch_folder_ = options.scratch_folder;
+    });
+  }
+
+  // Rank 0's plan to every rank.
+  void share_plan(DfJkPlan& plan) {
+    if (comm_.size() == 1) return;
+    struct Wire {
+      int storage;
+      Index aux_block, fit_rows;
+      double memory_bytes, scratch_bytes;
+      char reason[1024];
+    } w{};
+    w.storage = static_cast<int>(plan.storage);
+    w.aux_block = plan.aux_block;
+    w.fit_rows = plan.fit_rows;
+    w.memory_bytes = plan.memory_bytes;
+    w.scratch_bytes = plan.scratch_bytes;
+    std::strncpy(w.reason, plan.reason.c_str(), sizeof w.reason - 1);
+    comm_.broadcast(&w, sizeof w, 0);
+    plan.storage = static_cast<JkStorage>(w.storage);
+    plan.aux_block = w.aux_block;
+    plan.fit_rows = w.fit_rows;
+    plan.memory_bytes = w.memory_bytes;
+    plan.scratch_bytes = w.scratch_bytes;
+    plan.reason = w.reason;
+  }
+
+  void decide_here(const DfJkOptions& options, double budget, DfJkPlan& plan) {
+    const JkShape& z = shape_;
+    auto minimum = [&](JkStorage s) {
+      return df_jk_minimum_bytes(s, nbf_, naux_, npacked_, z.nocc, z.max_shell, z.ranks);
+    };
+    const double b_bytes = kDouble * double(npacked_) * double(z.columns());  // this rank's share
     JkStorage s = options.storage;
     if (s == JkStorage::automatic) {
       if (minimum(JkStorage::memory) <= budget) {
         s = JkStorage::memory;
-        plan.reason = fmt::format("the fitted tensor ({}) fits in memory", linalg::format_bytes(b_bytes));
+        plan.reason = fmt::format("the fitted tensor ({}{}) fits in memory", linalg::format_bytes(b_bytes),
+                                  z.ranks > 1 ? " on each rank" : "");
       } else {
-        s = measured_choice(options, nocc, max_shell, plan);
+        s = measured_choice(options, budget, plan);
       }
     } else {
       plan.reason = "asked for (scf.jk_storage)";
@@ -184,40 +301,29 @@ class BlockedDfJk final : public JkBuilder {
           linalg::format_bytes(budget), jk_storage_name(s), naux_, npacked_, linalg::format_bytes(minimum(s)),
           s == JkStorage::memory ? " or let scf.jk_storage be auto" : ""));
     }
-    if (s == JkStorage::scratch) {
-      check_scratch_folder(options.scratch_folder);
-      const double free = free_bytes(options.scratch_folder);
-      if (free >= 0 && free < b_bytes * 1.05) {
-        throw ResourceError(fmt::format("scratch: the SCF's J/K needs {} in '{}', which has {} free; use another "
-                                        "folder (key 'scratch') or scf.jk_storage: recompute",
-                                        linalg::format_bytes(b_bytes), options.scratch_folder,
-                                        linalg::format_bytes(free)));
-      }
-      scratch_folder_ = options.scratch_folder;
-      plan.scratch_bytes = b_bytes;
-    }
+    if (s == JkStorage::scratch) plan.scratch_bytes = b_bytes;
     plan.storage = s;
-    plan.aux_block = choose_block(s, budget, nbf_, naux_, npacked_, nocc, max_shell);
-    blocks_ = engine_.blocks(plan.aux_block);
+    plan.aux_block = choose_block(s, budget, z);
     Index largest = 0;
-    for (const auto& [p0, p1] : blocks_) largest = std::max(largest, p1 - p0);
+    for (const auto& [p0, p1] : engine_.blocks(plan.aux_block)) largest = std::max(largest, p1 - p0);
     plan.aux_block = largest;
-    plan.memory_bytes = fixed_bytes(s, nbf_, naux_, npacked_, nocc) + block_bytes(s, largest, nbf_, npacked_, nocc);
+    plan.memory_bytes = fixed_bytes(s, z) + block_bytes(s, largest, z);
     if (s == JkStorage::scratch) {
       // The fitting reads all auxiliary functions of a range of rows: as many rows as the budget allows.
-      const double left = budget - fixed_bytes(s, nbf_, naux_, npacked_, nocc);
-      plan.fit_rows = std::clamp<Index>(static_cast<Index>(left / (kDouble * double(naux_))), 1, npacked_);
-      plan.memory_bytes = std::max(plan.memory_bytes, fixed_bytes(s, nbf_, naux_, npacked_, nocc) +
-                                                          kDouble * double(plan.fit_rows) * double(naux_));
+      const double left = budget - fixed_bytes(s, z);
+      plan.fit_rows = std::clamp<Index>(static_cast<Index>(left / z.fit_bytes_per_row()), 1, npacked_);
     }
+    plan.memory_bytes = std::max(plan.memory_bytes, fixed_bytes(s, z) + build_bytes(s, z, plan.fit_rows));
   }
 
   // Scratch or recompute, by their measured costs over the expected iterations: one block of integrals is timed
   // (and kept for the build), and a probe of the scratch folder's write rate is made with that block.
-  JkStorage measured_choice(const DfJkOptions& options, Index nocc, Index max_shell, DfJkPlan& plan) {
-    const double b_bytes = kDouble * double(npacked_) * double(naux_);
-    const bool recompute_fits =
-        df_jk_minimum_bytes(JkStorage::recompute, nbf_, naux_, npacked_, nocc, max_shell) <= options.memory_bytes;
+  JkStorage measured_choice(const DfJkOptions& options, double budget, DfJkPlan& plan) {
+    const JkShape& z = shape_;
+    const double b_bytes = kDouble * double(npacked_) * double(z.columns());
+    const double recompute_need =
+        df_jk_minimum_bytes(JkStorage::recompute, nbf_, naux_, npacked_, z.nocc, z.max_shell, z.ranks);
+    const bool recompute_fits = recompute_need <= budget;
     bool scratch_possible = !options.scratch_folder.empty();
     double free = -1;
     if (scratch_possible) {
@@ -232,17 +338,17 @@ class BlockedDfJk final : public JkBuilder {
     }
     if (!recompute_fits) {
       plan.reason = fmt::format("the fitted tensor ({}) does not fit in memory, and recomputing needs {} of it",
-                                linalg::format_bytes(b_bytes),
-                                linalg::format_bytes(df_jk_minimum_bytes(JkStorage::recompute, nbf_, naux_, npacked_,
-                                                                         nocc, max_shell)));
+                                linalg::format_bytes(b_bytes), linalg::format_bytes(recompute_need));
       return JkStorage::scratch;
     }
     // Time one block of integrals, and the scratch folder's write rate on it.
-    const auto probe = engine_.blocks(std::max<Index>(max_shell, naux_ / 16)).front();
+    const auto probe = engine_.blocks(std::max<Index>(z.max_shell, naux_ / 16)).front();
     std::vector<double> block(static_cast<std::size_t>((probe.second - probe.first) * npacked_));
     Stopwatch integral_clock;
     engine_.compute_packed(probe.first, probe.second, block.data());
-    const double per_pass = integral_clock.seconds() * double(naux_) / double(probe.second - probe.first);
+    // One rank's pass: its share of the functions.
+    const double per_pass =
+        integral_clock.seconds() * double(z.columns()) / double(probe.second - probe.first);
     double rate = 0;
     {
       ScratchFile test(options.scratch_folder, "probe");
@@ -251,10 +357,12 @@ class BlockedDfJk final : public JkBuilder {
       test.sync();  // the disk's rate, not the page cache's
       rate = kDouble * double(block.size()) / std::max(io_clock.seconds(), 1e-6);
     }
-    // Recompute: two passes of integrals and the fit of H (naux^2 nbf nocc flops at the metric factor's rate).
+    // Recompute: two passes of integrals and the fit of H (naux^2 nbf nocc flops at the metric factor's rate,
+    // shared by the ranks).
     const double fit_rate = std::max(1e9, measured_flop_rate_);
     const double recompute = options.expected_iterations *
-                             (2.0 * per_pass + double(naux_) * double(naux_) * double(nbf_) * double(nocc) / fit_rate);
+                             (2.0 * per_pass + double(naux_) * double(naux_) * double(nbf_) * double(z.nocc) /
+                                                   double(z.ranks) / fit_rate);
     // Scratch: one pass, written once, read and written once by the fitting, read once per iteration.
     const double scratch = per_pass + (3.0 + options.expected_iterations) * b_bytes / rate;
     plan.reason = fmt::format(
@@ -264,39 +372,85 @@ class BlockedDfJk final : public JkBuilder {
     return scratch <= recompute ? JkStorage::scratch : JkStorage::recompute;
   }
 
-  // Computes and fits what the plan stores.
+  // B = A L^-T for `nr` rows of A of which this rank holds its columns at `mine` (leading dimension ld): on one
+  // rank in place; with ranks each rank solves an even share of the rows with every column, sent there and back.
+  void fit_rows(double* mine, Index nr, Index ld) {
+    auto solve = [&](MatrixView rows) {
+      kernels_.trsm("scf_fitting", linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
+                    linalg::view(factor_), rows);
+    };
+    const int ranks = comm_.size(), me = comm_.rank();
+    if (ranks == 1) {
+      comm_.checked([&] { solve(MatrixView{mine, nr, naux_, ld}); });
+      return;
+    }
+    const Index r0 = even_start(nr, ranks, me), my_rows = even_start(nr, ranks, me + 1) - r0;
+    Matrix rows(my_rows, naux_);
+    std::vector<linalg::StridedBlock> to_rows, from_cols;  // column shares out, row shares in
+    for (int r = 0; r < ranks; ++r) {
+      const Index s0 = even_start(nr, ranks, r), sn = even_start(nr, ranks, r + 1) - s0;
+      if (sn > 0 && my_cols_ > 0)
+        to_rows.push_back({r, mine + s0, std::size_t(sn), std::size_t(my_cols_), std::size_t(ld), sizeof(double)});
+      if (my_rows > 0 && columns(r) > 0)
+        from_cols.push_back({r, rows.data() + col0_[static_cast<std::size_t>(r)] * my_rows, std::size_t(my_rows),
+                             std::size_t(columns(r)), std::size_t(my_rows), sizeof(double)});
+    }
+    redistribute(to_rows, from_cols);
+    comm_.checked([&] {
+      if (my_rows > 0) solve(linalg::view(rows));
+    });
+    redistribute(from_cols, to_rows);  // and back: the same blocks, sent the other way
+  }
+
+  void redistribute(const std::vector<linalg::StridedBlock>& sends, const std::vector<linalg::StridedBlock>& receives) {
+    Stopwatch clock;
+    comm_.exchange(sends, receives);
+    double bytes = 0;
+    for (const auto& b : sends) bytes += double(b.bytes());
+    kernels_.record_host("scf_fitting", "redistribute", clock.seconds(), {0, bytes});
+  }
+
+  // Computes and fits this rank's share of what the plan stores.
   void build() {
     Stopwatch clock;
     if (plan_.storage == JkStorage::memory) {
-      b_.resize(npacked_, naux_);
-      for (const auto& [p0, p1] : blocks_) engine_.compute_packed(p0, p1, b_.data() + p0 * npacked_);
-      kernels_.record_host("scf_integrals", "three_center", clock.seconds(), {0, kDouble * double(b_.size())});
+      comm_.checked([&] {
+        b_.resize(npacked_, my_cols_);
+        for (const auto& [p0, p1] : blocks_) engine_.compute_packed(p0, p1, b_.data() + (p0 - my_col0_) * npacked_);
+        kernels_.record_host("scf_integrals", "three_center", clock.seconds(), {0, kDouble * double(b_.size())});
+      });
       // B = A L^-T: rows (packed pairs) are independent right-hand sides.
-      kernels_.trsm("scf_fitting", linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
-                    linalg::view(factor_), linalg::view(b_));
+      fit_rows(b_.data(), npacked_, npacked_);
     } else if (plan_.storage == JkStorage::scratch) {
-      file_ = std::make_unique<ScratchFile>(scratch_folder_, "scf-jk");
-      std::vector<double> block;
-      block.reserve(static_cast<std::size_t>(plan_.aux_block * npacked_));
-      double seconds = 0;
-      for (const auto& [p0, p1] : blocks_) {
-        block.resize(static_cast<std::size_t>((p1 - p0) * npacked_));
-        Stopwatch c;
-        engine_.compute_packed(p0, p1, block.data());
-        seconds += c.seconds();
-        write(block.data(), block.size(), static_cast<std::size_t>(p0 * npacked_), "scf_integrals");
-      }
-      kernels_.record_host("scf_integrals", "three_center", seconds, {0, kDouble * double(npacked_) * double(naux_)});
-      std::vector<double>().swap(block);  // the fitting's chunk takes the memory the blocks had
-      // Fitting in row chunks: rows [r0, r1) of every column, solved, written back in place.
+      comm_.checked([&] {
+        file_ = std::make_unique<ScratchFile>(scratch_folder_,
+                                              comm_.size() > 1 ? fmt::format("scf-jk-r{}", comm_.rank()) : "scf-jk");
+        std::vector<double> block;
+        block.reserve(static_cast<std::size_t>(plan_.aux_block * npacked_));
+        double seconds = 0;
+        for (const auto& [p0, p1] : blocks_) {
+          block.resize(static_cast<std::size_t>((p1 - p0) * npacked_));
+          Stopwatch c;
+          engine_.compute_packed(p0, p1, block.data());
+          seconds += c.seconds();
+          write(block.data(), block.size(), static_cast<std::size_t>((p0 - my_col0_) * npacked_), "scf_integrals");
+        }
+        kernels_.record_host("scf_integrals", "three_center", seconds,
+                             {0, kDouble * double(npacked_) * double(my_cols_)});
+      });
+      // Fitting in row chunks (the same on every rank): rows [r0, r1) of this rank's columns, solved, written back in
+      // place.
       Matrix chunk;
       for (Index r0 = 0; r0 < npacked_; r0 += plan_.fit_rows) {
         const Index nr = std::min(plan_.fit_rows, npacked_ - r0);
-        chunk.resize(nr, naux_);
-        for (Index p = 0; p < naux_; ++p) read(chunk.col(p).data(), nr, p * npacked_ + r0, "scf_fitting");
-        kernels_.trsm("scf_fitting", linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
-                      linalg::view(factor_), linalg::view(chunk));
-        for (Index p = 0; p < naux_; ++p) write(chunk.col(p).data(), nr, p * npacked_ + r0, "scf_fitting");
+        comm_.checked([&] {
+          chunk.resize(nr, my_cols_);
+          for (Index p = 0; p < my_cols_; ++p) read(chunk.col(p).data(), nr, p * npacked_ + r0, "scf_fitting");
+        });
+        fit_rows(chunk.data(), nr, nr);
+        comm_.checked([&] {
+          for (Index p = 0; p < my_cols_; ++p) write(chunk.col(p).data(), nr, p * npacked_ + r0, "scf_fitting");
+        });
       }
     } else {
       // Recompute: nothing is stored; the first iteration computes what it needs.
@@ -318,13 +472,14 @@ class BlockedDfJk final : public JkBuilder {
   // Each block of B read from scratch while the previous one is contracted.
   template <class Contract>
   void stream_scratch(const Contract& contract) {
+    if (blocks_.empty()) return;
     std::vector<double> current, next;
     current.reserve(static_cast<std::size_t>(plan_.aux_block * npacked_));  // no growth, so no transient copies
     next.reserve(current.capacity());
     auto load = [&](std::size_t i, std::vector<double>& buffer) {
       const auto [p0, p1] = blocks_[i];
       buffer.resize(static_cast<std::size_t>((p1 - p0) * npacked_));
-      file_->read(buffer.data(), buffer.size(), static_cast<std::size_t>(p0 * npacked_));
+      file_->read(buffer.data(), buffer.size(), static_cast<std::size_t>((p0 - my_col0_) * npacked_));
     };
     Stopwatch wait;
     load(0, current);
@@ -396,68 +551,112 @@ class BlockedDfJk final : public JkBuilder {
     else return work_d_;
   }
 
-  // No stored tensor: pass 1 gives c = A D and H = (P|mi) for all P; pass 2 gives J = A (J^-1 c).
+  // No stored tensor: pass 1 gives c = A D and H = (P|mi) for this rank's P; pass 2 gives J = A (J^-1 c).
   void compute_recompute(const Matrix& c_occ, const Matrix& dp, Matrix& jp, Matrix& k) {
     const Index nocc = c_occ.cols();
+    const int ranks = comm_.size(), me = comm_.rank();
     const auto& pm = engine_.packed_m();
     const auto& pn = engine_.packed_n();
-    Matrix c(naux_, 1);
-    std::vector<double> h(static_cast<std::size_t>(naux_ * nbf_ * nocc));
+    Matrix c = Matrix::Zero(naux_, 1);
+    std::vector<double> h;  // this rank's columns of H as (nbf nocc) x columns
     std::vector<double> block;
-    block.reserve(static_cast<std::size_t>(plan_.aux_block * npacked_));
-    squares_.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nbf_));
     double seconds = 0;
-    for (const auto& [p0, p1] : blocks_) {
-      const Index q = p1 - p0;
-      block.resize(static_cast<std::size_t>(q * npacked_));
-      Stopwatch clock;
-      engine_.compute_packed(p0, p1, block.data());
-      seconds += clock.seconds();
-      const ConstMatrixView a{block.data(), npacked_, q, npacked_};
-      kernels_.gemm("scf_jk", Trans::yes, Trans::no, 1.0, a, linalg::view(dp), 0.0,
-                    MatrixView{c.data() + p0, q, 1, q});
-      squares_.assign(static_cast<std::size_t>(nbf_ * nbf_ * q), 0.0);
-      for (Index p = 0; p < q; ++p) {
-        double* square = squares_.data() + p * nbf_ * nbf_;
-        const double* column = block.data() + p * npacked_;
-        for (Index x = 0; x < npacked_; ++x) square[pm[x] + nbf_ * pn[x]] = square[pn[x] + nbf_ * pm[x]] = column[x];
+    comm_.checked([&] {
+      h.resize(static_cast<std::size_t>(nbf_ * nocc * my_cols_));
+      block.reserve(static_cast<std::size_t>(plan_.aux_block * npacked_));
+      squares_.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nbf_));
+      for (const auto& [p0, p1] : blocks_) {
+        const Index q = p1 - p0;
+        block.resize(static_cast<std::size_t>(q * npacked_));
+        Stopwatch clock;
+        engine_.compute_packed(p0, p1, block.data());
+        seconds += clock.seconds();
+        const ConstMatrixView a{block.data(), npacked_, q, npacked_};
+        kernels_.gemm("scf_jk", Trans::yes, Trans::no, 1.0, a, linalg::view(dp), 0.0,
+                      MatrixView{c.data() + p0, q, 1, q});
+        squares_.assign(static_cast<std::size_t>(nbf_ * nbf_ * q), 0.0);
+        for (Index p = 0; p < q; ++p) {
+          double* square = squares_.data() + p * nbf_ * nbf_;
+          const double* column = block.data() + p * npacked_;
+          for (Index x = 0; x < npacked_; ++x)
+            square[pm[x] + nbf_ * pn[x]] = square[pn[x] + nbf_ * pm[x]] = column[x];
+        }
+        kernels_.gemm_batched("scf_jk", Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, 1.0,
+                              ConstMatrixView{squares_.data(), nbf_, nbf_, nbf_}, linalg::view(c_occ), 0.0,
+                              MatrixView{h.data() + (p0 - my_col0_) * nbf_ * nocc, nbf_, nocc, nbf_});
       }
-      kernels_.gemm_batched("scf_jk", Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, 1.0,
-                            ConstMatrixView{squares_.data(), nbf_, nbf_, nbf_}, linalg::view(c_occ), 0.0,
-                            MatrixView{h.data() + p0 * nbf_ * nocc, nbf_, nocc, nbf_});
-    }
-    // d = J^-1 c = L^-T L^-1 c.
-    kernels_.trsm("scf_jk", linalg::Side::left, linalg::Uplo::lower, Trans::no, linalg::Diag::non_unit, 1.0,
-                  linalg::view(factor_), linalg::view(c));
-    kernels_.trsm("scf_jk", linalg::Side::left, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
-                  linalg::view(factor_), linalg::view(c));
-    // K = Y Y^T with Y = H L^-T: H as (nbf nocc) x naux for the solve, as nbf x (nocc naux) for the product.
-    kernels_.trsm("scf_jk", linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
-                  linalg::view(factor_), MatrixView{h.data(), nbf_ * nocc, naux_, nbf_ * nocc});
-    kernels_.syrk("scf_jk", linalg::Uplo::lower, Trans::no, 1.0, ConstMatrixView{h.data(), nbf_, nocc * naux_, nbf_},
-                  0.0, linalg::view(k));
-    for (const auto& [p0, p1] : blocks_) {
-      const Index q = p1 - p0;
-      block.resize(static_cast<std::size_t>(q * npacked_));
+    });
+    summed("scf_jk", c.data(), naux_);  // each rank's own entries, the rest zero
+    comm_.checked([&] {
+      // d = J^-1 c = L^-T L^-1 c.
+      kernels_.trsm("scf_jk", linalg::Side::left, linalg::Uplo::lower, Trans::no, linalg::Diag::non_unit, 1.0,
+                    linalg::view(factor_), linalg::view(c));
+      kernels_.trsm("scf_jk", linalg::Side::left, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
+                    linalg::view(factor_), linalg::view(c));
+    });
+    // K = Y Y^T with Y = H L^-T: H as (nbf nocc) x naux for the solve, as nbf x (nocc naux) for the product. With
+    // ranks, each rank solves the rows of an even share of the occupied orbitals with every column, and its share
+    // of K is summed.
+    const Index i0 = even_start(nocc, ranks, me), ni = even_start(nocc, ranks, me + 1) - i0;
+    std::vector<double> y_own;
+    double* y = h.data();
+    if (ranks > 1) {
+      y_own.resize(static_cast<std::size_t>(nbf_ * ni * naux_));
+      y = y_own.data();
+      std::vector<linalg::StridedBlock> sends, receives;
+      for (int r = 0; r < ranks; ++r) {
+        const Index s0 = even_start(nocc, ranks, r), sn = even_start(nocc, ranks, r + 1) - s0;
+        if (sn > 0 && my_cols_ > 0)
+          sends.push_back({r, h.data() + nbf_ * s0, std::size_t(nbf_ * sn), std::size_t(my_cols_),
+                           std::size_t(nbf_ * nocc), sizeof(double)});
+        if (ni > 0 && columns(r) > 0)
+          receives.push_back({r, y + col0_[static_cast<std::size_t>(r)] * nbf_ * ni, std::size_t(nbf_ * ni),
+                              std::size_t(columns(r)), std::size_t(nbf_ * ni), sizeof(double)});
+      }
       Stopwatch clock;
-      engine_.compute_packed(p0, p1, block.data());
-      seconds += clock.seconds();
-      kernels_.gemm("scf_jk", Trans::no, Trans::no, 1.0, ConstMatrixView{block.data(), npacked_, q, npacked_},
-                    ConstMatrixView{c.data() + p0, q, 1, q}, 1.0, linalg::view(jp));
+      comm_.exchange(sends, receives);
+      kernels_.record_host("scf_jk", "redistribute", clock.seconds(), {0, 0});
     }
-    kernels_.record_host("scf_jk", "three_center", seconds, {0, 2.0 * kDouble * double(npacked_) * double(naux_)});
+    comm_.checked([&] {
+      if (ni == 0) return;
+      kernels_.trsm("scf_jk", linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
+                    linalg::view(factor_), MatrixView{y, nbf_ * ni, naux_, nbf_ * ni});
+      kernels_.syrk("scf_jk", linalg::Uplo::lower, Trans::no, 1.0, ConstMatrixView{y, nbf_, ni * naux_, nbf_}, 0.0,
+                    linalg::view(k));
+    });
+    std::vector<double>().swap(y_own);
+    summed("scf_jk", k.data(), nbf_ * nbf_);
+    comm_.checked([&] {
+      for (const auto& [p0, p1] : blocks_) {
+        const Index q = p1 - p0;
+        block.resize(static_cast<std::size_t>(q * npacked_));
+        Stopwatch clock;
+        engine_.compute_packed(p0, p1, block.data());
+        seconds += clock.seconds();
+        kernels_.gemm("scf_jk", Trans::no, Trans::no, 1.0, ConstMatrixView{block.data(), npacked_, q, npacked_},
+                      ConstMatrixView{c.data() + p0, q, 1, q}, 1.0, linalg::view(jp));
+      }
+      kernels_.record_host("scf_jk", "three_center", seconds,
+                           {0, 2.0 * kDouble * double(npacked_) * double(my_cols_)});
+    });
+    summed("scf_jk", jp.data(), npacked_);
   }
 
   linalg::Kernels& kernels_;
   ThreeCenterEngine engine_;
   std::string jk_name_;
+  linalg::SerialComm alone_;
+  linalg::Comm& comm_;
   Index nbf_ = 0, naux_ = 0, npacked_ = 0;
+  JkShape shape_{};
+  std::vector<Index> col0_;  // per rank its first auxiliary function; col0_[ranks] = naux
+  Index my_col0_ = 0, my_cols_ = 0;
   Matrix factor_;  // Cholesky factor L of the metric
   DfJkPlan plan_;
-  std::vector<std::pair<Index, Index>> blocks_;
+  std::vector<std::pair<Index, Index>> blocks_;  // this rank's
   std::string scratch_folder_;
   double measured_flop_rate_ = 0;
-  Matrix b_;                           // memory: fitted B, npacked x naux
+  Matrix b_;                           // memory: this rank's columns of the fitted B, npacked x columns
   std::unique_ptr<ScratchFile> file_;  // scratch: the same, on disk
   Work<double> work_d_;
   Work<float> work_f_;

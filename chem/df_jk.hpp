@@ -11,6 +11,11 @@
 //   recompute  nothing stored: each iteration computes (P|mn) block by block twice, once for c = (P|mn) D and the
 //              half-transformed H = (P|mi) (kept, naux x nbf x nocc), once for J = (P|mn) J^-1 c; K = (L^-1 H)^T (L^-1 H)
 //
+// With several ranks (DfJkOptions::comm) each rank computes and keeps the auxiliary blocks of a contiguous share of
+// the fitting functions (whole shells); the fitting, which mixes all of them, sends each rank a share of the rows
+// (packed pairs) and back (scratch: a chunk of rows at a time); each iteration J and K are summed over the ranks.
+// Recompute sends the half-transformed H from auxiliary columns to occupied rows once an iteration.
+//
 // `automatic` keeps B in memory when it fits; otherwise it compares the measured cost of the other two (the time
 // of the first block of integrals and the scratch folder's measured write rate) over the expected iterations and
 // takes the cheaper, and says why. J and K are built block by block in every case: K = sum_Q X_Q X_Q^T with
@@ -22,6 +27,7 @@
 
 #include "chem/basis_set.hpp"
 #include "chem/scf.hpp"
+#include "linalg/comm.hpp"
 #include "linalg/kernels.hpp"
 
 namespace dfmp2::chem {
@@ -35,22 +41,25 @@ struct DfJkOptions {
   double memory_bytes = 2.0 * double(1 << 30);  // what the DF-J/K may hold at its peak
   std::string scratch_folder;                   // for JkStorage::scratch
   int expected_iterations = 15;                 // for the scratch/recompute cost comparison
+  linalg::Comm* comm = nullptr;                 // the ranks sharing the work; none: this process alone
 };
 
 // What the DF-J/K holds and where, decided before any three-index integral is computed.
 struct DfJkPlan {
   JkStorage storage = JkStorage::memory;
   linalg::Index nbf = 0, naux = 0, npacked = 0, nocc = 0;
+  int ranks = 1;
   linalg::Index aux_block = 0;  // auxiliary functions contracted at once
   linalg::Index fit_rows = 0;   // scratch: rows of B fitted at once
-  double memory_bytes = 0;      // peak held by the DF-J/K
-  double scratch_bytes = 0;     // scratch file size
+  double memory_bytes = 0;      // peak held by the DF-J/K (on each rank)
+  double scratch_bytes = 0;     // scratch file size (each rank's)
   std::string reason;           // why this storage (measured rates for an automatic choice between scratch and recompute)
 };
 
-// Bytes each storage needs at least (its smallest blocks), for the memory plan and its error message.
+// Bytes each storage needs at least on each of `ranks` ranks (its smallest blocks), for the memory plan and its error
+// message.
 double df_jk_minimum_bytes(JkStorage storage, linalg::Index nbf, linalg::Index naux, linalg::Index npacked,
-                           linalg::Index nocc, linalg::Index max_shell);
+                           linalg::Index nocc, linalg::Index max_shell, int ranks = 1);
 
 // The DF-J/K over `jk_basis`: makes its plan (throws ResourceError naming the phase and the minimum `memory` when
 // nothing fits; OutputError when the scratch folder cannot be written), then computes and fits what the plan

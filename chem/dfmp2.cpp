@@ -13,6 +13,7 @@
 #include "linalg/bytes.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/sparse.hpp"
+#include "chem/distribution.hpp"
 #include "chem/scratch.hpp"
 
 namespace dfmp2::chem {
@@ -303,30 +304,15 @@ Mp2Layout make_layout(const ThreeIndexSource& source, Index aux_block, Index nac
   l.rank = rank;
   const Index naux = source.naux();
   // Auxiliary units (shells) to ranks by their middle, then each rank's run cut into blocks of at most aux_block.
-  const auto units = source.blocks(1);
-  std::vector<std::vector<std::pair<Index, Index>>> runs(static_cast<std::size_t>(ranks));
-  for (const auto& [p0, p1] : units) {
-    const int r = static_cast<int>(std::min<Index>(ranks - 1, (p0 + p1) * Index(ranks) / std::max<Index>(2 * naux, 1)));
-    runs[static_cast<std::size_t>(r)].emplace_back(p0, p1);
-  }
+  const auto runs = share_units(source.blocks(1), naux, ranks);
   l.col0.assign(static_cast<std::size_t>(ranks) + 1, naux);
   for (int r = ranks - 1; r >= 0; --r) {
     const auto& run = runs[static_cast<std::size_t>(r)];
     l.col0[static_cast<std::size_t>(r)] = run.empty() ? l.col0[static_cast<std::size_t>(r) + 1] : run.front().first;
   }
   for (int r = 0; r < ranks; ++r) {
-    Index start = -1, end = -1;
-    for (const auto& [p0, p1] : runs[static_cast<std::size_t>(r)]) {
-      if (start >= 0 && p1 - start > aux_block) {
-        l.aux_blocks.emplace_back(start, end);
-        l.aux_rank.push_back(r);
-        start = -1;
-      }
-      if (start < 0) start = p0;
-      end = p1;
-    }
-    if (start >= 0) {
-      l.aux_blocks.emplace_back(start, end);
+    for (const auto& block : cut_blocks(runs[static_cast<std::size_t>(r)], aux_block)) {
+      l.aux_blocks.push_back(block);
       l.aux_rank.push_back(r);
     }
   }

@@ -510,6 +510,8 @@ struct FourCenterJk::Impl {
   std::vector<libint2::Engine> engines;
   std::vector<std::vector<double>> jt, kt;  // per-thread accumulators, row-major nbf x nbf
   Stats stats;
+  int rank = 0, ranks = 1;  // this object's bras: those with index % ranks == rank
+  bool mine(std::size_t bra) const { return bra % std::size_t(ranks) == std::size_t(rank); }
 };
 
 namespace {
@@ -571,9 +573,12 @@ double FourCenterJk::fixed_bytes(const BasisSet& basis, int threads) {
   return pairs + (2.0 * std::max(threads, 1) + 6.0) * 8.0 * nbf * nbf;
 }
 
-FourCenterJk::FourCenterJk(const BasisSet& basis, double cache_bytes, double screening_threshold)
+FourCenterJk::FourCenterJk(const BasisSet& basis, double cache_bytes, double screening_threshold, int rank,
+                           int ranks)
     : impl_(std::make_unique<Impl>()) {
   Impl& d = *impl_;
+  d.rank = rank;
+  d.ranks = std::max(ranks, 1);
   d.b = to_libint(basis);
   d.threshold = screening_threshold;
   const libint2::Engine proto = make_coulomb_engine("four-centre integrals", BraKet::xx_xx, d.b.max_nprim, d.b.max_l);
@@ -602,6 +607,7 @@ FourCenterJk::FourCenterJk(const BasisSet& basis, double cache_bytes, double scr
     const auto end = std::partition_point(d.q.begin() + long(j), d.q.end(),
                                           [&](double qi) { return qi * qj >= screening_threshold; });
     d.ket_end[j] = std::size_t(end - d.q.begin());
+    if (!d.mine(j)) continue;
     const double integrals = (prefix[j + 1] - prefix[j]) * (prefix[d.ket_end[j]] - prefix[j]);  // bra j's
     d.stats.quartets += double(d.ket_end[j] - j);
     d.stats.integrals += integrals;
@@ -667,6 +673,7 @@ void FourCenterJk::compute(const linalg::Matrix& density, linalg::Matrix& j, lin
 #pragma omp for schedule(dynamic)
     for (long jb = 0; jb < nbra; ++jb) {
       const auto bra = static_cast<std::size_t>(jb);
+      if (!d.mine(bra)) continue;
       const std::size_t p12 = d.order[bra];
       const auto [s1, s2] = d.sp.pairs[p12];
       const int n1 = b.sizes[s1], n2 = b.sizes[s2];

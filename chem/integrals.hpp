@@ -128,7 +128,10 @@ class FourCenterJk {
   // many threads: for the memory plan.
   static double fixed_bytes(const BasisSet& basis, int threads);
 
-  FourCenterJk(const BasisSet& basis, double cache_bytes, double screening_threshold = 1e-12);
+  // With `ranks` > 1, this object takes bra pairs rank, rank + ranks, ... of the sorted list (round robin, so each
+  // rank gets large and small bras alike), caches only theirs, and its J and K are this rank's share of the sums.
+  FourCenterJk(const BasisSet& basis, double cache_bytes, double screening_threshold = 1e-12, int rank = 0,
+               int ranks = 1);
   ~FourCenterJk();
   FourCenterJk(const FourCenterJk&) = delete;
   FourCenterJk& operator=(const FourCenterJk&) = delete;
@@ -137,7 +140,7 @@ class FourCenterJk {
   void compute(const linalg::Matrix& density, linalg::Matrix& j, linalg::Matrix& k);
 
   struct Stats {
-    double quartets = 0;         // unique shell quartets that pass the Schwarz screening
+    double quartets = 0;         // unique shell quartets that pass the Schwarz screening (this rank's bras)
     double integrals = 0;        // their integrals (doubles)
     double cached_integrals = 0; // of which kept in memory
     double cache_bytes = 0;      // what the cache holds (8 bytes an integral)

@@ -32,18 +32,32 @@ constexpr double kExactScreening = 1e-12;
 
 class ExactJk final : public JkBuilder {
  public:
-  ExactJk(const BasisSet& basis, double cache_bytes, linalg::Kernels* kernels)
-      : four_(basis, cache_bytes, kExactScreening), kernels_(kernels) {}
+  ExactJk(const BasisSet& basis, double cache_bytes, linalg::Kernels* kernels, linalg::Comm* comm = nullptr)
+      : four_(basis, cache_bytes, kExactScreening, comm != nullptr ? comm->rank() : 0,
+              comm != nullptr ? comm->size() : 1),
+        kernels_(kernels), comm_(comm) {}
   void compute(const Matrix& c_occ, Matrix& j, Matrix& k, bool fp32_exchange) override {
     if (fp32_exchange) throw std::logic_error("exact J/K has no fp32 exchange");
     Stopwatch clock;
     const Matrix density = c_occ * c_occ.transpose();
     const bool full = builds_ % kExactFullBuildEvery == 0;
+    // This rank's share of J and K (of the density's change, after the first build), summed over the ranks.
+    Matrix dj, dk;
+    auto share = [&](const Matrix& d) {
+      if (comm_ == nullptr) {
+        four_.compute(d, dj, dk);
+        return;
+      }
+      comm_->checked([&] { four_.compute(d, dj, dk); });
+      comm_->sum(dj.data(), static_cast<std::size_t>(dj.size()));
+      comm_->sum(dk.data(), static_cast<std::size_t>(dk.size()));
+    };
     if (full) {
-      four_.compute(density, j_, k_);
+      share(density);
+      j_ = dj;
+      k_ = dk;
     } else {
-      Matrix dj, dk;
-      four_.compute(density - density_, dj, dk);
+      share(density - density_);
       j_ += dj;
       k_ += dk;
     }
@@ -63,6 +77,7 @@ class ExactJk final : public JkBuilder {
  private:
   FourCenterJk four_;
   linalg::Kernels* kernels_;  // where the time is recorded; none for the atomic guesses
+  linalg::Comm* comm_;        // the ranks sharing the bras; none for the atomic guesses (every rank does them alike)
   Matrix density_, j_, k_;    // the last build's D, J[D], K[D]
   int builds_ = 0;
 };
@@ -212,17 +227,20 @@ double exact_jk_minimum_bytes(const BasisSet& basis, int threads) {
 }
 
 std::unique_ptr<JkBuilder> make_exact_jk(const BasisSet& basis, double memory_bytes, linalg::Kernels& kernels,
-                                         ExactJkPlan& plan) {
+                                         ExactJkPlan& plan, linalg::Comm* comm) {
   const double fixed = exact_jk_minimum_bytes(basis, omp_get_max_threads());
   if (memory_bytes < fixed) {
     throw PhaseTooLarge("SCF J/K (exact)", fixed,
                         fmt::format("the exact J/K needs {}, {} is left for it", linalg::format_bytes(fixed),
                                     linalg::format_bytes(memory_bytes)));
   }
-  auto jk = std::make_unique<ExactJk>(basis, memory_bytes - fixed, &kernels);
+  auto jk = std::make_unique<ExactJk>(basis, memory_bytes - fixed, &kernels, comm);
   const auto& st = jk->four().stats();
-  plan.integrals = st.integrals;
-  plan.cached_integrals = st.cached_integrals;
+  // Over every rank's bras.
+  double counts[2] = {st.integrals, st.cached_integrals};
+  if (comm != nullptr) comm->sum(counts, 2);
+  plan.integrals = counts[0];
+  plan.cached_integrals = counts[1];
   plan.cache_bytes = st.cache_bytes;
   plan.memory_bytes = fixed + st.cache_bytes;
   if (st.cached_integrals >= st.integrals) {

@@ -15,6 +15,7 @@
 
 #include "chem/basis_set.hpp"
 #include "chem/molecule.hpp"
+#include "linalg/comm.hpp"
 #include "linalg/kernels.hpp"
 #include "linalg/name_table.hpp"
 
@@ -92,8 +93,10 @@ struct ExactJkPlan {
 // screening skips most quartets near convergence; every kExactFullBuildEvery builds J and K are rebuilt from D.
 // Throws PhaseTooLarge when `memory_bytes` cannot hold the J/K's fixed part.
 inline constexpr int kExactFullBuildEvery = 8;
+// With `comm`, the bra shell pairs are shared among the ranks (each caches its own within `memory_bytes`) and J and
+// K are summed over them; `plan` then counts every rank's integrals.
 std::unique_ptr<JkBuilder> make_exact_jk(const BasisSet& basis, double memory_bytes, linalg::Kernels& kernels,
-                                         ExactJkPlan& plan);
+                                         ExactJkPlan& plan, linalg::Comm* comm = nullptr);
 // What make_exact_jk needs at least (no cache), for the memory plan.
 double exact_jk_minimum_bytes(const BasisSet& basis, int threads);
 
