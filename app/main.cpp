@@ -215,6 +215,7 @@ int run(int argc, char** argv) {
   for (const auto& r : calc.runs) {
     text += dfmp2::app::format_energies(calc, r);
     text += dfmp2::app::format_kernel_table(r);
+    text += dfmp2::app::format_rank_table("DF-MP2 per rank", dfmp2::app::mp2_rank_phases(), r.result.ranks);
   }
   if (calc.runs.size() > 1) text += dfmp2::app::format_comparison(calc);
   if (output) {

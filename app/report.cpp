@@ -59,9 +59,13 @@ std::string format_header(const Calculation& calc) {
       precisions.push_back(fmt::format("{}: {}", backends[b], fmt::join(precisions_of[b], "+")));
   }
   const chem::MetricMethod metric = calc.runs.empty() ? calc.input.metric : calc.runs.front().result.metric;
-  out += fmt::format("  run          backends {}  precision {}  metric {}  threads {}  memory {}\n",
+  out += fmt::format("  run          backends {}  precision {}  metric {}  threads {}  memory {}{}\n",
                      fmt::join(backends, ", "), fmt::join(precisions, ", "), chem::metric_name(metric),
-                     calc.input.threads, calc.input.memory_text);
+                     calc.input.threads, calc.input.memory_text, calc.ranks > 1 ? " (each rank)" : "");
+  out += fmt::format("  ranks        {} ({}){}\n", calc.ranks, calc.mpi,
+                     calc.ranks > 1 ? "; threads, memory and scratch are each rank's; the tables are rank 0's, with a "
+                                      "per-rank summary after each"
+                                    : "");
   std::vector<std::string> described;
   for (const auto& run : calc.runs) {
     if (run.details.empty() || std::find(described.begin(), described.end(), run.backend) != described.end()) continue;
@@ -77,7 +81,13 @@ std::string format_header(const Calculation& calc) {
   out += fmt::format("  memory plan  memory {}, of which {} in use at the start or allowed for libraries; planned peak "
                      "{}, measured peak resident {}; scratch in {}\n",
                      linalg::format_bytes(plan.budget), linalg::format_bytes(plan.baseline),
-                     linalg::format_bytes(plan.planned_peak()), linalg::format_bytes(plan.peak_resident),
+                     linalg::format_bytes(plan.planned_peak()),
+                     linalg::format_bytes(plan.peak_resident) +
+                         (calc.rank_peak_resident.size() > 1
+                              ? fmt::format(" (rank 0; largest of the ranks {})",
+                                            linalg::format_bytes(*std::max_element(calc.rank_peak_resident.begin(),
+                                                                                   calc.rank_peak_resident.end())))
+                              : std::string()),
                      plan.scratch_folder);
   if (!plan.measured.empty()) {
     std::vector<std::string> parts;
@@ -234,6 +244,50 @@ const BackendRun* fp64_run(const Calculation& calc, const std::string& backend) 
   return nullptr;
 }
 
+const std::vector<std::string>& mp2_rank_phases() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& name : chem::matmul_steps()) out.push_back(name);
+    return out;
+  }();
+  return names;
+}
+
+std::string format_rank_table(const std::string& title, const std::vector<std::string>& phases,
+                              const std::vector<std::vector<linalg::PhaseStats>>& ranks) {
+  if (ranks.size() < 2) return "";
+  std::string out = fmt::format(
+      "\n  {} ({} ranks; comm = seconds in communication, waiting for other ranks included; busy = the rest; imbalance = max / mean busy)\n", title,
+      ranks.size());
+  out += fmt::format("  {:<14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "phase", "wall s",
+                     "busy min", "busy mean", "busy max", "imbalance", "GFLOP", "sent MiB", "recv MiB", "messages",
+                     "comm s");
+  for (std::size_t p = 0; p < phases.size(); ++p) {
+    double wall = 0, lo = 1e300, hi = 0, sum = 0, flops = 0, sent = 0, received = 0, messages = 0, waited = 0;
+    for (const auto& rank : ranks) {
+      const linalg::PhaseStats& st = rank[p];
+      const double busy = std::max(0.0, st.seconds - st.wait_seconds);
+      wall = std::max(wall, st.seconds);
+      lo = std::min(lo, busy);
+      hi = std::max(hi, busy);
+      sum += busy;
+      flops += st.flops;
+      sent = std::max(sent, st.bytes_sent);
+      received = std::max(received, st.bytes_received);
+      messages += st.messages;
+      waited = std::max(waited, st.wait_seconds);
+    }
+    const double mean = sum / double(ranks.size());
+    out += fmt::format("  {:<14} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.2f} {:>10.1f} {:>10.1f} {:>10.1f} {:>9.0f} "
+                       "{:>9.3f}\n",
+                       phases[p], wall, lo, mean, hi, mean > 0 ? hi / mean : 1.0, flops / 1e9, sent / 1048576.0,
+                       received / 1048576.0, messages, waited);
+  }
+  out += "  (wall, sent, received and comm: the largest over the ranks; GFLOP and messages: all ranks; the results "
+         "file has every rank's)\n";
+  return out;
+}
+
 std::string format_scf(const Calculation& calc) {
   const MoleculeRun& m = *calc.reference.molecule();
   std::string out = fmt::format("\n  ==> RHF <==\n\n  basis {} ({} functions), fitting {} ({}){}\n", m.basis.name,
@@ -248,8 +302,12 @@ std::string format_scf(const Calculation& calc) {
                                                : std::string(),
                      m.scf.nuclear_repulsion);
   if (m.saved_to) out += fmt::format("  orbitals and integrals saved to {}\n", *m.saved_to);
-  out += format_kernel_table(fmt::format("Integral and SCF timings on backend {}", m.backend), m.log,
-                             m.scf_seconds + m.integral_seconds);
+  out += format_kernel_table(fmt::format("Integral and SCF timings on backend {}{}", m.backend,
+                                         calc.ranks > 1 ? " (rank 0)" : ""),
+                             m.log, m.scf_seconds + m.integral_seconds);
+  out += format_rank_table("SCF per rank (the J/K set-up and builds are shared; 'SCF other', the Fock matrix and its "
+                           "diagonalisation, is done by every rank alike)",
+                           scf_phase_names(), m.ranks);
   return out;
 }
 

@@ -18,6 +18,12 @@ std::string format_modelled_table(const BackendRun& run);
 // With `molecule:` input: the RHF summary and the integral/SCF kernel table.
 std::string format_scf(const Calculation& calc);
 std::string format_comparison(const Calculation& calc);
+// With several ranks: per phase the seconds on each rank (min, mean, max), the imbalance (max / mean), the flops of
+// all ranks, the bytes each rank sent and received (the largest), the messages and the longest wait.
+std::string format_rank_table(const std::string& title, const std::vector<std::string>& phases,
+                              const std::vector<std::vector<linalg::PhaseStats>>& ranks);
+// The DF-MP2 steps' names as the rank tables give them (mp2_step_names).
+const std::vector<std::string>& mp2_rank_phases();
 // The fp64 run of `backend` in this calculation, if there is one (for differences from fp64).
 const BackendRun* fp64_run(const Calculation& calc, const std::string& backend);
 // The fp64 run a run's energy is compared with: the same backend's, else the first fp64 run of any backend.

@@ -67,6 +67,32 @@ nlohmann::json kernels(const linalg::KernelLog& log) {
 
 }  // namespace
 
+// Every rank's stats of each phase: {phase, imbalance (max / mean of the seconds not spent waiting), ranks: [...]}.
+nlohmann::json rank_json(const std::vector<std::string>& phases,
+                         const std::vector<std::vector<linalg::PhaseStats>>& ranks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t p = 0; p < phases.size(); ++p) {
+    nlohmann::json per_rank = nlohmann::json::array();
+    double sum = 0, hi = 0;  // of the busy seconds (not waiting for other ranks)
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      const linalg::PhaseStats& st = ranks[r][p];
+      const double busy = std::max(0.0, st.seconds - st.wait_seconds);
+      sum += busy;
+      hi = std::max(hi, busy);
+      per_rank.push_back({{"rank", r},
+                          {"seconds", st.seconds},
+                          {"flops", st.flops},
+                          {"bytes_sent", st.bytes_sent},
+                          {"bytes_received", st.bytes_received},
+                          {"messages", st.messages},
+                          {"wait_seconds", st.wait_seconds}});
+    }
+    const double mean = ranks.empty() ? 0.0 : sum / double(ranks.size());
+    out.push_back({{"phase", phases[p]}, {"imbalance", mean > 0 ? hi / mean : 1.0}, {"ranks", per_rank}});
+  }
+  return out;
+}
+
 nlohmann::json results_json(const Calculation& calc) {
   const Reference& f = calc.reference;
   const auto& first = calc.runs.front();
@@ -146,6 +172,7 @@ nlohmann::json results_json(const Calculation& calc) {
                           {"occupied_block", r.plan.occupied_block},
                           {"block_pairs", r.block_pairs},
                           {"working_set_bytes", r.plan.peak_bytes}}},
+                        {"ranks", rank_json(mp2_rank_phases(), r.ranks)},
                         {"kernels", kernels(run.log)}});
   }
   nlohmann::json problem = {{"kind", f.kind},
@@ -185,6 +212,7 @@ nlohmann::json results_json(const Calculation& calc) {
                                                      ? nlohmann::json(m.exact_plan.cached_integrals)
                                                      : nlohmann::json(nullptr)},
                       {"saved_to", m.saved_to ? nlohmann::json(*m.saved_to) : nlohmann::json(nullptr)},
+                      {"ranks", rank_json(scf_phase_names(), m.ranks)},
                       {"kernels", kernels(m.log)}};
   }
   nlohmann::json measured = nlohmann::json::array();
@@ -210,6 +238,10 @@ nlohmann::json results_json(const Calculation& calc) {
                             {"measured_peaks", measured},
                             {"phases", phases}}},
                           {"threads", calc.input.threads},
+                          {"mpi",
+                           {{"ranks", calc.ranks},
+                            {"library", calc.mpi},
+                            {"peak_resident_bytes", calc.rank_peak_resident}}},
                           {"backends", backends}};
   if (!calc.input.as_read.contains("backends")) {  // the default CPU backend, and why it was chosen
     j["extras"]["dfmp2"]["default_backend"] = {{"name", devices::default_backend_choice().name},

@@ -566,6 +566,8 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   plan.peak_resident = peak_resident_bytes();
   for (const auto& [part, bytes] : plan.measured) plan.peak_resident = std::max(plan.peak_resident, bytes);
   for (const auto& ph : plan.phases) plan.peak_resident = std::max(plan.peak_resident, ph.measured_bytes);
+  calc.rank_peak_resident.resize(static_cast<std::size_t>(comm.size()));
+  comm.allgather(&plan.peak_resident, sizeof(double), calc.rank_peak_resident.data());
   return calc;
 }
 

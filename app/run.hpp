@@ -113,6 +113,7 @@ struct Reference {
 struct Calculation {
   int ranks = 1;    // MPI ranks the run was spread over
   std::string mpi;  // linalg::Comm::description()
+  std::vector<double> rank_peak_resident;  // each rank's peak resident memory (getrusage), in rank order
   Input input;
   Reference reference;
   MemoryPlan memory;

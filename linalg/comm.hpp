@@ -123,7 +123,7 @@ class Comm {
   virtual int size() const = 0;
   // Ranks on this rank's node (sharing its cores), for the default number of threads.
   virtual int node_ranks() const = 0;
-  // "serial (built without MPI)", "Open MPI v4.1.4, 4 ranks", ...
+  // "one rank (built without MPI)", "one rank (started without mpirun)", "Open MPI v4.1.4", ...
   virtual std::string description() const = 0;
 
   virtual void sum(double* data, std::size_t count) = 0;

