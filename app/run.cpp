@@ -326,7 +326,10 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
   p.scf_energy = m.scf.energy;
   p.nuclear_repulsion_energy = m.scf.nuclear_repulsion;
 
-  if (input.save_integrals && comm.rank() == 0) {  // rank 0 writes the file; the others go on to DF-MP2 and wait
+  // Rank 0 writes the file (every rank has the same orbitals); the others wait for it, so that a write that fails
+  // stops them all.
+  comm.checked([&] {
+  if (input.save_integrals && comm.rank() == 0) {
     say(fmt::format("  saving orbitals and integrals to {} (up to {} before compression)", *input.save_integrals,
                     linalg::format_bytes(chem::integral_file_bytes(p.nbf, p.nmo, p.naux))));
     chem::IntegralFileContents contents;
@@ -352,6 +355,7 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
     say(fmt::format("  orbitals and integrals saved to {} (rerun with integrals: to skip the SCF)",
                     *input.save_integrals));
   }
+  });
 }
 
 }  // namespace
