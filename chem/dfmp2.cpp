@@ -322,10 +322,32 @@ Mp2Layout make_layout(const ThreeIndexSource& source, Index aux_block, Index nac
   for (Index b = 0; b < nbo; ++b) l.occupied_rank.push_back(static_cast<int>(b * Index(ranks) / nbo));
   // Pairs: see the header.
   l.pairs = occupied_block_pairs(nact, occupied_block);
-  for (const auto& p : l.pairs) {
-    const Index bi = p.i0 / occupied_block, bj = p.j0 / occupied_block;
-    const int ri = l.occupied_rank[static_cast<std::size_t>(bi)], rj = l.occupied_rank[static_cast<std::size_t>(bj)];
-    l.pair_rank.push_back(ri == rj || (bi + bj) % 2 == 1 ? ri : rj);
+  l.pair_rank.assign(l.pairs.size(), 0);
+  std::vector<double> load(static_cast<std::size_t>(ranks), 0.0);
+  std::vector<std::size_t> shared;  // pairs whose blocks two ranks hold
+  auto holders = [&](const OccupiedBlockPair& p) {
+    return std::pair{l.occupied_rank[static_cast<std::size_t>(p.i0 / occupied_block)],
+                     l.occupied_rank[static_cast<std::size_t>(p.j0 / occupied_block)]};
+  };
+  for (std::size_t k = 0; k < l.pairs.size(); ++k) {
+    const auto [ri, rj] = holders(l.pairs[k]);
+    if (ri != rj) {
+      shared.push_back(k);
+      continue;
+    }
+    l.pair_rank[k] = ri;
+    load[static_cast<std::size_t>(ri)] += Mp2Layout::pair_cost(l.pairs[k]);
+  }
+  std::stable_sort(shared.begin(), shared.end(), [&](std::size_t a, std::size_t b) {
+    return Mp2Layout::pair_cost(l.pairs[a]) > Mp2Layout::pair_cost(l.pairs[b]);
+  });
+  for (const std::size_t k : shared) {
+    const auto [ri, rj] = holders(l.pairs[k]);
+    const double li = load[static_cast<std::size_t>(ri)], lj = load[static_cast<std::size_t>(rj)];
+    const Index bi = l.pairs[k].i0 / occupied_block, bj = l.pairs[k].j0 / occupied_block;
+    const int r = li < lj || (li == lj && (bi + bj) % 2 == 1) ? ri : rj;
+    l.pair_rank[k] = r;
+    load[static_cast<std::size_t>(r)] += Mp2Layout::pair_cost(l.pairs[k]);
   }
   return l;
 }

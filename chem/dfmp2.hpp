@@ -153,9 +153,10 @@ BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, linalg::Index nocc
 //   transform   the auxiliary blocks are cut from whole units of the source (shells) and given to the ranks in
 //               contiguous runs of about naux / ranks functions; each rank transforms its own
 //   storage     occupied blocks are held in contiguous runs of about equal counts
-//   pairs       a diagonal pair (I, I) goes to I's holder, and so does a pair whose blocks one rank holds; any other
-//               pair (I > J) to I's holder when I + J is odd, else J's: every rank computes about the same share of
-//               the nbo (nbo + 1) / 2 pairs, with one block fetched per pair it computes
+//   pairs       a diagonal pair (I, I) goes to I's holder, and so does a pair whose blocks one rank holds; the other
+//               pairs, largest first, each to whichever of its two holders has less work so far (a tie: I's holder
+//               when I + J is odd, else J's): every rank computes about the same share of the cost (a diagonal
+//               pair is half a GEMM), with one block fetched for each pair whose blocks two ranks hold
 // The energies are summed over every pair in `pairs` order on every rank, so they do not depend on the rank count.
 struct Mp2Layout {
   int ranks = 1, rank = 0;

@@ -287,3 +287,74 @@ TEST(DfMp2, OverflowIsANumericalErrorNamingTheStep) {
 }
 
 }  // namespace
+
+// The work of one DF-MP2 run over ranks (chem::make_layout): every auxiliary column and block pair exactly once,
+// shares of about equal size, and pairs balanced by cost when there are at least two occupied blocks per rank.
+TEST(Mp2Layout, SharesEverythingOnceAndBalancesThePairs) {
+  const Index naux = 97;
+  dfmp2::testing::MemorySource source(dfmp2::chem::ThreeIndexForm::mo, naux, 1);
+  for (int ranks : {1, 2, 3, 4, 7}) {
+    for (const auto& [nact, nb] : std::vector<std::pair<Index, Index>>{{40, 5}, {80, 8}, {5, 5}, {16, 8}, {33, 4}}) {
+      const auto l = dfmp2::chem::make_layout(source, 13, nact, nb, ranks, 0);
+      SCOPED_TRACE(testing::Message() << ranks << " ranks, nact " << nact << ", block " << nb);
+      // Columns: consecutive blocks of at most 13 covering [0, naux), in rank order, each rank's run at most one
+      // unit longer than an even share.
+      Index next = 0;
+      for (std::size_t k = 0; k < l.aux_blocks.size(); ++k) {
+        EXPECT_EQ(l.aux_blocks[k].first, next);
+        EXPECT_LE(l.aux_blocks[k].second - l.aux_blocks[k].first, 13);
+        if (k > 0) EXPECT_GE(l.aux_rank[k], l.aux_rank[k - 1]);
+        EXPECT_GE(l.aux_blocks[k].first, l.col0[static_cast<std::size_t>(l.aux_rank[k])]);
+        EXPECT_LE(l.aux_blocks[k].second, l.col0[static_cast<std::size_t>(l.aux_rank[k]) + 1]);
+        next = l.aux_blocks[k].second;
+      }
+      EXPECT_EQ(next, naux);
+      for (int r = 0; r < ranks; ++r) EXPECT_LE(l.columns(r), (naux + ranks - 1) / ranks + 1);
+      // Occupied blocks in contiguous runs whose counts differ by at most one.
+      std::vector<int> held(static_cast<std::size_t>(ranks), 0);
+      for (std::size_t b = 0; b < l.occupied.size(); ++b) {
+        if (b > 0) EXPECT_GE(l.occupied_rank[b], l.occupied_rank[b - 1]);
+        ++held[static_cast<std::size_t>(l.occupied_rank[b])];
+      }
+      EXPECT_LE(*std::max_element(held.begin(), held.end()) - *std::min_element(held.begin(), held.end()), 1);
+      // Pairs: the serial list, each computed by the holder of one of its blocks.
+      const auto serial = dfmp2::chem::occupied_block_pairs(nact, nb);
+      ASSERT_EQ(l.pairs.size(), serial.size());
+      std::vector<double> cost(static_cast<std::size_t>(ranks), 0.0);
+      for (std::size_t k = 0; k < l.pairs.size(); ++k) {
+        EXPECT_EQ(l.pairs[k].i0, serial[k].i0);
+        EXPECT_EQ(l.pairs[k].j0, serial[k].j0);
+        const int r = l.pair_rank[k];
+        EXPECT_TRUE(r == l.occupied_rank[static_cast<std::size_t>(l.pairs[k].i0 / nb)] ||
+                    r == l.occupied_rank[static_cast<std::size_t>(l.pairs[k].j0 / nb)]);
+        cost[static_cast<std::size_t>(r)] += dfmp2::chem::Mp2Layout::pair_cost(l.pairs[k]);
+      }
+      if (Index(l.occupied.size()) >= 2 * ranks) {  // within 10 % of an even share (measured: at most 1.08)
+        double sum = 0;
+        for (double x : cost) sum += x;
+        EXPECT_LE(*std::max_element(cost.begin(), cost.end()), 1.10 * sum / ranks);
+      }
+    }
+  }
+}
+
+// With ranks, each holds a share of the tensors: the same memory keeps in memory what one rank must put on scratch,
+// and every phase of each rank stays within the budget.
+TEST(PlanBlocks, RanksShareTheTensors) {
+  using dfmp2::chem::Mp2Storage;
+  const auto ao = dfmp2::chem::ThreeIndexForm::ao;
+  const double memory = 150e6;  // the fitted tensor (80 x 304 x 1344 doubles) is 261 MB
+  const auto one = dfmp2::chem::plan_blocks(ao, 384, 80, 80, 304, 1344, memory);
+  const auto four = dfmp2::chem::plan_blocks(ao, 384, 80, 80, 304, 1344, memory, dfmp2::chem::Precision::fp64,
+                                             dfmp2::chem::MetricMethod::cholesky, false, Mp2Storage::automatic, 0.0,
+                                             4, 10);
+  EXPECT_EQ(one.storage, Mp2Storage::scratch);
+  EXPECT_EQ(four.storage, Mp2Storage::memory);
+  EXPECT_EQ(four.ranks, 4);
+  for (const auto& p : {one, four}) {
+    EXPECT_LE(p.peak_bytes, memory);
+    EXPECT_LE(std::max({p.metric_bytes, p.transform_bytes, p.fitting_bytes, p.pair_bytes}), p.peak_bytes);
+  }
+  // Each rank transforms at most its share of the columns.
+  EXPECT_LE(four.aux_block, 1344 / 4);
+}
