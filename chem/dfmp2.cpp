@@ -251,10 +251,12 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
     plan.aux_block = std::clamp<Index>(std::min({static_cast<Index>((available - a_store) / per_aux), by_bytes, share}),
                                        1, std::max<Index>(naux, 1));
     // At least four occupied blocks (ten block pairs) once there are 32 or more active orbitals, and with ranks at
-    // least two blocks per rank where blocks of 8 allow it: the pair list is the unit of work (each pair's GEMM and
-    // reduction use the backend's threads; the ranks share the pairs) and of progress reporting, and blocks of 8
-    // or more orbitals keep the GEMMs large (8 x nvir rows) enough to run near the DGEMM rate.
-    const Index balanced = std::max<Index>(8, ceil_div(nact, std::max<Index>(4, 2 * Index(ranks))));
+    // least two blocks per rank where the blocks' size allows it: the pair list is the unit of work (each pair's
+    // GEMM and reduction use the backend's threads; the ranks share the pairs, and only ranks that hold blocks
+    // compute pairs) and of progress reporting. A block keeps at least 8 orbitals or 1024 rows (orbitals x nvir),
+    // whichever is fewer orbitals, so that the pair GEMMs stay large enough to run near the DGEMM rate.
+    const Index smallest = std::max<Index>(1, std::min<Index>(8, ceil_div(1024, std::max<Index>(nvir, 1))));
+    const Index balanced = std::max<Index>(smallest, ceil_div(nact, std::max<Index>(4, 2 * Index(ranks))));
     auto fit_rows_for = [&](Index nb, double store) {
       if (!chunked_fit) return nb * nvir;  // TRSM in place
       // Fitting chunks beyond a few thousand rows gain nothing in GEMM speed.
