@@ -264,6 +264,9 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   try {
     dfmp2::linalg::init_world(&argc, &argv);
+  } catch (const dfmp2::linalg::RankFailure& e) {  // a build without MPI started as several ranks: rank 0 says so
+    if (e.reports()) print_error(e.report().prefix.c_str(), e.report().message, e.report().suffix.c_str());
+    return e.exit_code();
   } catch (...) {
     const auto report = dfmp2::linalg::failure_report(std::current_exception());
     print_error(report.prefix.c_str(), report.message, report.suffix.c_str());

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
 
 namespace dfmp2::linalg {
 
@@ -142,6 +143,17 @@ bool launched_by_mpi() {
     if (std::getenv(v) != nullptr) return true;
   return false;
 }
+
+// The launcher's rank and size for this process (0 and 1 when it cannot tell).
+std::pair<int, int> launcher_rank_and_size() {
+  auto number = [](std::initializer_list<const char*> names, int fallback) {
+    for (const char* n : names)
+      if (const char* v = std::getenv(n)) return std::atoi(v);
+    return fallback;
+  };
+  return {number({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}, 0),
+          number({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1)};
+}
 }  // namespace
 
 Comm& world() {
@@ -160,6 +172,19 @@ void init_world(int* argc, char*** argv) {
 #else
   (void)argc;
   (void)argv;
+  // Started as several ranks by a build that cannot talk to them: each would run the whole calculation alone. Say
+  // so (from the launcher's rank 0 only) and stop, rather than run N copies.
+  if (launched_by_mpi()) {
+    const auto [rank, size] = launcher_rank_and_size();
+    if (size > 1) {
+      throw RankFailure({UnsupportedError("").exit_code(), "error: ",
+                         fmt::format("this dfmp2 was built without MPI (DFMP2_MPI=OFF) but started as {} ranks by an "
+                                     "MPI launcher; rebuild with -DDFMP2_MPI=ON, or run it without mpirun",
+                                     size),
+                         ""},
+                        0, 1, rank == 0);
+    }
+  }
 #endif
   world();
 }
