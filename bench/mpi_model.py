@@ -67,24 +67,30 @@ def shared_pairs(nbo, ranks):
 
 
 def volumes(size, ranks, iterations, mp2_word=8):
-    """Bytes and messages one rank sends (and, alike, receives) per phase on `ranks` ranks."""
+    """Per phase: `total`, the bytes all ranks send together (as dfmp2 counts them: a sum over the ranks counts, for
+    each rank but rank 0, its part sent once and the result received once, and for rank 0 the others' parts); `per_rank`,
+    what one rank moves (for the time); and the messages per rank."""
     p = ranks
     nbf, nocc, nact = size["nbf"], size["nocc"], size.get("nact", size["nocc"])
     nvir = nbf - nocc
     out = {}
-    share = (p - 1) / (p * p)
-    out["SCF J/K setup"] = {"bytes": 16.0 * size["npacked_jk"] * size["naux_jk"] * share, "messages": 2 * (p - 1)}
-    per_iteration = 8.0 * (size["npacked_jk"] + nbf * nbf)
-    out["SCF J/K"] = {"bytes": (per_iteration if p > 1 else 0.0) * iterations, "messages": 2 * iterations * (p > 1)}
-    out["SCF other"] = {"bytes": 0.0, "messages": 0}
-    out["metric"] = {"bytes": 0.0, "messages": 0}
-    out["transform"] = {"bytes": 0.0, "messages": 0}
-    out["fitting"] = {"bytes": mp2_word * nact * nvir * size["naux_ri"] * share, "messages": p - 1}
+    # The fitting's redistribution there and back: every rank's columns of the other ranks' rows.
+    setup = 16.0 * size["npacked_jk"] * size["naux_jk"] * (p - 1) / p
+    out["SCF J/K setup"] = {"total": setup, "per_rank": setup / p, "messages": 2 * (p - 1)}
+    m = 8.0 * (size["npacked_jk"] + nbf * nbf)  # J (packed) and K summed each iteration
+    out["SCF J/K"] = {"total": 2.0 * (p - 1) * m * iterations, "per_rank": m * iterations if p > 1 else 0.0,
+                      "messages": 2 * iterations * (p > 1)}
+    for ph in ("SCF other", "metric", "transform"):
+        out[ph] = {"total": 0.0, "per_rank": 0.0, "messages": 0}
+    # The redistribution from auxiliary columns to occupied blocks.
+    fitting = mp2_word * nact * nvir * size["naux_ri"] * (p - 1) / p
+    out["fitting"] = {"total": fitting, "per_rank": fitting / p, "messages": p - 1}
     nb = block_size(nact, nvir, p)
     nbo = math.ceil(nact / nb)
-    fetches = shared_pairs(nbo, p) / p if p > 1 else 0.0
-    out["pair_energy"] = {"bytes": fetches * mp2_word * nb * nvir * size["naux_ri"], "messages": 2 * fetches,
-                          "fetches": fetches, "block_bytes": mp2_word * nb * nvir * size["naux_ri"], "nbo": nbo}
+    block = mp2_word * (nact / nbo) * nvir * size["naux_ri"]  # the mean block: the last one may be smaller
+    fetches = shared_pairs(nbo, p)
+    out["pair_energy"] = {"total": fetches * block, "per_rank": fetches * block / p, "messages": 2 * fetches / p,
+                          "fetches": fetches / p, "block_bytes": block, "nbo": nbo}
     return out
 
 
@@ -153,7 +159,7 @@ def phase_times(size, ranks, rates, net, iterations, cores=None, node_speed=1.0)
     out = {}
     out["SCF J/K setup"] = (t(naux_jk * npk / p, rates["jk_integrals"]) + t(npk * naux_jk ** 2 / p, rates["jk_fitting"])
                             + t(naux_jk ** 3 / 3.0, rates["cholesky"])
-                            + exchange(vol["SCF J/K setup"]["bytes"], vol["SCF J/K setup"]["messages"]))
+                            + exchange(vol["SCF J/K setup"]["per_rank"], vol["SCF J/K setup"]["messages"]))
     m = 8.0 * (npk + nbf * nbf)
     reduce_bcast = 0.0 if p == 1 else 2.0 * (log_p * lat + 2.0 * m / bw_c)
     out["SCF J/K"] = iterations * (t(3.0 * nbf * nbf * nocc * naux_jk / p, rates["k_build"])
@@ -164,7 +170,7 @@ def phase_times(size, ranks, rates, net, iterations, cores=None, node_speed=1.0)
     out["transform"] = (t(naux * npr / p, rates["mp2_integrals"])
                         + t((2.0 * nact * nbf * nbf * naux + 2.0 * nact * nvir * nbf * naux) / p,
                             rates["transform_gemm"]))
-    out["fitting"] = exchange(vol["fitting"]["bytes"], vol["fitting"]["messages"]) + t(
+    out["fitting"] = exchange(vol["fitting"]["per_rank"], vol["fitting"]["messages"]) + t(
         nact * nvir * naux ** 2 / p, rates["fitting"])
     working = min(p, vol["pair_energy"]["nbo"])  # only ranks that hold blocks compute pairs
     compute = t((nact * nvir) ** 2 * naux / working, rates["pair_gemm"]) + t(
