@@ -395,19 +395,21 @@ class BlockedDfJk final : public JkBuilder {
         from_cols.push_back({r, rows.data() + col0_[static_cast<std::size_t>(r)] * my_rows, std::size_t(my_rows),
                              std::size_t(columns(r)), std::size_t(my_rows), sizeof(double)});
     }
-    redistribute(to_rows, from_cols);
+    redistribute("scf_fitting", to_rows, from_cols);
     comm_.checked([&] {
       if (my_rows > 0) solve(linalg::view(rows));
     });
-    redistribute(from_cols, to_rows);  // and back: the same blocks, sent the other way
+    redistribute("scf_fitting", from_cols, to_rows);  // and back: the same blocks, sent the other way
   }
 
-  void redistribute(const std::vector<linalg::StridedBlock>& sends, const std::vector<linalg::StridedBlock>& receives) {
+  // An exchange between the ranks, timed under `step` with the bytes this rank sends.
+  void redistribute(const char* step, const std::vector<linalg::StridedBlock>& sends,
+                    const std::vector<linalg::StridedBlock>& receives) {
     Stopwatch clock;
     comm_.exchange(sends, receives);
     double bytes = 0;
     for (const auto& b : sends) bytes += double(b.bytes());
-    kernels_.record_host("scf_fitting", "redistribute", clock.seconds(), {0, bytes});
+    kernels_.record_host(step, "redistribute", clock.seconds(), {0, bytes});
   }
 
   // Computes and fits this rank's share of what the plan stores.
@@ -613,9 +615,7 @@ class BlockedDfJk final : public JkBuilder {
           receives.push_back({r, y + col0_[static_cast<std::size_t>(r)] * nbf_ * ni, std::size_t(nbf_ * ni),
                               std::size_t(columns(r)), std::size_t(nbf_ * ni), sizeof(double)});
       }
-      Stopwatch clock;
-      comm_.exchange(sends, receives);
-      kernels_.record_host("scf_jk", "redistribute", clock.seconds(), {0, 0});
+      redistribute("scf_jk", sends, receives);
     }
     comm_.checked([&] {
       if (ni == 0) return;
