@@ -39,6 +39,12 @@ const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "
                                         "scf",       "save_integrals", "frozen_core", "backends", "precision",
                                         "metric",    "screening", "memory",      "threads",  "output",
                                         "device",    "scratch",   "mp2_storage"};
+}  // namespace
+
+const std::vector<std::string>& input_keys() { return kKeys; }
+
+namespace {
+
 const std::vector<std::string> kDeviceKeys = {"compile_cache", "host_fallback", "step_precision", "trn1", "trn2"};
 const std::vector<std::string> kMoleculeKeys = {"xyz", "file", "units", "charge", "multiplicity"};
 const std::vector<std::string> kScfKeys = {"type", "jk_basis", "e_convergence", "d_convergence", "max_iterations",
@@ -137,8 +143,11 @@ int default_threads() {
   return std::max(1, std::min(available_cores(), node));
 }
 
+// The folders of $DFMP2_BASIS_DIR (':'-separated, searched in order, as Psi4 searches PSIPATH), then the library
+// built in.
 std::string default_basis_dir() {
-  if (const char* env = std::getenv("DFMP2_BASIS_DIR")) return env;
+  if (const char* env = std::getenv("DFMP2_BASIS_DIR"); env != nullptr && *env != '\0')
+    return std::string(env) + ":" + DFMP2_BASIS_DIR;
   return DFMP2_BASIS_DIR;
 }
 
@@ -606,11 +615,15 @@ void read_screening(const YAML::Node& node, const YamlReader& ctx, Input& in) {
 
 Input read_input(const std::string& path) {
   YamlReader ctx(path);
-  std::error_code ec;
   const YAML::Node root = load_yaml_file(path, path);
   if (root.IsNull()) ctx.fail("the input is empty; expected a mapping with at least 'integrals'");
   if (!root.IsMap()) ctx.fail(root, fmt::format("expected a mapping of keys (integrals, backends, ...), got {}", YamlReader::kind(root)));
+  return input_from_mapping(root, ctx);
+}
 
+Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx) {
+  const std::string& path = ctx.file();
+  std::error_code ec;
   Input in;
   in.path = path;
   std::set<std::string> seen;

@@ -61,7 +61,7 @@ std::string default_scratch_folder();  // scratch: $TMPDIR, else /tmp
 int available_cores();                 // the limit of threads: the cores this process may run on (its CPU affinity)
 int default_threads();                 // threads: those cores, shared with the other ranks on the node
 std::string default_compile_cache();   // device.compile_cache: $XDG_CACHE_HOME/dfmp2/neuron, else ~/.cache/...
-std::string default_basis_dir();       // the basis set library: $DFMP2_BASIS_DIR, else the one built in
+std::string default_basis_dir();       // the basis set library: $DFMP2_BASIS_DIR's folders, then the one built in
 
 struct Input {
   std::string path;       // the YAML file as given
@@ -107,11 +107,18 @@ struct Input {
   std::map<std::string, linalg::MatmulMode> step_modes;
   bool host_fallback = false;
   nlohmann::json as_read;             // the input as read, for the results file
+  std::optional<nlohmann::json> qcschema;  // a QCSchema AtomicInput as read (app/qcschema.hpp), else none
 };
+
+// The top-level keys of a YAML input, in the order the README lists them.
+const std::vector<std::string>& input_keys();
 
 // Reads and checks the whole input; throws InputError (or UnsupportedError for a backend or precision that this
 // build cannot run) with a one-line message naming the file, line:column and key.
 Input read_input(const std::string& path);
+// The same from a mapping already read (a YAML file's, or one translated from a QCSchema AtomicInput: app/qcschema.hpp),
+// its messages placed by `ctx`.
+Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx);
 
 // Parses a size such as "2 GiB", "500 MB", "1.5GB" or "1048576" (bytes); nullopt when it is not one.
 std::optional<double> parse_memory_size(const std::string& text);

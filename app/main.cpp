@@ -8,11 +8,13 @@
 
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 
 #include "app/bench/bench.hpp"
 #include "app/input.hpp"
 #include "app/progress.hpp"
+#include "app/qcschema.hpp"
 #include "app/report.hpp"
 #include "app/results.hpp"
 #include "app/run.hpp"
@@ -52,10 +54,38 @@ void print_error(const char* prefix, std::string_view message, const char* suffi
 }
 
 // With several ranks the line names the rank that failed: "dfmp2: error: rank 2: ...".
-void print_report(const dfmp2::linalg::FailureReport& r, int rank, int ranks) {
-  const std::string prefix = ranks > 1 ? fmt::format("{}rank {}: ", r.prefix, rank) : r.prefix;
-  print_error(prefix.c_str(), r.message, r.suffix.c_str());
+std::string error_prefix(const dfmp2::linalg::FailureReport& r, int rank, int ranks) {
+  return ranks > 1 ? fmt::format("{}rank {}: ", r.prefix, rank) : r.prefix;
 }
+void print_report(const dfmp2::linalg::FailureReport& r, int rank, int ranks) {
+  print_error(error_prefix(r, rank, ranks).c_str(), r.message, r.suffix.c_str());
+}
+
+// The FailedOperation of a QCSchema run that failed: the line the command line prints for `error` (which failed rank
+// it names, as print_report would), the AtomicInput as read (null when it is not JSON). Best effort: when even this
+// file cannot be written, the printed line is all there is.
+void write_failed_operation(const std::string& input_path, const std::string& output, std::exception_ptr error) {
+  const int ranks = dfmp2::linalg::world().size();
+  dfmp2::linalg::FailureReport report = dfmp2::linalg::failure_report(error);
+  int rank = 0;
+  try {
+    std::rethrow_exception(error);
+  } catch (const dfmp2::linalg::RankFailure& e) {
+    rank = e.failed_rank();
+  } catch (...) {
+  }
+  const std::string line = "dfmp2: " + error_prefix(report, rank, ranks) + one_line(report.message) + report.suffix;
+  try {
+    nlohmann::json input = nullptr;
+    std::ifstream in(input_path, std::ios::binary);
+    if (in) input = nlohmann::json::parse(in, nullptr, false);
+    if (input.is_discarded()) input = nullptr;
+    dfmp2::app::write_atomically(output, dfmp2::app::qcschema_failure(input, report, line).dump(1) + "\n");
+  } catch (...) {
+  }
+}
+
+int run_input(const std::string& input_path, const std::string& json_path);
 
 // The flags of `dfmp2 bench`, as given (strings for the lists, checked by bench::validate with the flag's name).
 struct BenchFlags {
@@ -179,13 +209,32 @@ int run(int argc, char** argv) {
     }
     return run_bench(*bench_cmd, bench_flags);
   }
+  if (!dfmp2::app::is_qcschema_path(input_path)) return run_input(input_path, json_path);
+  // A QCSchema AtomicInput: its AtomicResult, or on any error a FailedOperation, goes to --json or beside it.
+  const std::string output = json_path.empty() ? dfmp2::app::qcschema_default_output(input_path) : json_path;
+  try {
+    try {
+      return run_input(input_path, output);
+    } catch (const dfmp2::InputError& e) {  // found after reading (a basis set name, frozen_core): QCSchema's names
+      throw dfmp2::InputError(dfmp2::app::qcschema_field_names(e.what()));
+    }
+  } catch (...) {
+    if (rank0) write_failed_operation(input_path, output, std::current_exception());
+    throw;
+  }
+}
 
+// Reads the input and runs it; `json_path` (may be empty) overrides the input's `output`.
+int run_input(const std::string& input_path, const std::string& json_path) {
+  dfmp2::linalg::Comm& comm = dfmp2::linalg::world();
+  const bool rank0 = comm.rank() == 0;
+  const bool qcschema = dfmp2::app::is_qcschema_path(input_path);
   // Each rank reads the input itself (a rank that cannot makes every rank stop: Comm::checked); rank 0 alone
   // writes the results, so it alone checks where.
   dfmp2::app::Input input;
   std::optional<std::string> output;
   comm.checked([&] {
-    input = dfmp2::app::read_input(input_path);
+    input = qcschema ? dfmp2::app::read_qcschema_input(input_path) : dfmp2::app::read_input(input_path);
     input.resident_at_start = dfmp2::app::resident_bytes();
     output = input.output;
     if (!json_path.empty()) output = json_path;
@@ -219,7 +268,8 @@ int run(int argc, char** argv) {
   }
   if (calc.runs.size() > 1) text += dfmp2::app::format_comparison(calc);
   if (output) {
-    dfmp2::app::write_atomically(*output, dfmp2::app::results_json(calc).dump(1) + "\n");
+    const nlohmann::json result = qcschema ? dfmp2::app::qcschema_result(calc) : dfmp2::app::results_json(calc);
+    dfmp2::app::write_atomically(*output, result.dump(1) + "\n");
     text += fmt::format("\n  results written to {}\n", *output);
   }
   std::fputs(text.c_str(), stdout);

@@ -1,6 +1,7 @@
 #include "chem/basis_set.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -463,12 +464,28 @@ BasisSet load_basis(const std::string& name, const Molecule& molecule, const std
       throw InputError(fmt::format("key '{}': no basis set file '{}'", key, name));
     }
   } else {
+    // The library's folders in order (a ':'-separated list, as PATH); the first that has the file wins.
     const std::string file = basis_file_name(name);
-    path = library_dir.empty() ? fs::path(file) : fs::path(library_dir) / file;
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) {
+    std::vector<std::string> folders;
+    for (std::size_t start = 0;;) {
+      const std::size_t colon = library_dir.find(':', start);
+      const std::string folder = library_dir.substr(start, colon == std::string::npos ? colon : colon - start);
+      folders.push_back(folder.empty() ? std::string(".") : folder);
+      if (colon == std::string::npos) break;
+      start = colon + 1;
+    }
+    bool found = false;
+    for (const auto& folder : folders) {
+      path = fs::path(folder) / file;
+      std::error_code ec;
+      if (fs::is_regular_file(path, ec)) {
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
       throw InputError(fmt::format("key '{}': no basis set '{}' (no file {} in {})", key, name, file,
-                                   library_dir.empty() ? std::string(".") : library_dir));
+                                   fmt::join(folders, ", ")));
     }
   }
   const auto parsed = load_file(path);

@@ -54,6 +54,7 @@ struct BasisSet {
 // path, modification time and size), so loading the same basis for many molecules reads the file once.
 // A shell of angular momentum above `max_l` (what the integral code can do for the basis's role, see
 // chem/integrals.hpp) is an InputError naming the file and line.
+// `library_dir` is one folder or a ':'-separated list of folders, searched in order for a name's file.
 BasisSet load_basis(const std::string& name, const Molecule& molecule, const std::string& library_dir,
                     const std::string& key, int max_l = 6);
 

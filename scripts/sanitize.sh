@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The sanitizer job: builds dfmp2 and its tests with AddressSanitizer and UndefinedBehaviorSanitizer into
-# build-sanitize/ (DFMP2_SANITIZE, RelWithDebInfo) and runs the fast test tiers there (unit, backends, devices, cli,
+# build-sanitize/ (DFMP2_SANITIZE, RelWithDebInfo) and runs the fast test tiers there (unit, backends, devices, cli, mpi,
 # the bad-input corpus included): any invalid memory access or undefined behaviour fails the test that caused it.
 # Extra arguments go to ctest, e.g. `scripts/sanitize.sh -R bad_inputs`. Takes about 15 minutes on 2 cores.
 set -euo pipefail
@@ -16,4 +16,4 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 # Scale.TightMemory* runs dfmp2 within `memory: 250 MB` and checks the measured peak: AddressSanitizer's shadow
 # memory adds about 250 MiB to the process's own resident size, so that budget cannot hold here (the run stops
 # with the memory plan's error, as it should). Every other memory case allows for it.
-ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" -L "unit|backends|devices|cli" -E "Scale\.TightMemory" "$@"
+ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" -L "unit|backends|devices|cli|mpi" -E "Scale\.TightMemory" "$@"

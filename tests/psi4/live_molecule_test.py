@@ -31,6 +31,7 @@ CASES = [
     ("hydronium", HYDRONIUM, 1, "cc-pvdz", "df", False),
     ("formaldehyde", FORMALDEHYDE, 0, "cc-pvdz", "df", True),
     ("water", WATER, 0, "cc-pvtz", "df", True),
+    ("water", WATER, 0, "aug-cc-pvdz", "df", True),  # diffuse functions (the augmented library sets)
 ]
 
 # Psi4's default fitting sets for these orbital bases (inputs/basis/README.md).

@@ -73,6 +73,16 @@ constexpr Psi4Size kWaterSizes[] = {
     {"def2-tzvp-jkfit", 113, 37, 4, 49},
     {"def2-qzvpp-ri", 253, 65, 5, 65},
     {"def2-qzvpp-jkfit", 113, 37, 4, 49},
+    {"aug-cc-pvdz", 41, 19, 2, 39},
+    {"aug-cc-pvdz-ri", 118, 40, 3, 40},
+    {"aug-cc-pvdz-jkfit", 150, 52, 3, 52},
+    {"aug-cc-pvtz", 92, 32, 3, 52},
+    {"aug-cc-pvtz-ri", 198, 56, 4, 56},
+    {"aug-cc-pvtz-jkfit", 196, 58, 4, 58},
+    {"cc-pvqz", 115, 35, 4, 57},
+    {"cc-pvqz-ri", 242, 60, 5, 60},
+    {"cc-pvqz-jkfit", 208, 54, 5, 54},
+    {"def2-qzvpp", 117, 37, 4, 55},
 };
 constexpr Psi4Size kMethaneSizes[] = {
     {"sto-3g", 9, 7, 1, 21},
@@ -91,6 +101,16 @@ constexpr Psi4Size kMethaneSizes[] = {
     {"def2-tzvp-jkfit", 147, 49, 4, 65},
     {"def2-qzvpp-ri", 365, 97, 5, 97},
     {"def2-qzvpp-jkfit", 147, 49, 4, 65},
+    {"aug-cc-pvdz", 59, 29, 2, 53},
+    {"aug-cc-pvdz-ri", 164, 58, 3, 58},
+    {"aug-cc-pvdz-jkfit", 214, 76, 3, 76},
+    {"aug-cc-pvtz", 138, 50, 3, 74},
+    {"aug-cc-pvtz-ri", 290, 84, 4, 84},
+    {"aug-cc-pvtz-jkfit", 288, 86, 4, 86},
+    {"cc-pvqz", 175, 55, 4, 81},
+    {"cc-pvqz-ri", 352, 90, 5, 90},
+    {"cc-pvqz-jkfit", 310, 80, 5, 80},
+    {"def2-qzvpp", 177, 57, 4, 81},
 };
 
 void expect_sizes(const Molecule& molecule, const Psi4Size& want) {
@@ -195,6 +215,24 @@ TEST(BasisSet, CartesianAndSphericalFunctionCounts) {
   EXPECT_EQ(load_basis(path, water(), kLibrary, "basis").nbf(), 18);
 }
 
+// A library of several folders (DFMP2_BASIS_DIR's, then the one built in): the first folder with the file wins, and
+// an unknown name lists every folder searched.
+TEST(BasisSet, FoldersAreSearchedInOrder) {
+  dfmp2::testing::TempDir first, second;
+  second.file("cc-pvdz.gbs", "spherical\n****\nH 0\nS 1 1.00\n 1.0 1.0\n****\n");
+  first.file("mine.gbs", "spherical\n****\nH 0\nS 1 1.00\n 2.0 1.0\nS 1 1.00\n 0.5 1.0\n****\n");
+  const std::string folders = first.path().string() + ":" + second.path().string() + ":" + kLibrary;
+  EXPECT_EQ(load_basis("mine", one_atom("H"), folders, "basis").shells.size(), 2u);
+  // cc-pvdz is in the second folder and the library: the second folder's wins.
+  const BasisSet shadowed = load_basis("cc-pvdz", one_atom("H"), folders, "basis");
+  EXPECT_EQ(shadowed.shells.size(), 1u);
+  EXPECT_EQ(shadowed.source, (second.path() / "cc-pvdz.gbs").string());
+  EXPECT_EQ(load_basis("cc-pvtz", water(), folders, "basis").nbf(), 58);  // from the library
+  EXPECT_EQ(input_error([&] { load_basis("nothing", water(), folders, "basis"); }),
+            "key 'basis': no basis set 'nothing' (no file nothing.gbs in " + first.path().string() + ", " +
+                second.path().string() + ", " + kLibrary + ")");
+}
+
 TEST(BasisSet, NamesMapToPsi4FileNames) {
   EXPECT_EQ(basis_file_name("6-31G*"), "6-31gs.gbs");
   EXPECT_EQ(basis_file_name("6-31G**"), "6-31gss.gbs");
@@ -288,8 +326,8 @@ TEST(BasisSet, RereadsAFileThatChanged) {
 }
 
 TEST(BasisSetErrors, UnknownName) {
-  EXPECT_EQ(input_error([] { load_basis("cc-pvqz", water(), kLibrary, "basis"); }),
-            "key 'basis': no basis set 'cc-pvqz' (no file cc-pvqz.gbs in " + kLibrary + ")");
+  EXPECT_EQ(input_error([] { load_basis("cc-pv5z", water(), kLibrary, "basis"); }),
+            "key 'basis': no basis set 'cc-pv5z' (no file cc-pv5z.gbs in " + kLibrary + ")");
   EXPECT_EQ(input_error([] { load_basis("6-311G(2df)", water(), kLibrary, "aux_basis"); }),
             "key 'aux_basis': no basis set '6-311G(2df)' (no file 6-311g_2df_.gbs in " + kLibrary + ")");
   EXPECT_EQ(input_error([] { load_basis("", water(), kLibrary, "basis"); }), "key 'basis': empty basis set name");

@@ -1,0 +1,330 @@
+#include "app/qcschema.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "app/results.hpp"
+#include "app/yaml_file.hpp"
+#include "linalg/errors.hpp"
+
+namespace dfmp2::app {
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
+}
+
+// The AtomicInput's fields; those a program may ignore are accepted and left alone.
+const std::vector<std::string> kTopFields = {"schema_name", "schema_version", "id",      "molecule", "driver",
+                                             "model",       "keywords",       "protocols", "extras", "provenance"};
+const std::vector<std::string> kModelFields = {"method", "basis"};
+const std::vector<std::string> kMoleculeFields = {
+    "symbols",         "geometry",        "molecular_charge", "molecular_multiplicity", "real",
+    "schema_name",     "schema_version",  "name",             "comment",                "identifiers",
+    "masses",          "mass_numbers",    "atomic_numbers",   "atom_labels",            "connectivity",
+    "fragments",       "fragment_charges", "fragment_multiplicities", "fix_com",         "fix_orientation",
+    "fix_symmetry",    "provenance",      "extras",           "id",                     "validated"};
+
+// Psi4's keyword names that dfmp2 takes, and the dfmp2 input key each becomes (README "QCSchema").
+const std::map<std::string, std::string> kQcKeywords = {
+    {"df_basis_mp2", "aux_basis"},      {"df_basis_scf", "scf.jk_basis"}, {"scf_type", "scf.type"},
+    {"mp2_type", ""},                   {"freeze_core", "frozen_core"},   {"e_convergence", "scf.e_convergence"},
+    {"d_convergence", "scf.d_convergence"}, {"maxiter", "scf.max_iterations"}, {"guess", "scf.guess"}};
+// dfmp2 input keys that the AtomicInput gives in its own fields, never as dfmp2_<key>.
+const std::map<std::string, std::string> kOwnedByQcSchema = {
+    {"molecule", "molecule"},          {"basis", "model.basis"},         {"aux_basis", "keywords.df_basis_mp2"},
+    {"frozen_core", "keywords.freeze_core"}, {"integrals", "molecule"}, {"synthetic", "molecule"},
+    {"output", "the command line's --json"}};
+
+class QcReader {
+ public:
+  explicit QcReader(const YamlReader& ctx) : ctx_(ctx) {}
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& field, const std::string& what) const {
+    ctx_.fail(node, fmt::format("field '{}': {}", field, what));
+  }
+  void check_fields(const YAML::Node& map, const std::string& parent, const std::vector<std::string>& allowed) const {
+    for (const auto& kv : map) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+      const auto guess = nearest(key, allowed);
+      const std::string field = parent.empty() ? key : parent + "." + key;
+      fail(kv.first, field,
+           guess ? fmt::format("not a field of a QCSchema AtomicInput that dfmp2 takes (did you mean '{}'?)", *guess)
+                 : fmt::format("not a field of a QCSchema AtomicInput that dfmp2 takes (expected {})",
+                               fmt::join(allowed, ", ")));
+    }
+  }
+  YAML::Node require(const YAML::Node& parent, const char* key, const std::string& field, const char* expected) const {
+    if (!parent[key]) ctx_.fail(fmt::format("missing field '{}' ({})", field, expected));
+    return parent[key];
+  }
+  std::string text(const YAML::Node& node, const std::string& field, const char* expected) const {
+    if (!node.IsScalar()) fail(node, field, fmt::format("expected {}, got {}", expected, YamlReader::kind(node)));
+    return node.Scalar();
+  }
+  double number(const YAML::Node& node, const std::string& field) const {
+    const auto v = node.IsScalar() ? as_number(node.Scalar()) : std::nullopt;
+    if (!v || !std::isfinite(*v)) fail(node, field, fmt::format("expected a number, got {}", YamlReader::kind(node)));
+    return *v;
+  }
+
+ private:
+  const YamlReader& ctx_;
+};
+
+}  // namespace
+
+// "key 'scf.type'" in a message of the input reader becomes the AtomicInput's field, "field 'keywords.scf_type'".
+std::string qcschema_field_names(const std::string& message) {
+  std::map<std::string, std::string> fields = {{"basis", "model.basis"},
+                                               {"molecule.xyz", "molecule.geometry"},
+                                               {"molecule.charge", "molecule.molecular_charge"},
+                                               {"molecule.multiplicity", "molecule.molecular_multiplicity"}};
+  for (const auto& [qc, key] : kQcKeywords)
+    if (!key.empty()) fields[key] = "keywords." + qc;
+  std::string out;
+  const std::regex key_re("key '([^']*)'");
+  std::sregex_iterator it(message.begin(), message.end(), key_re), end;
+  std::size_t last = 0;
+  for (; it != end; ++it) {
+    const auto& m = *it;
+    out += message.substr(last, std::size_t(m.position()) - last);
+    const std::string key = m[1].str();
+    std::string field;
+    if (auto f = fields.find(key); f != fields.end()) {
+      field = f->second;
+    } else if (key.rfind("scf.", 0) == 0) {
+      field = "keywords.dfmp2_scf." + key.substr(4);
+    } else {
+      const auto dot = key.find('.');
+      field = "keywords.dfmp2_" + (dot == std::string::npos ? key : key.substr(0, dot) + key.substr(dot));
+    }
+    out += fmt::format("field '{}'", field);
+    last = std::size_t(m.position() + m.length());
+  }
+  return out + message.substr(last);
+}
+
+bool is_qcschema_path(const std::string& path) {
+  return path.size() > 5 && lower(path.substr(path.size() - 5)) == ".json";
+}
+
+std::string qcschema_default_output(const std::string& input_path) {
+  return input_path.substr(0, input_path.size() - 5) + ".result.json";
+}
+
+Input read_qcschema_input(const std::string& path) {
+  YamlReader ctx(path);
+  // JSON is YAML, so the one loader (its size and node limits) reads it and keeps every value's line:column; but
+  // YAML also takes what JSON does not (unquoted words, comments), so the text must first be JSON.
+  const YAML::Node root = load_yaml_file(path, path);
+  nlohmann::json as_json;
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      as_json = nlohmann::json::parse(text.str());
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InputError(fmt::format("{}: not valid JSON (a QCSchema AtomicInput was expected): {}", path, e.what()));
+    }
+  }
+  const QcReader qc(ctx);
+  if (!root.IsMap()) ctx.fail(root, fmt::format("expected a QCSchema AtomicInput (a JSON object), got {}", YamlReader::kind(root)));
+  qc.check_fields(root, "", kTopFields);
+  if (const YAML::Node n = root["schema_name"]) {
+    const std::string name = qc.text(n, "schema_name", "a string");
+    if (name != "qcschema_input") qc.fail(n, "schema_name", fmt::format("expected 'qcschema_input', got '{}'", name));
+  }
+  const std::string driver = lower(qc.text(qc.require(root, "driver", "driver", "energy"), "driver", "a string"));
+  if (driver != "energy") {
+    qc.fail(root["driver"], "driver", fmt::format("'{}' is not supported; dfmp2 computes energies (driver: energy)", driver));
+  }
+  const YAML::Node model = qc.require(root, "model", "model", "{method: mp2, basis: ...}");
+  if (!model.IsMap()) qc.fail(model, "model", fmt::format("expected a mapping {{method, basis}}, got {}", YamlReader::kind(model)));
+  qc.check_fields(model, "model", kModelFields);
+  const std::string method = lower(qc.text(qc.require(model, "method", "model.method", "mp2"), "model.method", "a string"));
+  if (method != "mp2") {
+    qc.fail(model["method"], "model.method",
+            fmt::format("'{}' is not supported; dfmp2 computes density-fitted MP2 (method: mp2)", method));
+  }
+  const YAML::Node basis = qc.require(model, "basis", "model.basis", "an orbital basis set name");
+  qc.text(basis, "model.basis", "a basis set name");
+
+  // The molecule, as molecule: {xyz, units: bohr, charge, multiplicity}.
+  const YAML::Node mol = qc.require(root, "molecule", "molecule", "a QCSchema molecule");
+  if (!mol.IsMap()) qc.fail(mol, "molecule", fmt::format("expected a QCSchema molecule (a mapping), got {}", YamlReader::kind(mol)));
+  qc.check_fields(mol, "molecule", kMoleculeFields);
+  const YAML::Node symbols = qc.require(mol, "symbols", "molecule.symbols", "a list of element symbols");
+  if (!symbols.IsSequence() || symbols.size() == 0)
+    qc.fail(symbols, "molecule.symbols", fmt::format("expected a list of element symbols, got {}", YamlReader::kind(symbols)));
+  const YAML::Node geometry = qc.require(mol, "geometry", "molecule.geometry", "3 coordinates per atom in bohr");
+  std::vector<double> xyz;
+  if (geometry.IsSequence()) {
+    for (std::size_t i = 0; i < geometry.size(); ++i) {
+      const YAML::Node g = geometry[i];
+      if (g.IsSequence()) {  // [[x, y, z], ...], as qcelemental also takes
+        if (g.size() != 3) qc.fail(g, fmt::format("molecule.geometry[{}]", i), fmt::format("expected 3 coordinates, got {}", g.size()));
+        for (std::size_t k = 0; k < 3; ++k) xyz.push_back(qc.number(g[k], fmt::format("molecule.geometry[{}][{}]", i, k)));
+      } else {
+        xyz.push_back(qc.number(g, fmt::format("molecule.geometry[{}]", i)));
+      }
+    }
+  }
+  if (!geometry.IsSequence() || xyz.size() != 3 * symbols.size()) {
+    qc.fail(geometry, "molecule.geometry",
+            fmt::format("expected {} numbers (3 coordinates in bohr for each of the {} symbols), got {}",
+                        3 * symbols.size(), symbols.size(),
+                        geometry.IsSequence() ? fmt::format("{}", xyz.size()) : YamlReader::kind(geometry)));
+  }
+  if (const YAML::Node real = mol["real"]) {
+    for (std::size_t i = 0; real.IsSequence() && i < real.size(); ++i) {
+      const auto b = real[i].IsScalar() ? as_bool(real[i].Scalar()) : std::nullopt;
+      if (!b) qc.fail(real[i], fmt::format("molecule.real[{}]", i), "expected true or false");
+      if (!*b) qc.fail(real[i], fmt::format("molecule.real[{}]", i), "ghost atoms are not supported");
+    }
+  }
+  YAML::Node out(YAML::NodeType::Map);
+  YAML::Node m(YAML::NodeType::Map);
+  std::string lines;
+  for (std::size_t i = 0; i < symbols.size(); ++i) {
+    const std::string sym = qc.text(symbols[i], fmt::format("molecule.symbols[{}]", i), "an element symbol");
+    lines += fmt::format("{} {:.17g} {:.17g} {:.17g}\n", sym, xyz[3 * i], xyz[3 * i + 1], xyz[3 * i + 2]);
+  }
+  m["xyz"] = lines;
+  m["units"] = "bohr";
+  if (const YAML::Node c = mol["molecular_charge"]) {
+    const double charge = qc.number(c, "molecule.molecular_charge");
+    if (charge != std::floor(charge)) qc.fail(c, "molecule.molecular_charge", fmt::format("expected a whole number, got {}", charge));
+    m["charge"] = static_cast<long long>(charge);
+  }
+  if (const YAML::Node mu = mol["molecular_multiplicity"]) {
+    const double mult = qc.number(mu, "molecule.molecular_multiplicity");
+    if (mult != std::floor(mult)) qc.fail(mu, "molecule.molecular_multiplicity", fmt::format("expected a whole number, got {}", mult));
+    m["multiplicity"] = static_cast<long long>(mult);
+  }
+  out["molecule"] = m;
+  out["basis"] = basis;
+
+  // Keywords: Psi4's names, then dfmp2_<key>.
+  YAML::Node scf(YAML::NodeType::Map);
+  if (const YAML::Node kw = root["keywords"]) {
+    if (!kw.IsMap()) qc.fail(kw, "keywords", fmt::format("expected a mapping, got {}", YamlReader::kind(kw)));
+    std::vector<std::string> known;
+    for (const auto& [name, key] : kQcKeywords) known.push_back(name);
+    for (const auto& key : input_keys())
+      if (!kOwnedByQcSchema.count(key)) known.push_back("dfmp2_" + key);
+    for (const auto& kv : kw) {
+      const std::string name = lower(kv.first.IsScalar() ? kv.first.Scalar() : "");
+      const std::string field = "keywords." + name;
+      const YAML::Node value = kv.second;
+      if (name.rfind("dfmp2_", 0) == 0) {
+        const std::string key = name.substr(6);
+        if (auto owned = kOwnedByQcSchema.find(key); owned != kOwnedByQcSchema.end()) {
+          qc.fail(kv.first, field, fmt::format("dfmp2's '{}' comes from '{}' in QCSchema input", key, owned->second));
+        }
+        if (std::find(known.begin(), known.end(), name) == known.end()) {
+          const auto guess = nearest(name, known);
+          qc.fail(kv.first, field, fmt::format("unknown keyword{}", guess ? fmt::format(" (did you mean '{}'?)", *guess)
+                                                                          : std::string()));
+        }
+        if (key == "scf") {  // merged with the SCF keywords given by Psi4's names
+          if (!value.IsMap()) qc.fail(value, field, fmt::format("expected a mapping, got {}", YamlReader::kind(value)));
+          for (const auto& s : value) scf[s.first.Scalar()] = s.second;
+        } else {
+          out[key] = value;
+        }
+        continue;
+      }
+      const auto it = kQcKeywords.find(name);
+      if (it == kQcKeywords.end()) {
+        const auto guess = nearest(name, known);
+        qc.fail(kv.first, field,
+                fmt::format("unknown keyword{} (dfmp2 takes {} and its own input keys as dfmp2_<key>)",
+                            guess ? fmt::format(" (did you mean '{}'?)", *guess) : std::string(),
+                            fmt::join(std::vector<std::string>(known.begin(), known.begin() + long(kQcKeywords.size())), ", ")));
+      }
+      const std::string v = value.IsScalar() ? lower(value.Scalar()) : "";
+      if (name == "mp2_type") {
+        if (v != "df") qc.fail(value, field, fmt::format("'{}' is not supported; dfmp2 computes density-fitted MP2 (mp2_type: df)", v));
+      } else if (name == "scf_type") {
+        if (v == "df" || v == "mem_df" || v == "disk_df") scf["type"] = "df";
+        else if (v == "pk" || v == "direct" || v == "out_of_core") scf["type"] = "exact";
+        else qc.fail(value, field, fmt::format("'{}' is not supported (df, mem_df and disk_df run dfmp2's DF-SCF; pk, direct and out_of_core its exact SCF)", v));
+      } else if (name == "freeze_core") {
+        // Psi4 takes true/false and 1/0 here (and policies dfmp2 does not have).
+        if (v == "1") out["frozen_core"] = true;
+        else if (v == "0") out["frozen_core"] = false;
+        else if (as_bool(v)) out["frozen_core"] = *as_bool(v);
+        else qc.fail(value, field, fmt::format("expected true or false, got '{}'", value.IsScalar() ? value.Scalar() : YamlReader::kind(value)));
+      } else {
+        const std::string key = it->second;
+        if (key.rfind("scf.", 0) == 0) scf[key.substr(4)] = value;
+        else out[key] = value;
+      }
+    }
+  }
+  if (scf.size() > 0) out["scf"] = scf;
+
+  Input in;
+  try {
+    in = input_from_mapping(out, ctx);
+  } catch (const InputError& e) {
+    throw InputError(qcschema_field_names(e.what()));
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedError(qcschema_field_names(e.what()));
+  }
+  in.molecule_source = path + " (QCSchema molecule, bohr)";
+  in.as_read = as_json;
+  in.qcschema = as_json;
+  return in;
+}
+
+nlohmann::json qcschema_result(const Calculation& calc) {
+  nlohmann::json j = results_json(calc);
+  const nlohmann::json& q = *calc.input.qcschema;
+  j["id"] = q.contains("id") ? q["id"] : nlohmann::json(nullptr);
+  j["molecule"] = q["molecule"];
+  j["driver"] = q["driver"];
+  j["model"] = q["model"];
+  j["keywords"] = q.contains("keywords") ? q["keywords"] : nlohmann::json::object();
+  j["protocols"] = q.contains("protocols") ? q["protocols"] : nlohmann::json::object();
+  if (q.contains("extras") && q["extras"].is_object())
+    for (const auto& [k, v] : q["extras"].items())
+      if (k != "dfmp2") j["extras"][k] = v;
+  return j;
+}
+
+nlohmann::json qcschema_failure(const nlohmann::json& input, const linalg::FailureReport& report,
+                                const std::string& printed_line) {
+  // QCEngine's error types: what the input asked for cannot be done as given, the machine ran short, the numbers
+  // did not converge, or a bug.
+  std::string type = "input_error";
+  switch (report.exit_code) {
+    case 5: type = "convergence_error"; break;
+    case 6: type = "resource_error"; break;
+    case 70: type = "unknown_error"; break;
+    default: break;
+  }
+  nlohmann::json f;
+  f["id"] = input.is_object() && input.contains("id") ? input["id"] : nlohmann::json(nullptr);
+  f["input_data"] = input;
+  f["success"] = false;
+  f["error"] = {{"error_type", type},
+                {"error_message", printed_line},
+                {"extras", {{"exit_code", report.exit_code}}}};
+  f["extras"] = nlohmann::json::object();
+  return f;
+}
+
+}  // namespace dfmp2::app

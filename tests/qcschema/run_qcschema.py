@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""QCSchema in and out, and the QCEngine harness (README "QCSchema and QCEngine").
+
+    run_qcschema.py --dfmp2 build/app/dfmp2 --repo . --group cli        # dfmp2 input.json against its YAML twin
+    run_qcschema.py --dfmp2 build/app/dfmp2 --repo . --group qcengine   # qcengine.compute(..., "dfmp2") against "psi4"
+
+cli       an AtomicInput gives the energies of the equivalent YAML input (1e-10 Eh) and an AtomicResult that validates
+          with qcelemental; each bad AtomicInput (not JSON, a field missing or of the wrong type, an unsupported driver,
+          method or keyword, a basis set that does not exist, an SCF that does not converge) exits with its code and
+          one line naming the field, and writes a FailedOperation that validates, with the same line and the error
+          type of its class
+qcengine  the harness (app/python/dfmp2_qcengine) through qcengine.compute on the same AtomicInputs as QCEngine's
+          Psi4 harness: SCF within 1e-6 Eh and MP2 correlation within 1e-7 Eh; a bad input comes back as the
+          FailedOperation dfmp2 wrote
+Needs Debian's python3-qcelemental (cli) and python3-qcengine with psi4 (qcengine), under /usr/bin/python3 with
+PYTHONPATH=/usr/lib/x86_64-linux-gnu. Exit 0 when every check passes.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import qcelemental as qcel
+
+WATER = "O 0.000000 0.000000 0.117790\nH 0.000000 0.755453 -0.471161\nH 0.000000 -0.755453 -0.471161"
+AMMONIA = "N 0.0 0.0 0.1\nH 0.0 0.94 -0.27\nH 0.81 -0.47 -0.27\nH -0.81 -0.47 -0.27"
+HYDRONIUM = "O 0.0 0.0 0.05\nH 0.0 0.95 -0.25\nH 0.82 -0.47 -0.25\nH -0.82 -0.47 -0.25\n1 1"
+# Tight enough that the two programs' SCF convergence does not decide the comparison.
+CONVERGED = {"e_convergence": 1e-10, "d_convergence": 1e-10}
+
+
+class Checker:
+    def __init__(self):
+        self.failed = 0
+
+    def check(self, ok, what):
+        print("%s %s" % ("ok  " if ok else "FAIL", what))
+        self.failed += 0 if ok else 1
+        return ok
+
+
+def atomic_input(xyz, basis, keywords, driver="energy", method="mp2"):
+    mol = qcel.models.Molecule.from_data(xyz)
+    return qcel.models.AtomicInput(molecule=mol, driver=driver, model={"method": method, "basis": basis},
+                                   keywords=keywords)
+
+
+def run(cmd, cwd):
+    return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+
+
+def cli(args, c):
+    with tempfile.TemporaryDirectory(prefix="dfmp2-qcschema-") as d:
+        # The AtomicInput and its YAML twin (the same molecule in bohr, basis and keywords).
+        inp = atomic_input(WATER, "cc-pvdz", dict(CONVERGED, scf_type="df", mp2_type="df", freeze_core=True,
+                                                  dfmp2_threads=1))
+        path = os.path.join(d, "water.json")
+        with open(path, "w") as f:
+            f.write(inp.json())
+        p = run([args.dfmp2, path], d)
+        c.check(p.returncode == 0, "AtomicInput runs (%s)" % p.stderr.strip())
+        out = os.path.join(d, "water.result.json")
+        if not c.check(os.path.exists(out), "the AtomicResult is written beside the input (water.result.json)"):
+            return
+        with open(out) as f:
+            data = json.load(f)
+        try:
+            result = qcel.models.AtomicResult(**data)
+            c.check(True, "the AtomicResult validates with qcelemental %s" % qcel.__version__)
+        except Exception as e:  # noqa: BLE001 -- any validation error is the failure being tested
+            c.check(False, "the AtomicResult validates with qcelemental: %s" % str(e)[:500])
+            return
+        c.check(result.molecule == inp.molecule and result.model == inp.model and result.driver == inp.driver,
+                "the AtomicResult carries the input's molecule, model and driver as given")
+        geometry = "\n".join("    %s %.17g %.17g %.17g" % (s, *inp.molecule.geometry[i])
+                             for i, s in enumerate(inp.molecule.symbols))
+        yaml = os.path.join(d, "water.yaml")
+        with open(yaml, "w") as f:
+            f.write("molecule:\n  units: bohr\n  xyz: |\n%s\nbasis: cc-pvdz\nscf: {type: df, e_convergence: 1e-10, "
+                    "d_convergence: 1e-10}\nfrozen_core: true\nthreads: 1\noutput: twin.json\n" % geometry)
+        p = run([args.dfmp2, yaml], d)
+        with open(os.path.join(d, "twin.json")) as f:
+            twin = json.load(f)["properties"]
+        for key in ("scf_total_energy", "mp2_correlation_energy", "mp2_total_energy"):
+            diff = getattr(result.properties, key) - twin[key]
+            c.check(abs(diff) <= 1e-10, "%s of the AtomicInput and of its YAML twin: %+.1e Eh" % (key, diff))
+        c.check(abs(result.return_result - twin["mp2_total_energy"]) <= 1e-10, "return_result is the MP2 total energy")
+
+        # Bad inputs: (name, the AtomicInput as a dict or text, exit code, error type, what the line says).
+        base = json.loads(inp.json())
+        cases = [
+            ("not JSON", '{"driver": energy}', 2, "input_error", "not valid JSON"),
+            ("no molecule", {k: v for k, v in base.items() if k != "molecule"}, 2, "input_error", "missing field 'molecule'"),
+            ("gradient", dict(base, driver="gradient"), 2, "input_error", "field 'driver': 'gradient' is not supported"),
+            ("ccsd", dict(base, model={"method": "ccsd", "basis": "cc-pvdz"}), 2, "input_error",
+             "field 'model.method': 'ccsd' is not supported"),
+            ("unknown keyword", dict(base, keywords={"scf_typ": "df"}), 2, "input_error",
+             "field 'keywords.scf_typ': unknown keyword (did you mean 'scf_type'?)"),
+            ("conventional MP2", dict(base, keywords={"mp2_type": "conv"}), 2, "input_error",
+             "field 'keywords.mp2_type': 'conv' is not supported"),
+            ("geometry", dict(base, molecule=dict(base["molecule"], geometry=[0.0, 0.0, 0.0, 1.0])), 2,
+             "input_error", "field 'molecule.geometry': expected 9 numbers"),
+            ("charge type", dict(base, molecule=dict(base["molecule"], molecular_charge="one")), 2, "input_error",
+             "field 'molecule.molecular_charge': expected a number"),
+            ("unknown basis", dict(base, model={"method": "mp2", "basis": "cc-pv7z"}), 2, "input_error",
+             "field 'model.basis': no basis set 'cc-pv7z'"),
+            ("dfmp2 keyword", dict(base, keywords={"dfmp2_metric": "cholesk"}), 2, "input_error",
+             "field 'keywords.dfmp2_metric'"),
+            ("own field", dict(base, keywords={"dfmp2_basis": "cc-pvtz"}), 2, "input_error",
+             "field 'keywords.dfmp2_basis': dfmp2's 'basis' comes from 'model.basis'"),
+            ("not converged", dict(base, keywords={"maxiter": 2, "dfmp2_threads": 1}), 5, "convergence_error",
+             "SCF did not converge in 2 iterations"),
+        ]
+        for name, data, code, kind, message in cases:
+            bad = os.path.join(d, "bad.json")
+            with open(bad, "w") as f:
+                f.write(data if isinstance(data, str) else json.dumps(data))
+            out = os.path.join(d, "bad_out.json")
+            if os.path.exists(out):
+                os.remove(out)
+            p = run([args.dfmp2, bad, "--json", out], d)
+            lines = [l for l in p.stderr.splitlines() if l.strip()]
+            c.check(p.returncode == code, "%s: exit %d (got %d)" % (name, code, p.returncode))
+            c.check(len(lines) == 1 and lines[0].startswith("dfmp2: error: ") and message in lines[0],
+                    "%s: one line naming the field ('%s'): %s" % (name, message, " | ".join(lines)[:300]))
+            if not c.check(os.path.exists(out), "%s: a FailedOperation is written" % name):
+                continue
+            with open(out) as f:
+                failed = json.load(f)
+            try:
+                op = qcel.models.FailedOperation(**failed)
+                c.check(not op.success and op.error.error_type == kind and lines and
+                        op.error.error_message == lines[0],
+                        "%s: the FailedOperation validates, error_type %s, the printed line as its message" % (name, kind))
+            except Exception as e:  # noqa: BLE001
+                c.check(False, "%s: the FailedOperation validates: %s" % (name, str(e)[:300]))
+        c.check(not [x for x in os.listdir(d) if ".tmp." in x], "no temporary file left")
+
+
+def qcengine_group(args, c):
+    os.environ["DFMP2_BINARY"] = os.path.abspath(args.dfmp2)
+    sys.path.insert(0, os.path.join(os.path.abspath(args.repo), "app", "python"))
+    import qcengine
+    import dfmp2_qcengine  # noqa: F401 -- registers the harness
+
+    c.check("dfmp2" in qcengine.list_available_programs(), "QCEngine lists dfmp2 among its available programs")
+    config = {"memory": 2, "ncores": 1}
+    cases = [
+        ("water cc-pVDZ, DF-SCF, frozen core", WATER, "cc-pvdz", {"scf_type": "df", "freeze_core": True}),
+        ("ammonia def2-SVP, exact SCF", AMMONIA, "def2-svp", {"scf_type": "pk"}),
+        ("hydronium aug-cc-pVDZ, DF-SCF", HYDRONIUM, "aug-cc-pvdz", {"scf_type": "df"}),
+    ]
+    for name, xyz, basis, keywords in cases:
+        inp = atomic_input(xyz, basis, dict(CONVERGED, mp2_type="df", **keywords))
+        mine = qcengine.compute(inp, "dfmp2", task_config=config)
+        theirs = qcengine.compute(inp, "psi4", task_config=config)
+        if not c.check(mine.success, "%s: dfmp2 through QCEngine succeeds (%s)" % (
+                name, "" if mine.success else mine.error.error_message[:300])):
+            continue
+        if not c.check(theirs.success, "%s: Psi4 through QCEngine succeeds (%s)" % (
+                name, "" if theirs.success else theirs.error.error_message[:300])):
+            continue
+        d_scf = mine.properties.scf_total_energy - theirs.properties.scf_total_energy
+        d_mp2 = mine.properties.mp2_correlation_energy - theirs.properties.mp2_correlation_energy
+        c.check(abs(d_scf) <= 1e-6, "%s: SCF %.10f, %+.1e Eh from Psi4" % (name, mine.properties.scf_total_energy, d_scf))
+        c.check(abs(d_mp2) <= 1e-7, "%s: MP2 correlation %.10f, %+.1e Eh from Psi4" % (
+            name, mine.properties.mp2_correlation_energy, d_mp2))
+        c.check(abs(mine.return_result - theirs.return_result) <= 1e-6, "%s: return_result %+.1e Eh from Psi4" % (
+            name, mine.return_result - theirs.return_result))
+    bad = atomic_input(WATER, "cc-pvdz", {"scf_typ": "df"})
+    failed = qcengine.compute(bad, "dfmp2", task_config=config)
+    c.check(not failed.success and failed.error.error_type == "input_error" and
+            "field 'keywords.scf_typ': unknown keyword" in failed.error.error_message,
+            "a bad keyword through QCEngine comes back as dfmp2's FailedOperation: %s" % (
+                failed.error.error_message if not failed.success else "succeeded"))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--dfmp2", required=True)
+    p.add_argument("--repo", required=True)
+    p.add_argument("--group", choices=["cli", "qcengine"], required=True)
+    args = p.parse_args()
+    args.dfmp2 = os.path.abspath(args.dfmp2)
+    c = Checker()
+    (cli if args.group == "cli" else qcengine_group)(args, c)
+    print("%s: %s" % (args.group, "all checks passed" if c.failed == 0 else "%d checks failed" % c.failed))
+    return 1 if c.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
