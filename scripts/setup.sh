@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make pkg-config libeigen3-dev libhdf5-dev libyaml-cpp-dev libopenblas-dev liblapacke-dev
+          pybind11-dev python3-dev python3-numpy
           libopenmpi-dev openmpi-bin
           libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev libint2-dev)
 if [[ "${1:-}" == "--tests" ]]; then

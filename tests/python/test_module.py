@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""The dfmp2 Python module (README "Python module"), imported from the build tree (or from an install prefix with
+--prefix): every op on every backend against NumPy, the device models' modelled time per call, the explicit host
+fallback, wrong dtypes and shapes as TypeError and ValueError naming the argument, the layer's errors as Python
+exceptions of their class, random and quasi-random numbers, and dfmp2.run against the water fixture's energy.
+
+    test_module.py --module-dir build/python --repo .
+Exit 0 when every check passes; one line per check. Needs Debian's python3-numpy (/usr/bin/python3).
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+
+class Checker:
+    def __init__(self):
+        self.failed = 0
+
+    def check(self, ok, what):
+        print("%s %s" % ("ok  " if ok else "FAIL", what))
+        self.failed += 0 if ok else 1
+        return ok
+
+    def raises(self, kind, text, f, what):
+        try:
+            f()
+        except kind as e:
+            return self.check(text in str(e), "%s: %s (%s)" % (what, kind.__name__, e))
+        except Exception as e:  # noqa: BLE001 -- the wrong class is the failure being tested
+            return self.check(False, "%s: expected %s, got %s: %s" % (what, kind.__name__, type(e).__name__, e))
+        return self.check(False, "%s: expected %s, nothing raised" % (what, kind.__name__))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--module-dir", required=True)
+    p.add_argument("--repo", required=True)
+    args = p.parse_args()
+    sys.path.insert(0, os.path.abspath(args.module_dir))
+    import dfmp2
+
+    c = Checker()
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((70, 40)), rng.standard_normal((40, 30))
+    s = rng.standard_normal((40, 40))
+    spd = s @ s.T + 40 * np.eye(40)
+    tri = np.tril(rng.standard_normal((40, 40))) + 10 * np.eye(40)
+    cpu = [x for x in dfmp2.backends() if x not in ("trn1", "trn2")]
+    devices = [x for x in dfmp2.backends() if x in ("trn1", "trn2")]
+    c.check("eigen" in cpu and "openblas" in cpu and devices == ["trn1", "trn2"],
+            "backends: %s" % dfmp2.backends())
+
+    # Every op on every backend against NumPy: fp64 (and fp32) on the CPU backends, fp32 on the device models.
+    for name in cpu + devices:
+        dtypes = [np.float32] if name in devices else [np.float64, np.float32]
+        for dt in dtypes:
+            be = dfmp2.Backend(name, threads=1)
+            tol = 1e-10 if dt == np.float64 else 2e-3
+            x, y = a.astype(dt), b.astype(dt)
+            c.check(np.abs(be.gemm(x, y) - a @ b).max() < tol * 40, "%s %s gemm" % (name, dt.__name__))
+            c.check(np.abs(be.gemm(y, x, trans_a=True, trans_b=True) - (a @ b).T).max() < tol * 40,
+                    "%s %s gemm, both transposed" % (name, dt.__name__))
+            c.check(np.abs(be.syrk(x) - a @ a.T).max() < tol * 40, "%s %s syrk" % (name, dt.__name__))
+            sol = be.trsm(tri.astype(dt), b.astype(dt))
+            c.check(np.abs(tri @ sol - b).max() < tol * 10, "%s %s trsm" % (name, dt.__name__))
+            sp = dfmp2.csr_from_dense(np.where(np.abs(s) > 1, s, 0).astype(dt))
+            bs = dfmp2.bsr_from_dense(np.where(np.abs(s) > 1, s, 0).astype(dt), block=8)
+            ref = np.where(np.abs(s) > 1, s, 0) @ b
+            c.check(np.abs(be.spmm(sp, y) - ref).max() < tol * 40 and np.abs(be.spmm(bs, y) - ref).max() < tol * 40,
+                    "%s %s spmm (CSR and BSR)" % (name, dt.__name__))
+            if name not in devices:  # the devices have no eigensolver; Cholesky runs on their host, as published
+                L = be.cholesky(spd.astype(dt))
+                c.check(np.abs(L @ L.T - spd).max() < tol * 400 and np.allclose(np.triu(L, 1), 0),
+                        "%s %s cholesky" % (name, dt.__name__))
+                w, v = be.eigh(spd.astype(dt))
+                c.check(np.abs(w - np.linalg.eigvalsh(spd)).max() < tol * 400, "%s %s eigh" % (name, dt.__name__))
+                for method in ("eigh", "newton-schulz"):
+                    z, report = be.inverse_sqrt(spd.astype(dt), method=method, tolerance=1e-10 if dt == np.float64 else 1e-4)
+                    c.check(np.abs(z @ spd @ z - np.eye(40)).max() < tol * 40 and report["method"] == method,
+                            "%s %s inverse square root by %s (%s)" % (name, dt.__name__, method, report))
+            last = be.last_call
+            c.check(last["backend"] == name and (last["modelled"] is not None) == (name in devices),
+                    "%s: last_call names the backend, with a modelled time on device models only" % name)
+
+    # The device models: the modelled time and its breakdown, per call; the first call compiles, the second does not.
+    for name in devices:
+        be = dfmp2.Backend(name)
+        be.gemm(a.astype(np.float32), b.astype(np.float32))
+        first = be.last_call["modelled"]
+        be.gemm(a.astype(np.float32), b.astype(np.float32))
+        second = be.last_call["modelled"]
+        keys = {"seconds", "dispatch", "transfer", "dma", "compute", "host", "compile", "launches", "compiles",
+                "cache_loads", "device_flops"}
+        c.check(keys <= set(first) and first["compiles"] == 1 and second["compiles"] == 0 and
+                second["seconds"] < first["seconds"] and first["device_flops"] >= 2 * 70 * 40 * 30,
+                "%s: modelled time per call with its breakdown, cold then warm (%.3g s, %.3g s)" % (
+                    name, first["seconds"], second["seconds"]))
+        bf16 = dfmp2.Backend(name, matmul_mode="bf16")
+        err = np.abs(bf16.gemm(a.astype(np.float32), b.astype(np.float32)) - a @ b).max()
+        c.check(bf16.last_call["dtype"] == "bf16" and 1e-4 < err < 0.5, "%s: bf16 operands (error %.2g)" % (name, err))
+
+    # The explicit fallback rule: what a device cannot run is an error unless host_fallback, and then counted.
+    c.raises(dfmp2.UnsupportedError, "does not support gemm in fp64", lambda: dfmp2.Backend("trn1").gemm(a, b),
+             "fp64 gemm on trn1 without host_fallback")
+    c.raises(dfmp2.UnsupportedError, "eigh", lambda: dfmp2.Backend("trn1").eigh(spd.astype(np.float32)),
+             "eigh on trn1 without host_fallback")
+    fb = dfmp2.Backend("trn1", host_fallback=True)
+    out = fb.gemm(a, b)
+    c.check(fb.last_call["fallback"] and "fallback from trn1" in fb.last_call["backend"] and
+            np.abs(out - a @ b).max() < 1e-10, "with host_fallback the call runs on the host and says so (%s)" %
+            fb.last_call["backend"])
+    c.raises(dfmp2.UnsupportedError, "", lambda: dfmp2.Backend("trn1", matmul_mode="bf16x3").gemm(a, b),
+             "a device's matmul mode applies to fp32 only")
+
+    # Bad arguments: TypeError or ValueError naming the argument, never a crash.
+    be = dfmp2.Backend("eigen")
+    c.raises(TypeError, "argument 'a': expected a float64 or float32 array, got dtype int64",
+             lambda: be.gemm(a.astype(np.int64), b), "integer operand")
+    c.raises(TypeError, "argument 'b': its dtype differs", lambda: be.gemm(a, b.astype(np.float32)), "mixed dtypes")
+    c.raises(TypeError, "argument 'a': expected a NumPy array, got list", lambda: be.gemm([[1.0]], b), "a list")
+    c.raises(ValueError, "argument 'b': op(a) is 70 x 40, so op(b) needs 40 rows, has 70",
+             lambda: be.gemm(a, a), "inner dimensions differ")
+    c.raises(ValueError, "argument 'a': expected a 2-D array, got 1-D", lambda: be.syrk(np.ones(3)), "a vector")
+    c.raises(ValueError, "argument 'a': expected a square matrix", lambda: be.cholesky(a), "cholesky of 70 x 40")
+    c.raises(ValueError, "argument 'c': expected 70 x 30", lambda: be.gemm(a, b, c=np.zeros((3, 3))), "c of the wrong shape")
+    c.raises(ValueError, "argument 'side'", lambda: be.trsm(tri, b, side="middle"), "trsm side")
+    c.raises(dfmp2.NumericalError, "not positive definite", lambda: be.cholesky(-spd), "cholesky of -A")
+    c.raises(dfmp2.UnsupportedError, "", lambda: dfmp2.Backend("nosuch"), "an unknown backend")
+    c.raises(ValueError, "argument 'dimensions'", lambda: dfmp2.sobol(41, 4), "Sobol beyond 40 dimensions")
+    c.raises(TypeError, "argument 'dtype'", lambda: dfmp2.philox(1, n=2, dtype="int8"), "philox dtype")
+
+    # Random and quasi-random numbers.
+    u = dfmp2.philox(seed=5, n=100000)
+    g = dfmp2.philox(seed=5, n=100000, distribution="normal")
+    c.check(abs(u.mean() - 0.5) < 0.01 and 0 <= u.min() and u.max() < 1 and abs(g.std() - 1) < 0.02,
+            "Philox uniform and normal streams (mean %.4f, sd %.4f)" % (u.mean(), g.std()))
+    c.check(np.array_equal(dfmp2.philox(seed=5, n=10, offset=90000), u[90000:90010]),
+            "a Philox stream read from an offset is the same stream (skip-ahead)")
+    sob = dfmp2.sobol(2, 8)
+    c.check(sob.shape == (8, 2) and np.allclose(sob[1], [0.5, 0.5]), "Sobol points")
+    hal = dfmp2.halton(2, 3)
+    c.check(np.allclose(hal[0], [0.5, 1 / 3]), "Halton points (bases 2 and 3)")
+    lhs = dfmp2.latin_hypercube(10, 3, seed=2)
+    c.check(all(sorted((lhs[:, j] * 10).astype(int)) == list(range(10)) for j in range(3)),
+            "a Latin hypercube has one point in each of the n strata of every dimension")
+
+    # The DF-MP2 driver: a dict, a YAML path and a QCSchema path.
+    water = os.path.join(os.path.abspath(args.repo), "inputs", "water-cc-pvdz.h5")
+    r = dfmp2.run({"integrals": water, "backends": ["eigen"], "threads": 1})
+    c.check(abs(r["properties"]["mp2_correlation_energy"] - (-0.20403345708736)) < 1e-12,
+            "dfmp2.run(dict): water's correlation energy %.14f" % r["properties"]["mp2_correlation_energy"])
+    r = dfmp2.run(os.path.join(os.path.abspath(args.repo), "inputs", "water.yaml"))
+    c.check(abs(r["properties"]["mp2_correlation_energy"] - (-0.20403345708736)) < 1e-12, "dfmp2.run(path)")
+    c.raises(dfmp2.InputError, "unknown key 'froze_core'", lambda: dfmp2.run({"integrals": water, "froze_core": 1}),
+             "a bad input dict")
+    c.raises(TypeError, "argument 'input'", lambda: dfmp2.run(3), "run(3)")
+
+    print("python module: %s" % ("all checks passed" if c.failed == 0 else "%d checks failed" % c.failed))
+    return 1 if c.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
