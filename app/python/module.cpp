@@ -83,6 +83,12 @@ void same_dtype(Dt a, Dt b, const char* name) {
 
 linalg::Trans trans(bool t) { return t ? linalg::Trans::yes : linalg::Trans::no; }
 
+// f(double{}) or f(float{}), as the operands' dtype says.
+template <class F>
+auto dispatch(Dt dt, F&& f) {
+  return dt == Dt::f64 ? f(double{}) : f(float{});
+}
+
 // ---- sparse matrices
 
 struct PySparse {
@@ -255,7 +261,7 @@ class PyBackend {
   // (eigenvalues ascending, eigenvectors as columns).
   py::tuple eigh(const py::object& a_obj) {
     const py::array a = as_array(a_obj, "a");
-    return dispatch_tuple(dtype_of_array(a, "a"), [&](auto tag) {
+    return dispatch(dtype_of_array(a, "a"), [&](auto tag) {
       using T = decltype(tag);
       auto am = square<T>(a, "a");
       std::vector<T> w(static_cast<std::size_t>(am.rows()));
@@ -270,7 +276,7 @@ class PyBackend {
     const py::array a = as_array(a_obj, "a");
     if (method != "eigh" && method != "newton-schulz")
       throw py::value_error(fmt::format("argument 'method': expected 'eigh' or 'newton-schulz', got '{}'", method));
-    return dispatch_tuple(dtype_of_array(a, "a"), [&](auto tag) {
+    return dispatch(dtype_of_array(a, "a"), [&](auto tag) {
       using T = decltype(tag);
       auto am = square<T>(a, "a");
       linalg::InverseSqrtReport r;
@@ -323,14 +329,6 @@ class PyBackend {
     return m;
   }
 
-  template <class F>
-  py::array dispatch(Dt dt, F&& f) {
-    return dt == Dt::f64 ? f(double{}) : f(float{});
-  }
-  template <class F>
-  py::tuple dispatch_tuple(Dt dt, F&& f) {
-    return dt == Dt::f64 ? f(double{}) : f(float{});
-  }
 
   // Runs one call of the layer and keeps what the kernel log says of it (a composite, such as an inverse square
   // root, sums its kernels).

@@ -22,6 +22,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import Checker  # noqa: E402
+
 RANKS = [1, 2, 3, 4]
 TOLERANCE = 1e-10  # Eh
 TIME_LIMIT = 240   # seconds per run: a hang fails the test instead of stalling the suite
@@ -71,16 +74,6 @@ CASES = {
 FP32_TOLERANCE = {"dimer_mixed": 1e-8}
 
 FAILURE_GROUP = "failures"
-
-
-class Checker:
-    def __init__(self):
-        self.failed = 0
-
-    def check(self, ok, what):
-        print("%s %s" % ("ok  " if ok else "FAIL", what))
-        self.failed += 0 if ok else 1
-        return ok
 
 
 def run(cmd, cwd, env=None):

@@ -14,24 +14,8 @@ import tempfile
 
 import numpy as np
 
-
-class Checker:
-    def __init__(self):
-        self.failed = 0
-
-    def check(self, ok, what):
-        print("%s %s" % ("ok  " if ok else "FAIL", what))
-        self.failed += 0 if ok else 1
-        return ok
-
-    def raises(self, kind, text, f, what):
-        try:
-            f()
-        except kind as e:
-            return self.check(text in str(e), "%s: %s (%s)" % (what, kind.__name__, e))
-        except Exception as e:  # noqa: BLE001 -- the wrong class is the failure being tested
-            return self.check(False, "%s: expected %s, got %s: %s" % (what, kind.__name__, type(e).__name__, e))
-        return self.check(False, "%s: expected %s, nothing raised" % (what, kind.__name__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import Checker  # noqa: E402
 
 
 def main():

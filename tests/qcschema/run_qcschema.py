@@ -24,21 +24,14 @@ import tempfile
 
 import qcelemental as qcel
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import Checker  # noqa: E402
+
 WATER = "O 0.000000 0.000000 0.117790\nH 0.000000 0.755453 -0.471161\nH 0.000000 -0.755453 -0.471161"
 AMMONIA = "N 0.0 0.0 0.1\nH 0.0 0.94 -0.27\nH 0.81 -0.47 -0.27\nH -0.81 -0.47 -0.27"
 HYDRONIUM = "O 0.0 0.0 0.05\nH 0.0 0.95 -0.25\nH 0.82 -0.47 -0.25\nH -0.82 -0.47 -0.25\n1 1"
 # Tight enough that the two programs' SCF convergence does not decide the comparison.
 CONVERGED = {"e_convergence": 1e-10, "d_convergence": 1e-10}
-
-
-class Checker:
-    def __init__(self):
-        self.failed = 0
-
-    def check(self, ok, what):
-        print("%s %s" % ("ok  " if ok else "FAIL", what))
-        self.failed += 0 if ok else 1
-        return ok
 
 
 def atomic_input(xyz, basis, keywords, driver="energy", method="mp2"):
