@@ -133,7 +133,7 @@ std::unique_ptr<Comm>& world_slot() {
   static std::unique_ptr<Comm> comm;
   return comm;
 }
-bool mpi_started = false;
+[[maybe_unused]] bool mpi_started = false;  // set (and read) only in a build with MPI
 
 // Whether an MPI launcher started this process (Open MPI's mpirun, or a PMI launcher such as MPICH's Hydra or
 // Slurm's srun). Without one the program runs as one rank and does not initialise MPI at all: a singleton MPI start
@@ -144,8 +144,8 @@ bool launched_by_mpi() {
   return false;
 }
 
-// The launcher's rank and size for this process (0 and 1 when it cannot tell).
-std::pair<int, int> launcher_rank_and_size() {
+// The launcher's rank and size for this process (0 and 1 when it cannot tell): what a build without MPI can know.
+[[maybe_unused]] std::pair<int, int> launcher_rank_and_size() {
   auto number = [](std::initializer_list<const char*> names, int fallback) {
     for (const char* n : names)
       if (const char* v = std::getenv(n)) return std::atoi(v);
