@@ -553,6 +553,14 @@ class BlockedDfJk final : public JkBuilder {
     else return work_d_;
   }
 
+  // (P|mn) of functions [p0, p1), packed, into `block`; returns the seconds it took.
+  double integrals(Index p0, Index p1, std::vector<double>& block) const {
+    block.resize(static_cast<std::size_t>((p1 - p0) * npacked_));
+    Stopwatch clock;
+    engine_.compute_packed(p0, p1, block.data());
+    return clock.seconds();
+  }
+
   // No stored tensor: pass 1 gives c = A D and H = (P|mi) for this rank's P; pass 2 gives J = A (J^-1 c).
   void compute_recompute(const Matrix& c_occ, const Matrix& dp, Matrix& jp, Matrix& k) {
     const Index nocc = c_occ.cols();
@@ -569,10 +577,7 @@ class BlockedDfJk final : public JkBuilder {
       squares_.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nbf_));
       for (const auto& [p0, p1] : blocks_) {
         const Index q = p1 - p0;
-        block.resize(static_cast<std::size_t>(q * npacked_));
-        Stopwatch clock;
-        engine_.compute_packed(p0, p1, block.data());
-        seconds += clock.seconds();
+        seconds += integrals(p0, p1, block);
         const ConstMatrixView a{block.data(), npacked_, q, npacked_};
         kernels_.gemm("scf_jk", Trans::yes, Trans::no, 1.0, a, linalg::view(dp), 0.0,
                       MatrixView{c.data() + p0, q, 1, q});
@@ -629,10 +634,7 @@ class BlockedDfJk final : public JkBuilder {
     comm_.checked([&] {
       for (const auto& [p0, p1] : blocks_) {
         const Index q = p1 - p0;
-        block.resize(static_cast<std::size_t>(q * npacked_));
-        Stopwatch clock;
-        engine_.compute_packed(p0, p1, block.data());
-        seconds += clock.seconds();
+        seconds += integrals(p0, p1, block);
         kernels_.gemm("scf_jk", Trans::no, Trans::no, 1.0, ConstMatrixView{block.data(), npacked_, q, npacked_},
                       ConstMatrixView{c.data() + p0, q, 1, q}, 1.0, linalg::view(jp));
       }
