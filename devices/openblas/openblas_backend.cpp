@@ -71,11 +71,34 @@ lapack_int xsyevd(lapack_int n, float* a, lapack_int lda, float* w) {
 template <class T>
 Index inner(const ConstMatrixViewT<T>& a, linalg::Trans t) { return t == linalg::Trans::no ? a.cols : a.rows; }
 
+// ---- BLAS semantics that not every OpenBLAS kernel set keeps. The reference BLAS reads neither A nor B when alpha
+// is 0 (or the shared dimension is 0), and does not read C when beta is 0, so NaN or Inf there must not reach the
+// result. OpenBLAS 0.3.21 picks its kernels at run time from the CPU, and its SkylakeX and Cooperlake small-matrix
+// GEMM kernels (AVX-512 CPUs: Intel Skylake-SP and later, AMD Zen 4 and 5) multiply by alpha = 0 after reading A and
+// B, so NaN propagates. Which kernel set a user gets is not ours to choose; these cases are handled here, before
+// OpenBLAS is called, whatever the kernel set, and C is cleared before a beta = 0 call (one pass over C, against
+// 2k passes of the product).
+
+// The columns of C in `uplo` (all of C when `full`), scaled by beta; with beta = 0 set to 0 without being read.
+template <class T>
+void scale_columns(MatrixViewT<T> c, T beta, bool full, linalg::Uplo uplo = linalg::Uplo::lower) {
+  if (beta == T(1)) return;
+  for (Index j = 0; j < c.cols; ++j) {
+    T* cj = c.data + j * c.ld;
+    const Index begin = full || uplo == linalg::Uplo::upper ? 0 : j;
+    const Index end = full || uplo == linalg::Uplo::lower ? c.rows : std::min(c.rows, j + 1);
+    for (Index i = begin; i < end; ++i) cj[i] = beta == T(0) ? T(0) : beta * cj[i];
+  }
+}
+
 template <class T>
 void gemm_impl(linalg::Trans ta, linalg::Trans tb, T alpha, ConstMatrixViewT<T> a, ConstMatrixViewT<T> b, T beta,
                MatrixViewT<T> c) {
   if (c.rows == 0 || c.cols == 0) return;
-  xgemm(cblas(ta), cblas(tb), c.rows, c.cols, inner(a, ta), alpha, a.data, a.ld, b.data, b.ld, beta, c.data, c.ld);
+  const Index k = inner(a, ta);
+  if (alpha == T(0) || k == 0) return scale_columns(c, beta, true);  // A and B are not read
+  if (beta == T(0)) scale_columns(c, beta, true);                    // C is not read: NaN there must not stay
+  xgemm(cblas(ta), cblas(tb), c.rows, c.cols, k, alpha, a.data, a.ld, b.data, b.ld, beta, c.data, c.ld);
 }
 
 // OpenBLAS 0.3.21 has no batched GEMM; the problems here are large enough that threading each one works.
@@ -91,6 +114,8 @@ template <class T>
 void syrk_impl(linalg::Uplo uplo, linalg::Trans trans, T alpha, ConstMatrixViewT<T> a, T beta, MatrixViewT<T> c) {
   if (c.rows == 0) return;
   const Index k = trans == linalg::Trans::no ? a.cols : a.rows;
+  if (alpha == T(0) || k == 0) return scale_columns(c, beta, false, uplo);  // A is not read
+  if (beta == T(0)) scale_columns(c, beta, false, uplo);                    // C's triangle is not read
   xsyrk(cblas(uplo), cblas(trans), c.rows, k, alpha, a.data, a.ld, beta, c.data, c.ld);
 }
 
@@ -98,6 +123,7 @@ template <class T>
 void trsm_impl(linalg::Side side, linalg::Uplo uplo, linalg::Trans trans, linalg::Diag diag, T alpha,
                ConstMatrixViewT<T> a, MatrixViewT<T> b) {
   if (b.rows == 0 || b.cols == 0) return;
+  if (alpha == T(0)) return scale_columns(b, T(0), true);  // B = 0; neither A nor B is read
   xtrsm(cblas(side), cblas(uplo), cblas(trans), cblas(diag), b.rows, b.cols, alpha, a.data, a.ld, b.data, b.ld);
 }
 
@@ -126,25 +152,13 @@ void eigh_impl(MatrixViewT<T> a, T* w) {
 // Below this much work (stored entries and rows, times columns of B) a CSR product runs on one thread.
 constexpr Index kSpmmParallelWork = 1 << 15;
 
-// C = beta C with BLAS semantics: when beta is 0, C is not read.
-template <class T>
-void scale_c(MatrixViewT<T> c, T beta) {
-  if (beta == T(1)) return;
-  for (Index j = 0; j < c.cols; ++j) {
-    T* cj = c.data + j * c.ld;
-    if (beta == T(0)) std::fill(cj, cj + c.rows, T(0));
-    else
-      for (Index i = 0; i < c.rows; ++i) cj[i] *= beta;
-  }
-}
-
 template <class T>
 void spmm_csr_impl(linalg::Trans ts, T alpha, const linalg::CsrMatrix<T>& s, ConstMatrixViewT<T> b, T beta,
                    MatrixViewT<T> c) {
   const Index m = c.rows, n = c.cols;
   if (m == 0 || n == 0) return;
   if (alpha == T(0)) {  // BLAS: S and B are not read
-    scale_c(c, beta);
+    scale_columns(c, beta, true);
     return;
   }
   const int threads = std::max(1, openblas_get_num_threads());
@@ -192,7 +206,7 @@ void spmm_bsr_impl(linalg::Trans ts, T alpha, const linalg::BsrMatrix<T>& s, Con
                    MatrixViewT<T> c) {
   const Index n = c.cols;
   if (c.rows == 0 || n == 0) return;
-  scale_c(c, beta);
+  scale_columns(c, beta, true);
   if (alpha == T(0)) return;  // BLAS: S and B are not read
   for (Index bi = 0; bi < s.block_row_count(); ++bi) {
     const Index r0 = bi * s.block_rows, mr = std::min(s.block_rows, s.rows - r0);

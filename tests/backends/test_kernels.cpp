@@ -16,6 +16,9 @@
 #include <tuple>
 #include <vector>
 
+#include "devices/avx512/avx512_backend.hpp"
+#include "devices/eigen/eigen_backend.hpp"
+#include "devices/openblas/openblas_backend.hpp"
 #include "devices/registry.hpp"
 #include "../support/test_support.hpp"
 #include "linalg/backend.hpp"
@@ -757,20 +760,77 @@ TEST_P(BackendOps, FallbackRunsOnTheHostAndIsCounted) {
   EXPECT_THROW(kd.set_matmul_mode(dfmp2::linalg::MatmulMode::bf16), dfmp2::UnsupportedError);
 }
 
-// BLAS: with alpha == 0 the operands are not read (trsm: B is set to 0), so NaN operands must not leak out.
-TEST_P(BackendOps, AlphaZeroReadsNoOperands) {
+// BLAS: with alpha == 0 (or an empty shared dimension) the operands are not read (trsm: B is set to 0), and with
+// beta == 0 C is not read, so NaN there must not leak out. OpenBLAS's AVX-512 kernel sets (SkylakeX, Cooperlake)
+// break the first rule on their own; the openblas backend keeps it for every kernel set (OPENBLAS_CORETYPE runs of
+// this program, label coretypes). Both element types: OpenBLAS's SGEMM and DGEMM kernels are separate code.
+template <class T>
+void check_blas_zero_rules(Kernels& k) {
+  using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
   using dfmp2::linalg::view;
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  Matrix a = Matrix::Constant(3, 3, nan), b = Matrix::Constant(3, 3, nan), c = Matrix::Constant(3, 3, 1.0);
-  k().gemm("s", Trans::no, Trans::no, 0.0, view(a), view(b), 2.0, view(c));
-  EXPECT_TRUE((c.array() == 2.0).all()) << c;
-  Matrix s = Matrix::Constant(3, 3, 1.0);
-  k().syrk("s", Uplo::lower, Trans::no, 0.0, view(a), 2.0, view(s));
-  for (Index j = 0; j < 3; ++j)
-    for (Index i = j; i < 3; ++i) EXPECT_EQ(s(i, j), 2.0);
-  Matrix tri = 2.0 * Matrix::Identity(3, 3);
-  k().trsm("s", Side::left, Uplo::lower, Trans::no, Diag::non_unit, 0.0, view(tri), view(b));
-  EXPECT_TRUE((b.array() == 0.0).all()) << b;
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  for (const Index n : {3, 40}) {  // 3: OpenBLAS's small-matrix path; 40: its blocked one
+    SCOPED_TRACE(describe("n", n, sizeof(T) == 8 ? "fp64" : "fp32"));
+    M a = M::Constant(n, n, nan), b = M::Constant(n, n, nan), c = M::Constant(n, n, T(1));
+    k.run("s", dfmp2::linalg::Gemm<T>{Trans::no, Trans::no, T(0), view(a), view(b), T(2), view(c)});
+    EXPECT_TRUE((c.array() == T(2)).all()) << "alpha 0: A and B read";
+    k.run("s", dfmp2::linalg::Gemm<T>{Trans::no, Trans::no, T(0), view(a), view(b), T(0), view(c)});
+    EXPECT_TRUE((c.array() == T(0)).all()) << "alpha 0, beta 0: C not cleared";
+    // An empty shared dimension: C = beta C, whatever alpha.
+    M a0(n, 0), b0(0, n);
+    c.setConstant(T(1));
+    k.run("s", dfmp2::linalg::Gemm<T>{Trans::no, Trans::no, T(1), view(a0), view(b0), T(3), view(c)});
+    EXPECT_TRUE((c.array() == T(3)).all()) << "k 0: C not scaled by beta";
+    // beta 0 with NaN in C: C is overwritten, never read.
+    const M ones = M::Constant(n, n, T(1));
+    c.setConstant(nan);
+    k.run("s", dfmp2::linalg::Gemm<T>{Trans::no, Trans::yes, T(1), view(ones), view(ones), T(0), view(c)});
+    EXPECT_TRUE((c.array() == T(n)).all()) << "beta 0: NaN in C was read";
+
+    M s = M::Constant(n, n, T(1));
+    k.run("s", dfmp2::linalg::Syrk<T>{Uplo::lower, Trans::no, T(0), view(a), T(2), view(s)});
+    for (Index j = 0; j < n; ++j)
+      for (Index i = 0; i < n; ++i) EXPECT_EQ(s(i, j), i >= j ? T(2) : T(1)) << "syrk alpha 0 at " << i << "," << j;
+    s.setConstant(nan);
+    k.run("s", dfmp2::linalg::Syrk<T>{Uplo::upper, Trans::no, T(1), view(ones), T(0), view(s)});
+    for (Index j = 0; j < n; ++j)
+      for (Index i = 0; i <= j; ++i) EXPECT_EQ(s(i, j), T(n)) << "syrk beta 0 at " << i << "," << j;
+
+    const M tri = T(2) * M::Identity(n, n);
+    M rhs = M::Constant(n, n, nan);
+    k.run("s", dfmp2::linalg::Trsm<T>{Side::left, Uplo::lower, Trans::no, Diag::non_unit, T(0), view(tri), view(rhs)});
+    EXPECT_TRUE((rhs.array() == T(0)).all()) << "trsm alpha 0: B read";
+  }
+}
+
+TEST_P(BackendOps, AlphaZeroReadsNoOperands) {
+  check_blas_zero_rules<double>(k());
+  check_blas_zero_rules<float>(k());
+}
+
+// Under tests/coretypes/run_with_coretype.py (label coretypes) this program runs once per OpenBLAS kernel set the CPU
+// can execute. OpenBLAS must have taken the one asked for (else the run tests nothing new), and the default backend
+// must follow from that kernel set's width: the widest of dfmp2's avx512 GEMM (where the CPU has AVX-512), OpenBLAS
+// and Eigen wins, ties going to avx512, then openblas (devices/registry.hpp).
+TEST(KernelSet, IsTheOneAskedForAndDecidesTheDefaultBackend) {
+  const char* asked = std::getenv("DFMP2_EXPECT_OPENBLAS_CORETYPE");
+  if (asked == nullptr) GTEST_SKIP() << "not run under run_with_coretype.py";
+  std::string want = asked, got = dfmp2::devices::openblas_kernel_set();
+  for (auto* s : {&want, &got})
+    for (char& ch : *s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  ASSERT_EQ(got, want) << "OpenBLAS did not take OPENBLAS_CORETYPE";
+  // Double flops per cycle of each kernel set's DGEMM (OpenBLAS's kernel/x86_64 sources): SSE2/SSE3, AVX without
+  // FMA, AVX2 with FMA, AVX-512 with FMA.
+  const std::vector<std::pair<std::string, int>> kernel_flops = {
+      {"prescott", 2}, {"nehalem", 2}, {"sandybridge", 4}, {"haswell", 8},
+      {"zen", 8},      {"skylakex", 16}, {"cooperlake", 16}};
+  int blas = 0;
+  for (const auto& [name, flops] : kernel_flops)
+    if (name == got) blas = flops;
+  ASSERT_GT(blas, 0) << "a kernel set this test has no width for: " << got;
+  const int eigen = dfmp2::devices::eigen_vector_width().flops_per_cycle();
+  const std::string expected = dfmp2::devices::avx512_available() ? "avx512" : blas >= eigen ? "openblas" : "eigen";
+  EXPECT_EQ(dfmp2::devices::default_backend(), expected) << dfmp2::devices::default_backend_choice().reason;
 }
 
 INSTANTIATE_TEST_SUITE_P(Built, BackendOps, ::testing::ValuesIn(dfmp2::testing::cpu_backends()),
