@@ -18,10 +18,12 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include "chem/basis_set.hpp"
 #include "devices/registry.hpp"
 #include "linalg/bytes.hpp"
 #include "linalg/comm.hpp"
 #include "linalg/errors.hpp"
+#include "linalg/inverse_sqrt.hpp"
 
 namespace dfmp2::app {
 namespace fs = std::filesystem;
@@ -274,9 +276,11 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
   int electrons = -mol.charge;
   for (const auto& a : mol.atoms) electrons += a.atomic_number;
   if (electrons <= 0 || electrons % 2 != 0) {
-    ctx.fail(node, fmt::format("key 'molecule': {} electrons (charge {}) is an open shell or empty; dfmp2 does "
-                               "closed-shell RHF only",
-                               electrons, mol.charge));
+    ctx.fail(node["charge"] ? node["charge"] : node,
+             fmt::format("key 'molecule.charge': charge {} leaves {} electron{}, {}; dfmp2 does closed-shell RHF only "
+                         "(an even number of electrons)",
+                         mol.charge, electrons, std::abs(electrons) == 1 ? "" : "s",
+                         electrons <= 0 ? "none at all" : "an open shell"));
   }
   in.molecule = mol;
 
@@ -287,7 +291,7 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
   in.jk_basis = default_fitting(in.basis, "jkfit");
   // Paths to .gbs files are relative to the YAML file, like every path in it.
   auto resolve_basis = [&](std::string& name) {
-    if (name.find('/') != std::string::npos || (name.size() > 4 && name.substr(name.size() - 4) == ".gbs")) {
+    if (chem::is_basis_file_path(name)) {
       name = ctx.resolve(name).string();
     }
   };
@@ -484,17 +488,13 @@ void read_metric(const YAML::Node& node, const YamlReader& ctx, Input& in) {
     only_for("max_iterations", chem::MetricMethod::newton_schulz);
     if (node["threshold"]) {
       in.eigh_threshold = positive_number(node["threshold"], ctx, "metric.threshold");
-      // Relative to the largest eigenvalue: at 1 or above nothing but (at most) the largest would be kept.
-      if (in.eigh_threshold >= 1) {
-        ctx.fail(node["threshold"], fmt::format("key 'metric.threshold': {} would drop every eigenvalue of the metric "
-                                                "(it is relative to the largest); expected a number below 1, such as 1e-10",
-                                                node["threshold"].Scalar()));
-      }
+      if (const std::string why = linalg::eigh_threshold_problem(in.eigh_threshold); !why.empty())
+        ctx.fail(node["threshold"], "key 'metric.threshold': " + why);
     }
     if (node["tolerance"]) in.newton_schulz.tolerance = positive_number(node["tolerance"], ctx, "metric.tolerance");
     if (const YAML::Node n = node["max_iterations"]) {
       const auto count = as_integer(ctx.scalar(n, "metric.max_iterations", "a count >= 1"));
-      if (!count || *count < 1 || *count > 100000) {
+      if (!count || *count < 1 || *count > linalg::kMaxNewtonSchulzIterations) {
         ctx.fail(n, fmt::format("key 'metric.max_iterations': expected a count >= 1, got '{}'", n.Scalar()));
       }
       in.newton_schulz.max_iterations = static_cast<int>(*count);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include "app/qcschema.hpp"
 #include "app/report.hpp"
 #include "app/results.hpp"
+#include "app/yaml_file.hpp"
 #include "app/run.hpp"
 #include "chem/temporary_files.hpp"
 #include "devices/registry.hpp"
@@ -27,22 +29,34 @@ namespace {
 
 namespace bench = dfmp2::app::bench;
 
-// Every error is one line (README "Errors"), whatever the input put into the message: a key or a file name with a
-// newline or a terminal escape in it is shown escaped, and a message grown huge by a pasted value is cut.
+// Every error is one line of UTF-8 text (README "Errors"), whatever the input put into the message: a key or a file
+// name with a newline, a terminal escape or bytes that are not UTF-8 in it is shown escaped (so the line is also a
+// valid JSON string for a FailedOperation), and a message grown huge by a pasted value is cut.
 std::string one_line(std::string_view message) {
   constexpr std::size_t kMaxLength = 2000;
   std::string out;
-  for (const char c : message) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
-    else out += c;
-    if (out.size() > kMaxLength) {
-      out += " [...]";
-      break;
+  while (!message.empty() && out.size() <= kMaxLength) {
+    const std::size_t bad = dfmp2::app::first_invalid_utf8(message);
+    const std::string_view good = message.substr(0, bad);
+    for (std::size_t i = 0; i < good.size() && out.size() <= kMaxLength; ++i) {
+      const char c = good[i];
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '\n') out += "\\n";
+      else if (c == '\r') out += "\\r";
+      else if (c == '\t') out += "\\t";
+      else if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
+      else out += c;
     }
+    if (bad == std::string_view::npos) break;
+    out += fmt::format("\\x{:02x}", static_cast<unsigned char>(message[bad]));
+    message.remove_prefix(bad + 1);
+  }
+  if (out.size() > kMaxLength) {
+    // Cut at a character boundary, never inside a UTF-8 sequence.
+    std::size_t cut = kMaxLength;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xc0) == 0x80) --cut;
+    out.resize(cut);
+    out += " [...]";
   }
   return out;
 }
@@ -63,10 +77,14 @@ void print_report(const dfmp2::linalg::FailureReport& r, int rank, int ranks) {
 
 // The FailedOperation of a QCSchema run that failed: the line the command line prints for `error` (which failed rank
 // it names, as print_report would), the AtomicInput as read (null when it is not JSON). Best effort: when even this
-// file cannot be written, the printed line is all there is.
+// file cannot be written, the printed line is all there is. Never when the error is about the output itself (exit 7:
+// it is not writable, or it is a file the run reads, the input among them), and never over the input file.
 void write_failed_operation(const std::string& input_path, const std::string& output, std::exception_ptr error) {
   const int ranks = dfmp2::linalg::world().size();
   dfmp2::linalg::FailureReport report = dfmp2::linalg::failure_report(error);
+  if (report.exit_code == dfmp2::OutputError("").exit_code()) return;
+  std::error_code ec;
+  if (std::filesystem::equivalent(input_path, output, ec)) return;
   int rank = 0;
   try {
     std::rethrow_exception(error);
@@ -77,8 +95,11 @@ void write_failed_operation(const std::string& input_path, const std::string& ou
   const std::string line = "dfmp2: " + error_prefix(report, rank, ranks) + one_line(report.message) + report.suffix;
   try {
     nlohmann::json input = nullptr;
-    std::ifstream in(input_path, std::ios::binary);
-    if (in) input = nlohmann::json::parse(in, nullptr, false);
+    try {
+      // read_json_text refuses what a recursive parser or dump could not survive (nesting, bytes not UTF-8).
+      input = nlohmann::json::parse(dfmp2::app::read_json_text(input_path, input_path), nullptr, false);
+    } catch (const dfmp2::InputError&) {
+    }
     if (input.is_discarded()) input = nullptr;
     dfmp2::app::write_atomically(output, dfmp2::app::qcschema_failure(input, report, line).dump(1) + "\n");
   } catch (...) {

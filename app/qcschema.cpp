@@ -7,12 +7,15 @@
 #include <cmath>
 #include <cctype>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <optional>
 #include <regex>
 #include <sstream>
 
 #include "app/results.hpp"
 #include "app/yaml_file.hpp"
+#include "chem/molecule.hpp"
 #include "linalg/errors.hpp"
 
 namespace dfmp2::app {
@@ -46,6 +49,60 @@ const std::map<std::string, std::string> kOwnedByQcSchema = {
     {"frozen_core", "keywords.freeze_core"}, {"integrals", "molecule"}, {"synthetic", "molecule"},
     {"output", "the command line's --json"}};
 
+// What qcelemental 0.25's models take for the fields an AtomicResult echoes from its AtomicInput without dfmp2
+// reading them. An input whose field is of another type would give a result that does not validate, so it is refused
+// naming the field. Per-atom lists must also have one entry per atom.
+enum class Echo { string, string_or_null, integer, boolean, object, numbers, integers, strings, booleans, list };
+struct EchoedField {
+  const char* name;
+  Echo kind;
+  bool per_atom = false;
+};
+const std::vector<EchoedField> kEchoedTop = {
+    {"id", Echo::string_or_null}, {"schema_version", Echo::integer}, {"extras", Echo::object},
+    {"protocols", Echo::object},  {"provenance", Echo::object}};
+const std::vector<EchoedField> kEchoedMolecule = {
+    {"name", Echo::string},           {"comment", Echo::string},         {"identifiers", Echo::object},
+    {"masses", Echo::numbers, true},  {"mass_numbers", Echo::integers, true}, {"atomic_numbers", Echo::integers, true},
+    {"atom_labels", Echo::strings, true}, {"real", Echo::booleans, true}, {"connectivity", Echo::list},
+    {"fragments", Echo::list},        {"fragment_charges", Echo::numbers}, {"fragment_multiplicities", Echo::integers},
+    {"fix_com", Echo::boolean},       {"fix_orientation", Echo::boolean}, {"fix_symmetry", Echo::string},
+    {"provenance", Echo::object},     {"extras", Echo::object},          {"id", Echo::string_or_null},
+    {"validated", Echo::boolean},     {"schema_name", Echo::string},     {"schema_version", Echo::integer}};
+
+bool is_kind(const nlohmann::json& v, Echo kind) {
+  auto all = [&](auto pred) { return v.is_array() && std::all_of(v.begin(), v.end(), pred); };
+  switch (kind) {
+    case Echo::string: return v.is_string();
+    case Echo::string_or_null: return v.is_string() || v.is_null();
+    case Echo::integer: return v.is_number_integer();
+    case Echo::boolean: return v.is_boolean();
+    case Echo::object: return v.is_object();
+    case Echo::numbers: return all([](const nlohmann::json& x) { return x.is_number(); });
+    case Echo::integers: return all([](const nlohmann::json& x) { return x.is_number_integer(); });
+    case Echo::strings: return all([](const nlohmann::json& x) { return x.is_string(); });
+    case Echo::booleans: return all([](const nlohmann::json& x) { return x.is_boolean(); });
+    case Echo::list: return v.is_array();
+  }
+  return false;
+}
+
+const char* kind_name(Echo kind) {
+  switch (kind) {
+    case Echo::string: return "a string";
+    case Echo::string_or_null: return "a string or null";
+    case Echo::integer: return "an integer";
+    case Echo::boolean: return "true or false";
+    case Echo::object: return "an object";
+    case Echo::numbers: return "a list of numbers";
+    case Echo::integers: return "a list of integers";
+    case Echo::strings: return "a list of strings";
+    case Echo::booleans: return "a list of true or false";
+    case Echo::list: return "a list";
+  }
+  return "";
+}
+
 class QcReader {
  public:
   explicit QcReader(const YamlReader& ctx) : ctx_(ctx) {}
@@ -73,9 +130,30 @@ class QcReader {
     return node.Scalar();
   }
   double number(const YAML::Node& node, const std::string& field) const {
-    const auto v = node.IsScalar() ? as_number(node.Scalar()) : std::nullopt;
+    const auto v = node.IsScalar() && node.Tag() != "!" ? as_number(node.Scalar()) : std::nullopt;
     if (!v || !std::isfinite(*v)) fail(node, field, fmt::format("expected a number, got {}", YamlReader::kind(node)));
     return *v;
+  }
+  // The echoed fields of `parent` (node and JSON of the same object): of their kind, per-atom lists one per atom.
+  void check_echoed(const YAML::Node& node, const nlohmann::json& json, const std::string& prefix,
+                    const std::vector<EchoedField>& fields, std::size_t atoms) const {
+    for (const auto& f : fields) {
+      if (!json.contains(f.name)) continue;
+      const nlohmann::json& v = json[f.name];
+      const std::string field = prefix + f.name;
+      if (!is_kind(v, f.kind)) fail(node[f.name], field, fmt::format("expected {}, got {}", kind_name(f.kind), YamlReader::kind(node[f.name])));
+      if (f.per_atom && v.size() != atoms) {
+        fail(node[f.name], field, fmt::format("expected one entry per atom ({}), got {}", atoms, v.size()));
+      }
+    }
+  }
+  long long whole_number(const YAML::Node& node, const std::string& field, long long min, long long max) const {
+    const double v = number(node, field);
+    if (v != std::floor(v)) fail(node, field, fmt::format("expected a whole number, got {}", node.Scalar()));
+    if (v < double(min) || v > double(max)) {
+      fail(node, field, fmt::format("{} is out of range (expected {} to {})", node.Scalar(), min, max));
+    }
+    return static_cast<long long>(v);
   }
 
  private:
@@ -87,6 +165,7 @@ class QcReader {
 // "key 'scf.type'" in a message of the input reader becomes the AtomicInput's field, "field 'keywords.scf_type'".
 std::string qcschema_field_names(const std::string& message) {
   std::map<std::string, std::string> fields = {{"basis", "model.basis"},
+                                               {"molecule", "molecule"},
                                                {"molecule.xyz", "molecule.geometry"},
                                                {"molecule.charge", "molecule.molecular_charge"},
                                                {"molecule.multiplicity", "molecule.molecular_multiplicity"}};
@@ -123,22 +202,54 @@ std::string qcschema_default_output(const std::string& input_path) {
   return input_path.substr(0, input_path.size() - 5) + ".result.json";
 }
 
+namespace {
+
+// The AtomicInput as nlohmann::json, from text that read_json_text let through. A number too large for a double
+// (1e999, even in a field dfmp2 ignores) cannot be echoed into the AtomicResult: refused, at the first such scalar.
+nlohmann::json parse_atomic_input(const std::string& text, const YAML::Node& root, const YamlReader& ctx) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    ctx.fail(fmt::format("not valid JSON (a QCSchema AtomicInput was expected): {}", e.what()));
+  } catch (const nlohmann::json::exception& e) {  // out_of_range 406: a number that overflows a double
+    // The first such scalar and its field (the dotted path to it).
+    std::string field;
+    std::function<std::optional<YAML::Node>(const YAML::Node&, const std::string&)> overflowing =
+        [&](const YAML::Node& n, const std::string& path) -> std::optional<YAML::Node> {
+      if (n.IsScalar()) {
+        if (n.Tag() == "!" || n.Scalar().empty()) return std::nullopt;  // a string
+        char* end = nullptr;
+        const double v = std::strtod(n.Scalar().c_str(), &end);
+        if (*end != '\0' || std::isfinite(v)) return std::nullopt;
+        field = path;
+        return n;
+      }
+      std::size_t i = 0;
+      for (const auto& child : n) {
+        const std::string sub = n.IsMap() ? (path.empty() ? "" : path + ".") + child.first.Scalar()
+                                          : fmt::format("{}[{}]", path, i++);
+        if (auto hit = overflowing(n.IsMap() ? child.second : child, sub)) return hit;
+      }
+      return std::nullopt;
+    };
+    if (const auto hit = overflowing(root, "")) {
+      ctx.fail(*hit, fmt::format("field '{}': the number {} is beyond the range of a double (about 1.8e308)", field,
+                                 hit->Scalar()));
+    }
+    ctx.fail(fmt::format("not valid JSON (a QCSchema AtomicInput was expected): {}", e.what()));
+  }
+}
+
+}  // namespace
+
 Input read_qcschema_input(const std::string& path) {
   YamlReader ctx(path);
-  // JSON is YAML, so the one loader (its size and node limits) reads it and keeps every value's line:column; but
-  // YAML also takes what JSON does not (unquoted words, comments), so the text must first be JSON.
-  const YAML::Node root = load_yaml_file(path, path);
-  nlohmann::json as_json;
-  {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    try {
-      as_json = nlohmann::json::parse(text.str());
-    } catch (const nlohmann::json::parse_error& e) {
-      throw InputError(fmt::format("{}: not valid JSON (a QCSchema AtomicInput was expected): {}", path, e.what()));
-    }
-  }
+  // The bytes first (UTF-8, nesting depth), before any parser recurses into them. JSON is YAML, so the one loader (its
+  // node limits, keys given twice) reads it and keeps every value's line:column; but YAML also takes what JSON does not
+  // (unquoted words, comments), so the text must also parse as JSON.
+  const std::string text = read_json_text(path, path);
+  const YAML::Node root = load_yaml_file(path, path, kMaxYamlNodes, "field");
+  const nlohmann::json as_json = parse_atomic_input(text, root, ctx);
   const QcReader qc(ctx);
   if (!root.IsMap()) ctx.fail(root, fmt::format("expected a QCSchema AtomicInput (a JSON object), got {}", YamlReader::kind(root)));
   qc.check_fields(root, "", kTopFields);
@@ -187,6 +298,8 @@ Input read_qcschema_input(const std::string& path) {
                         3 * symbols.size(), symbols.size(),
                         geometry.IsSequence() ? fmt::format("{}", xyz.size()) : YamlReader::kind(geometry)));
   }
+  qc.check_echoed(root, as_json, "", kEchoedTop, symbols.size());
+  qc.check_echoed(mol, as_json["molecule"], "molecule.", kEchoedMolecule, symbols.size());
   if (const YAML::Node real = mol["real"]) {
     for (std::size_t i = 0; real.IsSequence() && i < real.size(); ++i) {
       const auto b = real[i].IsScalar() ? as_bool(real[i].Scalar()) : std::nullopt;
@@ -198,20 +311,19 @@ Input read_qcschema_input(const std::string& path) {
   YAML::Node m(YAML::NodeType::Map);
   std::string lines;
   for (std::size_t i = 0; i < symbols.size(); ++i) {
-    const std::string sym = qc.text(symbols[i], fmt::format("molecule.symbols[{}]", i), "an element symbol");
+    const std::string field = fmt::format("molecule.symbols[{}]", i);
+    const std::string sym = qc.text(symbols[i], field, "an element symbol");
+    // Checked here, not left to the xyz reader: a symbol holding a blank or a newline would add fields or atoms.
+    if (chem::atomic_number(sym) == 0) qc.fail(symbols[i], field, fmt::format("'{}' is not an element symbol", sym));
     lines += fmt::format("{} {:.17g} {:.17g} {:.17g}\n", sym, xyz[3 * i], xyz[3 * i + 1], xyz[3 * i + 2]);
   }
   m["xyz"] = lines;
   m["units"] = "bohr";
-  if (const YAML::Node c = mol["molecular_charge"]) {
-    const double charge = qc.number(c, "molecule.molecular_charge");
-    if (charge != std::floor(charge)) qc.fail(c, "molecule.molecular_charge", fmt::format("expected a whole number, got {}", charge));
-    m["charge"] = static_cast<long long>(charge);
-  }
+  // Whole numbers (qcelemental writes them as 0.0) within what the YAML input takes; the molecule's own checks (the
+  // electron count) follow in the input reader, naming the same fields.
+  if (const YAML::Node c = mol["molecular_charge"]) m["charge"] = qc.whole_number(c, "molecule.molecular_charge", -1000, 1000);
   if (const YAML::Node mu = mol["molecular_multiplicity"]) {
-    const double mult = qc.number(mu, "molecule.molecular_multiplicity");
-    if (mult != std::floor(mult)) qc.fail(mu, "molecule.molecular_multiplicity", fmt::format("expected a whole number, got {}", mult));
-    m["multiplicity"] = static_cast<long long>(mult);
+    m["multiplicity"] = qc.whole_number(mu, "molecule.molecular_multiplicity", 1, 1001);
   }
   out["molecule"] = m;
   out["basis"] = basis;
@@ -224,8 +336,19 @@ Input read_qcschema_input(const std::string& path) {
     for (const auto& [name, key] : kQcKeywords) known.push_back(name);
     for (const auto& key : input_keys())
       if (!kOwnedByQcSchema.count(key)) known.push_back("dfmp2_" + key);
+    // Each dfmp2 setting from one keyword only: Psi4 reads keywords in any case, so 'scf_type' and 'SCF_TYPE' are
+    // the same keyword, and 'maxiter' and 'dfmp2_scf.max_iterations' the same setting; given twice, one would win
+    // silently.
+    std::map<std::string, std::string> set_by;
+    auto claim = [&](const std::string& setting, const YAML::Node& at, const std::string& field) {
+      const auto [it, fresh] = set_by.emplace(setting, field);
+      if (!fresh) {
+        qc.fail(at, field, fmt::format("sets the same thing as '{}'; give it once", it->second));
+      }
+    };
     for (const auto& kv : kw) {
-      const std::string name = lower(kv.first.IsScalar() ? kv.first.Scalar() : "");
+      const std::string given = kv.first.IsScalar() ? kv.first.Scalar() : "";
+      const std::string name = lower(given);
       const std::string field = "keywords." + name;
       const YAML::Node value = kv.second;
       if (name.rfind("dfmp2_", 0) == 0) {
@@ -240,8 +363,13 @@ Input read_qcschema_input(const std::string& path) {
         }
         if (key == "scf") {  // merged with the SCF keywords given by Psi4's names
           if (!value.IsMap()) qc.fail(value, field, fmt::format("expected a mapping, got {}", YamlReader::kind(value)));
-          for (const auto& s : value) scf[s.first.Scalar()] = s.second;
+          for (const auto& s : value) {
+            const std::string sub = s.first.IsScalar() ? s.first.Scalar() : "";
+            claim("scf." + sub, s.first, "keywords." + given + "." + sub);
+            scf[sub] = s.second;
+          }
         } else {
+          claim(key, kv.first, "keywords." + given);
           out[key] = value;
         }
         continue;
@@ -254,6 +382,7 @@ Input read_qcschema_input(const std::string& path) {
                             guess ? fmt::format(" (did you mean '{}'?)", *guess) : std::string(),
                             fmt::join(std::vector<std::string>(known.begin(), known.begin() + long(kQcKeywords.size())), ", ")));
       }
+      claim(it->second.empty() ? name : it->second, kv.first, "keywords." + given);
       const std::string v = value.IsScalar() ? lower(value.Scalar()) : "";
       if (name == "mp2_type") {
         if (v != "df") qc.fail(value, field, fmt::format("'{}' is not supported; dfmp2 computes density-fitted MP2 (mp2_type: df)", v));
@@ -317,7 +446,7 @@ nlohmann::json qcschema_failure(const nlohmann::json& input, const linalg::Failu
     default: break;
   }
   nlohmann::json f;
-  f["id"] = input.is_object() && input.contains("id") ? input["id"] : nlohmann::json(nullptr);
+  f["id"] = input.is_object() && input.contains("id") && input["id"].is_string() ? input["id"] : nlohmann::json(nullptr);
   f["input_data"] = input;
   f["success"] = false;
   f["error"] = {{"error_type", type},

@@ -1,5 +1,6 @@
 #include "app/results.hpp"
 
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <fstream>
 
 #include "app/report.hpp"
+#include "chem/basis_set.hpp"
 #include "chem/scratch.hpp"
 #include "chem/temporary_files.hpp"
 #include "devices/registry.hpp"
@@ -289,6 +291,9 @@ void check_output_paths(const Input& input, const std::optional<std::string>& ou
   std::vector<std::pair<std::string, std::string>> reads = {{"the input file", input.path}};
   if (!input.integrals.empty()) reads.emplace_back("the integral file", input.integrals);
   if (!input.molecule_file.empty()) reads.emplace_back("the molecule file", input.molecule_file);
+  for (const auto& [what, basis] : {std::pair{"the basis set file", &input.basis}, {"the fitting basis file", &input.aux_basis},
+                                    {"the J/K fitting basis file", &input.jk_basis}})
+    if (chem::is_basis_file_path(*basis)) reads.emplace_back(what, *basis);
   for (const auto& [key, path] : writes) {
     for (const auto& [what, read] : reads) {
       if (same(path, read)) {

@@ -191,6 +191,13 @@ Reference molecule_reference(const Input& input) {
   p.nbf = p.nmo = m->basis.nbf();
   p.nocc = chem::closed_shell_occupied(mol);
   p.naux = m->aux_basis.nbf();
+  // MP2 correlates occupied with virtual orbitals: without a virtual one there is nothing to compute (He in STO-3G).
+  if (p.nocc >= p.nbf) {
+    throw InputError(fmt::format("{}: key 'basis': {} gives this molecule {} basis function{} for {} occupied "
+                                 "orbital{}, so no virtual orbital to correlate; choose a larger basis",
+                                 input.path, m->basis.name, p.nbf, p.nbf == 1 ? "" : "s", p.nocc,
+                                 p.nocc == 1 ? "" : "s"));
+  }
   p.metadata.molecule = mol;
   p.metadata.basis = m->basis.name;
   p.metadata.aux_basis = m->aux_basis.name;

@@ -377,39 +377,42 @@ ParsedFile parse_gbs(std::istream& in, const std::string& file) {
   return parsed;
 }
 
-// Parsed files by path; an entry is reused while the file's modification time and size are unchanged.
+// Parsed files by path, for a process that loads the same basis many times (the Python module, a bench run). An
+// entry is reused only while the file's bytes are the same: a size and modification time can stay the same through
+// an edit (a copy that keeps times, a clock set back), and a stale basis gives a wrong energy without a word.
+// Reading the file costs milliseconds; parsing it is what is saved.
 struct CacheEntry {
-  fs::file_time_type mtime;
-  std::uintmax_t size = 0;
+  std::string text;
   std::shared_ptr<const ParsedFile> parsed;
 };
 
 std::shared_ptr<const ParsedFile> load_file(const fs::path& path) {
   static std::mutex mutex;
   static std::map<std::string, CacheEntry> cache;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot read the basis set file", path.string()));
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) throw InputError(fmt::format("{}: cannot read the basis set file", path.string()));
   std::error_code ec;
-  const auto mtime = fs::last_write_time(path, ec);
-  const auto size = ec ? 0 : fs::file_size(path, ec);
   const std::string key = fs::absolute(path, ec).lexically_normal().string();
   {
     std::lock_guard lock(mutex);
     const auto it = cache.find(key);
-    if (it != cache.end() && it->second.mtime == mtime && it->second.size == size) return it->second.parsed;
+    if (it != cache.end() && it->second.text == text) return it->second.parsed;
   }
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("{}: cannot read the basis set file", path.string()));
-  auto parsed = std::make_shared<const ParsedFile>(parse_gbs(in, path.string()));
+  std::istringstream lines(text);
+  auto parsed = std::make_shared<const ParsedFile>(parse_gbs(lines, path.string()));
   std::lock_guard lock(mutex);
-  cache[key] = CacheEntry{mtime, size, parsed};
+  cache[key] = CacheEntry{std::move(text), parsed};
   return parsed;
 }
 
-bool is_path(const std::string& name) {
+}  // namespace
+
+bool is_basis_file_path(const std::string& name) {
   const std::string l = lower(name);
   return name.find('/') != std::string::npos || (l.size() >= 4 && l.compare(l.size() - 4, 4, ".gbs") == 0);
 }
-
-}  // namespace
 
 int BasisSet::nbf() const {
   int n = 0;
@@ -457,7 +460,7 @@ BasisSet load_basis(const std::string& name, const Molecule& molecule, const std
                     const std::string& key, int max_l) {
   if (name.empty()) throw InputError(fmt::format("key '{}': empty basis set name", key));
   fs::path path;
-  if (is_path(name)) {
+  if (is_basis_file_path(name)) {
     path = name;
     std::error_code ec;
     if (!fs::is_regular_file(path, ec)) {

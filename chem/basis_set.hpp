@@ -51,12 +51,15 @@ struct BasisSet {
 // Throws InputError naming `key` (e.g. "basis") and the name when the file does not exist, and naming the element
 // and the basis when an element of the molecule is missing from it (or needs an effective core potential).
 // A malformed file throws InputError "<file>:<line>: <what>". Parsed files are cached per process (keyed by
-// path, modification time and size), so loading the same basis for many molecules reads the file once.
+// path, and reused only while the file's bytes are unchanged), so loading the same basis for many molecules reads the file once.
 // A shell of angular momentum above `max_l` (what the integral code can do for the basis's role, see
 // chem/integrals.hpp) is an InputError naming the file and line.
 // `library_dir` is one folder or a ':'-separated list of folders, searched in order for a name's file.
 BasisSet load_basis(const std::string& name, const Molecule& molecule, const std::string& library_dir,
                     const std::string& key, int max_l = 6);
+
+// Whether a basis name is a file path rather than a library name: it holds a '/' or ends in .gbs (any case).
+bool is_basis_file_path(const std::string& name);
 
 // The Psi4 file name for a basis name ("6-31G*" -> "6-31gs.gbs", "6-31G(d,p)" -> "6-31g_d_p_.gbs").
 std::string basis_file_name(const std::string& name);

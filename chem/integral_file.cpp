@@ -451,6 +451,26 @@ std::unique_ptr<IntegralFile> IntegralFile::open(const std::string& path) {
   f->orbital_energies_ = Eigen::Map<const linalg::Vector>(eps.data(), nmo);
   f->metric_ = row_major_to_matrix(r.doubles("metric"), f->naux_, f->naux_);
   f->pair_bound_ = check_magnitudes(r, f->orbital_energies_, f->mo_coefficients_, f->metric_);
+  // The occupied orbitals in ascending energy (frozen core freezes the first ones, meant to be the lowest), all below
+  // the virtual ones (the MP2 denominators e_i + e_j - e_a - e_b must be negative). An SCF program writes them so;
+  // a file that does not would give a wrong energy, not an error.
+  const linalg::Vector& e = f->orbital_energies_;
+  for (Index i = 1; i < f->nocc_; ++i) {
+    if (e[i] < e[i - 1]) {
+      r.fail(fmt::format("dataset 'orbital_energies': the occupied energies must ascend (frozen core freezes the "
+                         "lowest), and element {} ({:.10g} Eh) is below element {} ({:.10g} Eh)",
+                         i, e[i], i - 1, e[i - 1]));
+    }
+  }
+  const Index homo = f->nocc_ - 1;
+  Index lumo = f->nocc_;
+  for (Index a = f->nocc_; a < nmo; ++a)
+    if (e[a] < e[lumo]) lumo = a;
+  if (e[lumo] <= e[homo]) {
+    r.fail(fmt::format("dataset 'orbital_energies': virtual element {} ({:.10g} Eh) is not above occupied element {} "
+                       "({:.10g} Eh); MP2 needs every occupied orbital below every virtual one",
+                       lumo, e[lumo], homo, e[homo]));
+  }
 
   if (r.has("scf_energy")) f->scf_energy_ = r.scalar_double("scf_energy");
   if (r.has("nuclear_repulsion_energy")) f->nuclear_repulsion_ = r.scalar_double("nuclear_repulsion_energy");

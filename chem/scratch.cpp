@@ -31,10 +31,19 @@ void check_scratch_folder(const std::string& folder) {
 }
 
 ScratchFile::ScratchFile(const std::string& folder, const std::string& what)
-    : file_((std::filesystem::path(folder) / ("dfmp2-" + what)).string()) {
-  fd_ = ::open(file_.path().c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    : label_((std::filesystem::path(folder) / ("dfmp2-" + what)).string()) {
+  // Unnamed from the start (O_TMPFILE): the space goes back to the file system when the process ends, however it
+  // ends. A signal handler cannot run on SIGKILL, which mpirun sends its ranks soon after SIGINT, and a named file
+  // would then stay behind.
+  fd_ = ::open(folder.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd_ < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+    // A file system without O_TMPFILE (some network and overlay file systems): a new name, unlinked at once.
+    const std::string named = fmt::format("{}.tmp.{}", label_, ::getpid());
+    fd_ = ::open(named.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd_ >= 0) ::unlink(named.c_str());
+  }
   if (fd_ < 0) {
-    throw OutputError(fmt::format("scratch: cannot create '{}': {}", file_.path(), std::strerror(errno)));
+    throw OutputError(fmt::format("scratch: cannot create a file in '{}': {}", folder, std::strerror(errno)));
   }
 }
 
@@ -51,7 +60,7 @@ void ScratchFile::write_bytes(const void* data, std::size_t bytes, std::size_t o
       const int e = n < 0 ? errno : ENOSPC;
       throw ResourceError(fmt::format("scratch: writing '{}' failed at byte {}: {} (free space in the scratch folder, "
                                       "or use a larger one with the key 'scratch')",
-                                      file_.path(), offset, std::strerror(e)));
+                                      label_, offset, std::strerror(e)));
     }
     p += n;
     bytes -= static_cast<std::size_t>(n);
@@ -65,7 +74,7 @@ void ScratchFile::read_bytes(void* data, std::size_t bytes, std::size_t offset) 
     const ssize_t n = ::pread(fd_, p, bytes, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      throw ResourceError(fmt::format("scratch: reading '{}' failed at byte {}: {}", file_.path(), offset,
+      throw ResourceError(fmt::format("scratch: reading '{}' failed at byte {}: {}", label_, offset,
                                       n < 0 ? std::strerror(errno) : "the file is shorter than written"));
     }
     p += n;

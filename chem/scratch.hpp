@@ -1,13 +1,13 @@
 #pragma once
 // Scratch files: the blocks of a tensor that does not fit in `memory` (the DF-J/K three-index tensor, the DF-MP2
-// transformed and fitted tensors), in the folder of the input key `scratch`. Each file lives as long as its object
-// and is removed on success, on any error (the destructor) and on SIGINT/SIGTERM/SIGHUP (chem/temporary_files.hpp).
-// A write or read that fails (disk full, a file-size limit, an I/O error) is a ResourceError (exit 6) naming the
-// file and the reason, never a silent short file.
+// transformed and fitted tensors), in the folder of the input key `scratch`. Each file has no name in the folder
+// (O_TMPFILE, or a name removed as soon as it is opened): it lives as long as its object's file descriptor, and
+// nothing is left behind whatever ends the process, SIGKILL included. A write or read that fails (disk full, a
+// file-size limit, an I/O error) is a ResourceError (exit 6) naming the file and the reason, never a silent short
+// file.
 #include <cstddef>
 #include <string>
 
-#include "chem/temporary_files.hpp"
 
 namespace dfmp2::chem {
 
@@ -19,7 +19,7 @@ void check_scratch_folder(const std::string& folder);
 
 class ScratchFile {
  public:
-  // Creates `<folder>/dfmp2-<what>.tmp.<pid>` (empty).
+  // Creates an empty unnamed file in `folder`; messages call it `<folder>/dfmp2-<what>`.
   ScratchFile(const std::string& folder, const std::string& what);
   ~ScratchFile();
   ScratchFile(const ScratchFile&) = delete;
@@ -34,12 +34,13 @@ class ScratchFile {
   void read(float* data, std::size_t count, std::size_t offset) const;
 
   void sync();  // to the disk (fdatasync), e.g. to measure its write rate
-  const std::string& path() const { return file_.path(); }
+  // How messages name the file: `<folder>/dfmp2-<what>`, a name it never has in the folder.
+  const std::string& path() const { return label_; }
 
  private:
   void write_bytes(const void* data, std::size_t bytes, std::size_t offset);
   void read_bytes(void* data, std::size_t bytes, std::size_t offset) const;
-  TemporaryFile file_;  // removed with this object
+  std::string label_;
   int fd_ = -1;
 };
 

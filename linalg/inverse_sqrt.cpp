@@ -9,6 +9,29 @@
 
 namespace dfmp2::linalg {
 
+std::string eigh_threshold_problem(double relative_threshold) {
+  if (!std::isfinite(relative_threshold) || relative_threshold <= 0) {
+    return fmt::format("expected a positive number below 1, such as 1e-10, got {}", relative_threshold);
+  }
+  if (relative_threshold >= 1) {
+    return fmt::format("{} would drop every eigenvalue of the metric (it is relative to the largest); expected a "
+                       "number below 1, such as 1e-10",
+                       relative_threshold);
+  }
+  return {};
+}
+
+std::string newton_schulz_problem(const NewtonSchulzOptions& options) {
+  if (!std::isfinite(options.tolerance) || options.tolerance <= 0) {
+    return fmt::format("tolerance: expected a positive number, got {}", options.tolerance);
+  }
+  if (options.max_iterations < 1 || options.max_iterations > kMaxNewtonSchulzIterations) {
+    return fmt::format("max_iterations: expected a count from 1 to {}, got {}", kMaxNewtonSchulzIterations,
+                       options.max_iterations);
+  }
+  return {};
+}
+
 template <class T>
 InverseSqrtReport inverse_sqrt_eigh(Kernels& kernels, const std::string& step, MatrixViewT<T> a,
                                     double relative_threshold) {

@@ -29,6 +29,14 @@ struct NewtonSchulzOptions {
 };
 
 inline constexpr double kDefaultEighThreshold = 1e-10;
+inline constexpr int kMaxNewtonSchulzIterations = 100000;
+
+// What is wrong with a setting, for the input reader and the Python module to prefix with the key or argument
+// (empty when it is fine): the eigh threshold is relative to the largest eigenvalue, so it must lie in (0, 1) (at 1
+// or above at most the largest would be kept); the Newton-Schulz tolerance is a positive finite number, its
+// iterations 1 to kMaxNewtonSchulzIterations.
+std::string eigh_threshold_problem(double relative_threshold);
+std::string newton_schulz_problem(const NewtonSchulzOptions& options);
 
 // On return `a` (n x n, full storage) holds A^-1/2 (both triangles).
 template <class T>

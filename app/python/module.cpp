@@ -43,6 +43,8 @@ Dt dtype_of_array(const py::array& a, const char* name) {
                                    std::string(py::str(a.dtype()))));
 }
 
+std::string type_name(const py::handle& o) { return py::str(o.get_type().attr("__name__")); }
+
 py::array as_array(const py::object& o, const char* name) {
   if (!py::isinstance<py::array>(o)) {
     throw py::type_error(fmt::format("argument '{}': expected a NumPy array, got {}", name,
@@ -134,9 +136,26 @@ class PyBackend {
     devices::DeviceOptions options;
     options.compile_cache = "";  // no persistent cache unless asked: a fresh process compiles cold
     for (const auto& [k, v] : device) {
-      const std::string key = py::str(k);
-      if (key == "compile_cache") options.compile_cache = py::str(v);
-      else options.overrides[name][key] = v.cast<double>();
+      if (!py::isinstance<py::str>(k)) {
+        throw py::type_error(fmt::format("argument 'device': keys are parameter names (str), got {}", type_name(k)));
+      }
+      const std::string key = k.cast<std::string>();
+      if (key == "compile_cache") {
+        if (!py::isinstance<py::str>(v) && !v.is_none()) {
+          throw py::type_error(fmt::format("argument 'device': 'compile_cache' is a folder (str) or None, got {}",
+                                           type_name(v)));
+        }
+        options.compile_cache = v.is_none() ? "" : v.cast<std::string>();
+      } else {
+        // A number: int or float, not a bool (True is an int in Python, and no parameter is a switch).
+        if (py::isinstance<py::bool_>(v) || !(py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v))) {
+          throw py::type_error(fmt::format("argument 'device': parameter '{}' is a number, got {}", key, type_name(v)));
+        }
+        options.overrides[name][key] = v.cast<double>();
+      }
+    }
+    if (threads && *threads < 1) {
+      throw py::value_error(fmt::format("argument 'threads': expected a number of threads >= 1, got {}", *threads));
     }
     backend_ = devices::make_backend(name, options);
     if (threads) backend_->set_threads(*threads);
@@ -276,6 +295,13 @@ class PyBackend {
     const py::array a = as_array(a_obj, "a");
     if (method != "eigh" && method != "newton-schulz")
       throw py::value_error(fmt::format("argument 'method': expected 'eigh' or 'newton-schulz', got '{}'", method));
+    // The same rules as the input keys metric.threshold, metric.tolerance and metric.max_iterations.
+    if (const std::string why = linalg::eigh_threshold_problem(threshold); !why.empty())
+      throw py::value_error("argument 'threshold': " + why);
+    if (const std::string why = linalg::newton_schulz_problem({tolerance, max_iterations}); !why.empty()) {
+      const std::size_t colon = why.find(':');  // "tolerance: expected ..."
+      throw py::value_error(fmt::format("argument '{}'{}", why.substr(0, colon), why.substr(colon)));
+    }
     return dispatch(dtype_of_array(a, "a"), [&](auto tag) {
       using T = decltype(tag);
       auto am = square<T>(a, "a");
@@ -439,8 +465,12 @@ py::dict run(const py::object& input) {
     throw py::type_error("argument 'input': expected a dict of input keys or the path of an input file");
   }
   in.resident_at_start = app::resident_bytes();
+  // As the command line does: the output checked before the run (its folder, and never a file the run reads), the
+  // results file written at the end when the input names one.
+  app::check_output_paths(in, in.output);
   const app::Calculation calc = app::run_calculation(in);
   const nlohmann::json j = in.qcschema ? app::qcschema_result(calc) : app::results_json(calc);
+  if (in.output) app::write_atomically(*in.output, j.dump(1) + "\n");
   return py::module_::import("json").attr("loads")(j.dump()).cast<py::dict>();
 }
 
@@ -451,24 +481,43 @@ PYBIND11_MODULE(dfmp2, m) {
   m.attr("__version__") = DFMP2_VERSION;
 
   // Exceptions of the program's classes (README "Errors and exit codes").
-  static py::exception<Error> error(m, "Error", PyExc_RuntimeError);
-  static py::exception<InputError> input_error(m, "InputError", PyExc_ValueError);
-  static py::exception<UnsupportedError> unsupported(m, "UnsupportedError", error.ptr());
-  static py::exception<NumericalError> numerical(m, "NumericalError", error.ptr());
-  static py::exception<ResourceError> resource(m, "ResourceError", error.ptr());
+  // Every class is a dfmp2.Error; InputError and IntegralFileError are also ValueErrors (bad values given to a call),
+  // OutputError an OSError (a file that cannot be written). One translator maps the program's classes (README
+  // "Errors and exit codes") to these.
+  auto make = [&](const char* name, std::initializer_list<PyObject*> bases) {
+    py::tuple b(bases.size());
+    std::size_t i = 0;
+    for (PyObject* base : bases) b[i++] = py::reinterpret_borrow<py::object>(base);
+    const std::string qualified = std::string("dfmp2.") + name;
+    PyObject* type = PyErr_NewException(qualified.c_str(), b.ptr(), nullptr);
+    if (type == nullptr) throw py::error_already_set();
+    m.attr(name) = py::reinterpret_steal<py::object>(type);
+    return type;
+  };
+  static PyObject* const error = make("Error", {PyExc_RuntimeError});
+  static PyObject* const input_error = make("InputError", {error, PyExc_ValueError});
+  static PyObject* const integral_file_error = make("IntegralFileError", {error, PyExc_ValueError});
+  static PyObject* const unsupported = make("UnsupportedError", {error});
+  static PyObject* const numerical = make("NumericalError", {error});
+  static PyObject* const resource = make("ResourceError", {error});
+  static PyObject* const output_error = make("OutputError", {error, PyExc_OSError});
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const InputError& e) {
-      PyErr_SetString(input_error.ptr(), e.what());
+      PyErr_SetString(input_error, e.what());
+    } catch (const IntegralFileError& e) {
+      PyErr_SetString(integral_file_error, e.what());
     } catch (const UnsupportedError& e) {
-      PyErr_SetString(unsupported.ptr(), e.what());
+      PyErr_SetString(unsupported, e.what());
     } catch (const NumericalError& e) {
-      PyErr_SetString(numerical.ptr(), e.what());
+      PyErr_SetString(numerical, e.what());
     } catch (const ResourceError& e) {
-      PyErr_SetString(resource.ptr(), e.what());
+      PyErr_SetString(resource, e.what());
+    } catch (const OutputError& e) {
+      PyErr_SetString(output_error, e.what());
     } catch (const Error& e) {
-      PyErr_SetString(error.ptr(), e.what());
+      PyErr_SetString(error, e.what());
     } catch (const std::logic_error& e) {  // a shape the layer's own checks refuse
       PyErr_SetString(PyExc_ValueError, e.what());
     }

@@ -8,6 +8,9 @@
 #include <string>
 #include <string_view>
 
+#include <cmath>
+
+#include "linalg/errors.hpp"
 #include "linalg/matrix_view.hpp"
 #include "linalg/ops.hpp"
 
@@ -34,6 +37,23 @@ template <class T>
 void view(const ConstMatrixViewT<T>& v, std::string_view op, const char* name) {
   require(v.rows >= 0 && v.cols >= 0, op, fmt::format("{} has a negative dimension", name));
   require(v.ld >= std::max<Index>(1, v.rows), op, fmt::format("{} leading dimension {} < rows {}", name, v.ld, v.rows));
+}
+
+// The factorisations (cholesky, eigh) read one triangle of A, and NaN or Inf there would come out as NaN results on
+// one backend and as an argument error from LAPACKE on another. Not a shape error but numbers that cannot be
+// factored: a NumericalError naming the op and the first such element, the same on every backend. O(n^2) against
+// the factorisation's O(n^3).
+template <class T>
+void finite_triangle(const MatrixViewT<T>& a, Uplo uplo, std::string_view op) {
+  for (Index j = 0; j < a.cols; ++j) {
+    const Index begin = uplo == Uplo::lower ? j : 0, end = uplo == Uplo::lower ? a.rows : std::min(j + 1, a.rows);
+    for (Index i = begin; i < end; ++i) {
+      if (!std::isfinite(a(i, j))) {
+        throw NumericalError(fmt::format("{}: the matrix holds {} at row {}, column {}; it cannot be factored", op,
+                                         std::isnan(a(i, j)) ? "NaN" : "Inf", i, j));
+      }
+    }
+  }
 }
 
 template <class T>

@@ -20,6 +20,7 @@ struct Cholesky {
   void check() const {
     op_check::view(ConstMatrixViewT<T>(a), kernel, "A");
     op_check::require(a.rows == a.cols, kernel, fmt::format("A is {}x{}, not square", a.rows, a.cols));
+    op_check::finite_triangle(a, uplo, kernel);
   }
   Cost cost() const { return scaled_bytes(cholesky_cost(a.rows), sizeof(T)); }
 };

@@ -22,6 +22,7 @@ struct Eigh {
     op_check::view(ConstMatrixViewT<T>(a), kernel, "A");
     op_check::require(a.rows == a.cols, kernel, fmt::format("A is {}x{}, not square", a.rows, a.cols));
     op_check::require(a.rows == 0 || w != nullptr, kernel, "no eigenvalue output");
+    op_check::finite_triangle(a, Uplo::lower, kernel);
   }
   Cost cost() const { return scaled_bytes(eigh_cost(a.rows), sizeof(T)); }
 };

@@ -200,6 +200,23 @@ def structural_cases(Case, repo, work):
     case("more_mos_than_aos", 3, "dataset 'mo_coefficients' has more MOs (25) than AOs (24)", m.make(
         lambda s: (set_data("orbital_energies", lambda e: np.append(e, 5.0))(s),
                    set_data("mo_coefficients", lambda c: np.hstack([c, c[:, -1:]]))(s))))
+    # Orbital energies that parse but describe no SCF solution: frozen core would freeze the wrong orbital, and
+    # denominators e_i + e_j - e_a - e_b of either sign would give a wrong energy without a word.
+    def swap(i, j):
+        def edit(e):
+            e = e.copy()
+            e[[i, j]] = e[[j, i]]
+            return e
+        return edit
+    case("occupied_energies_not_ascending", 3, "dataset 'orbital_energies': the occupied energies must ascend "
+         "(frozen core freezes the lowest), and element 1", m.make(set_data("orbital_energies", swap(0, 2))),
+         body="integrals: f.h5\nfrozen_core: 1\n")
+    case("occupied_energies_not_ascending_all_electrons", 3, "the occupied energies must ascend",
+         m.make(set_data("orbital_energies", swap(3, 4))))
+    case("virtual_equal_to_homo", 3, "is not above occupied element 4", m.make(
+        set_data("orbital_energies", lambda e: np.concatenate([e[:5], [e[4]], e[6:]]))))
+    case("mo_form_virtual_below_occupied", 3, "virtual element 9", m.make(
+        set_data("orbital_energies", lambda e: np.concatenate([e[:9], [-30.0], e[10:]])), base=mo_base))
     case("metric_float32", 3, "dataset 'metric' must hold float64 values", m.make(
         set_data("metric", lambda j: j.astype(np.float32))))
     case("orbital_energies_integer", 3, "dataset 'orbital_energies' must hold float64 values", m.make(
@@ -243,7 +260,8 @@ def structural_cases(Case, repo, work):
     case("metric_not_positive_definite", 5, "metric (P|Q), cholesky", m.make(not_positive_definite))
     case("orbital_energy_absurd", 3, "dataset 'orbital_energies': element 20 is 1e+300 Eh", m.make(
         element("orbital_energies", 20, 1e300)))
-    case("homo_above_lumo", 5, "highest occupied", m.make(swap_homo_lumo))
+    case("homo_above_lumo", 3, "dataset 'orbital_energies': virtual element 5 (-0.4932428427 Eh) is not above occupied "
+         "element 4", m.make(swap_homo_lumo))
     case("mo_coefficient_absurd", 3, "dataset 'mo_coefficients': element [3, 4] is 1e+300", m.make(
         element("mo_coefficients", (3, 4), 1e300)))
     # Declared sizes with nothing (or not everything) behind them: HDF5 would read zeros.

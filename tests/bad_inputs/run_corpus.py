@@ -3,7 +3,7 @@
 
 Each case runs in a fresh empty folder, with its input written there as input.yaml, and passes when
   - dfmp2 exits with the expected code within the time limit (a hang fails the case),
-  - stderr is exactly one line, 'dfmp2: error: ...', containing the expected fragment,
+  - stderr is exactly one line of UTF-8, 'dfmp2: error: ...', containing the expected fragment,
   - stdout is empty (unless the case says `#! stdout any`: errors found after the run started),
   - the folder holds afterwards exactly what it held before the run (no results file, no temporary, no scratch).
 Prints one line per failing case and a summary; exits 1 if any case failed.
@@ -122,7 +122,10 @@ def run_case(case, dfmp2, repo, work):
         except subprocess.TimeoutExpired:
             return ["hung: no exit within %d s" % case.timeout]
         problems = []
-        stderr = p.stderr.decode("utf-8", "replace")
+        try:  # the line is UTF-8 whatever bytes the input held (they are shown escaped)
+            stderr = p.stderr.decode("utf-8")
+        except UnicodeDecodeError:
+            return ["stderr is not UTF-8: %r" % p.stderr[:400]]
         stdout = p.stdout.decode("utf-8", "replace")
         pristine = getattr(case, "unchanged_ok", None)
         if p.returncode == 0 and pristine is not None and not stderr:

@@ -9,6 +9,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "../support/test_support.hpp"
 
 namespace {
@@ -109,6 +113,49 @@ TEST(Scale, ScratchWriteFailureIsOneLineAndLeavesNothing) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_FALSE(fs::exists(dir.path() / "out.json"));
   EXPECT_TRUE(scratch_is_empty(dir.path() / "scratch"));
+}
+
+// The scratch files this process has open in `folder`, as /proc/<pid>/fd shows them ("<folder>/#123 (deleted)" for an
+// unnamed file).
+int open_scratch_files(pid_t pid, const fs::path& folder) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fmt::format("/proc/{}/fd", pid), ec)) {
+    const auto target = fs::read_symlink(e.path(), ec).string();
+    if (!ec && target.rfind(folder.string() + "/", 0) == 0) ++n;
+  }
+  return n;
+}
+
+// SIGKILL, which no program can catch (and which mpirun sends its ranks soon after a SIGINT), while the SCF's J/K
+// tensor is on scratch: nothing is left in the folder, because the scratch files never had a name there.
+TEST(Scale, ScratchLeavesNothingEvenAfterSigkill) {
+  TempDir dir;
+  const fs::path scratch = fs::canonical(dir.path()) / "scratch";
+  fs::create_directory(scratch);
+  dir.file("in.yaml", waters(4) + "scratch: " + scratch.string() + "\nscf: {jk_storage: scratch}\nmp2_storage: scratch\n");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (chdir(dir.path().c_str()) != 0) _exit(99);
+    std::freopen("/dev/null", "w", stdout);
+    execl(DFMP2_BINARY, DFMP2_BINARY, "in.yaml", static_cast<char*>(nullptr));
+    _exit(98);
+  }
+  bool seen = false;
+  int status = 0;
+  for (int i = 0; i < 120000 && !seen; ++i) {  // up to 120 s for the first scratch file
+    if (open_scratch_files(pid, scratch) > 0) seen = true;
+    else if (waitpid(pid, &status, WNOHANG) == pid) break;
+    else usleep(1000);
+  }
+  if (seen) {
+    kill(pid, SIGKILL);
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  }
+  ASSERT_TRUE(seen) << "the run ended before it opened a scratch file";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_TRUE(scratch_is_empty(scratch)) << "left behind in " << scratch;
 }
 
 // Nothing large is written unless asked: without save_integrals no integral file appears; with it, its size is

@@ -18,9 +18,11 @@ import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from checks import Checker  # noqa: E402
@@ -170,6 +172,65 @@ def failure(c, args, d, label, cmd, code, message, rank=None, env=None, stdout_e
         c.check(p.stdout == "", "%s: nothing on stdout" % label)
 
 
+def scratch_open_by(pids, folder):
+    """Files in `folder` that these processes hold open, as /proc/<pid>/fd shows them (unnamed ones included)."""
+    held = []
+    for pid in pids:
+        try:
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+                if target.startswith(folder + "/"):
+                    held.append(target)
+        except OSError:
+            pass
+    return held
+
+
+def rank_pids(launcher):
+    """The dfmp2 processes started by mpirun (its children and theirs)."""
+    out = subprocess.run(["ps", "-o", "pid=,ppid=,comm=", "-e"], stdout=subprocess.PIPE, text=True).stdout
+    children, names = {}, {}
+    for line in out.splitlines():
+        pid, ppid, comm = line.split(None, 2)
+        children.setdefault(int(ppid), []).append(int(pid))
+        names[int(pid)] = comm.strip()
+    found, todo = [], [launcher]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            todo.append(child)
+            if names.get(child) == "dfmp2":
+                found.append(child)
+    return found
+
+
+def interrupted(c, d, dfmp2, scratch, env):
+    """SIGINT to mpirun while the ranks' SCF J/K tensors are on scratch, three times: mpirun ends its ranks (with
+    SIGKILL after a grace period, which no handler can catch), and no scratch file may be left."""
+    dimer = os.path.join(d, "interrupt.yaml")
+    with open(dimer, "w") as f:
+        f.write(molecule(DIMER_XYZ, "scf: {jk_storage: scratch}\nmp2_storage: scratch\nscratch: %s\n"
+                         % scratch))
+    for attempt in range(3):
+        p = subprocess.Popen(mpirun() + ["-np", "2", dfmp2, dimer], cwd=d, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        held = []
+        deadline = time.time() + TIME_LIMIT
+        while time.time() < deadline and p.poll() is None and not held:
+            held = scratch_open_by(rank_pids(p.pid), scratch)
+            time.sleep(0.005)
+        if held:
+            p.send_signal(signal.SIGINT)
+        try:
+            p.wait(timeout=TIME_LIMIT)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        c.check(bool(held), "SIGINT to mpirun, try %d: sent while the ranks held scratch files (%d)" % (
+            attempt + 1, len(held)))
+        left = os.listdir(scratch)
+        c.check(not left, "SIGINT to mpirun, try %d: nothing left in the scratch folder (%s)" % (attempt + 1, left))
+
+
 def failures(args, c):
     dfmp2 = args.dfmp2
     with tempfile.TemporaryDirectory(prefix="dfmp2-mpi-") as d:
@@ -211,6 +272,7 @@ def failures(args, c):
             f.write(molecule(WATER_XYZ, "scf: {type: df, max_iterations: 3}\noutput: nc.json\n"))
         failure(c, args, d, "SCF not converged on 3 ranks", mpirun() + ["-np", "3", dfmp2, nc], 5,
                 "SCF did not converge in 3 iterations", rank=0, env=env, stdout_empty=False)
+        interrupted(c, d, dfmp2, scratch, env)
         c.check(not scratch_left(scratch), "no scratch file left after the failures")
         left = [x for x in os.listdir(d) if x.endswith(".json") or ".tmp." in x]
         c.check(not left, "no results file or temporary left after the failures (%s)" % left)

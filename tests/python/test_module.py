@@ -8,6 +8,7 @@ exceptions of their class, random and quasi-random numbers, and dfmp2.run agains
 Exit 0 when every check passes; one line per check. Needs Debian's python3-numpy (/usr/bin/python3).
 """
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -115,6 +116,43 @@ def main():
     c.raises(dfmp2.UnsupportedError, "", lambda: dfmp2.Backend("nosuch"), "an unknown backend")
     c.raises(ValueError, "argument 'dimensions'", lambda: dfmp2.sobol(41, 4), "Sobol beyond 40 dimensions")
     c.raises(TypeError, "argument 'dtype'", lambda: dfmp2.philox(1, n=2, dtype="int8"), "philox dtype")
+    # Numbers a factorisation cannot take, on every CPU backend alike: NumericalError naming the element.
+    for name in cpu:
+        for bad, word in ((np.nan, "NaN"), (np.inf, "Inf")):
+            m = spd.copy()
+            m[5, 3] = m[3, 5] = bad
+            c.raises(dfmp2.NumericalError, "cholesky: the matrix holds %s at row 5, column 3" % word,
+                     lambda: dfmp2.Backend(name).cholesky(m), "%s cholesky with %s" % (name, word))
+            c.raises(dfmp2.NumericalError, "eigh: the matrix holds %s" % word,
+                     lambda: dfmp2.Backend(name).eigh(m), "%s eigh with %s" % (name, word))
+            c.raises(dfmp2.NumericalError, "eigh: the matrix holds %s" % word,
+                     lambda: dfmp2.Backend(name).inverse_sqrt(m), "%s inverse_sqrt with %s" % (name, word))
+    # The inverse square root's settings follow the input keys' rules (metric.threshold, tolerance, max_iterations).
+    for threshold in (np.nan, -1e-10, 0.0, 1.0, np.inf):
+        c.raises(ValueError, "argument 'threshold'", lambda: be.inverse_sqrt(spd, threshold=threshold),
+                 "inverse_sqrt threshold %r" % threshold)
+    c.raises(ValueError, "argument 'tolerance'",
+             lambda: be.inverse_sqrt(spd, method="newton-schulz", tolerance=np.nan), "Newton-Schulz tolerance NaN")
+    c.raises(ValueError, "argument 'max_iterations'",
+             lambda: be.inverse_sqrt(spd, method="newton-schulz", max_iterations=0), "Newton-Schulz iterations 0")
+    # Device overrides of the wrong type: TypeError naming the parameter; an unknown one: InputError.
+    c.raises(TypeError, "argument 'device': parameter 'dispatch_ms' is a number, got str",
+             lambda: dfmp2.Backend("trn1", device={"dispatch_ms": "fast"}), "a device parameter as text")
+    c.raises(TypeError, "argument 'device': parameter 'queue_depth' is a number, got bool",
+             lambda: dfmp2.Backend("trn1", device={"queue_depth": True}), "a device parameter as a bool")
+    c.raises(TypeError, "argument 'device': keys are parameter names", lambda: dfmp2.Backend("trn1", device={1: 2}),
+             "a device key that is not a name")
+    c.raises(TypeError, "argument 'device': 'compile_cache' is a folder", lambda: dfmp2.Backend(
+        "trn1", device={"compile_cache": 3}), "compile_cache as a number")
+    c.raises(dfmp2.InputError, "dispatch_m", lambda: dfmp2.Backend("trn1", device={"dispatch_m": 1.0}),
+             "an unknown device parameter")
+    c.raises(ValueError, "argument 'threads': expected a number of threads >= 1", lambda: dfmp2.Backend(
+        "eigen", threads=0), "zero threads")
+    # The classes as the README gives them: every one a dfmp2.Error, InputError also a ValueError.
+    c.check(all(issubclass(getattr(dfmp2, n), dfmp2.Error) for n in (
+        "InputError", "IntegralFileError", "UnsupportedError", "NumericalError", "ResourceError", "OutputError")) and
+        issubclass(dfmp2.InputError, ValueError) and issubclass(dfmp2.OutputError, OSError),
+        "every error class derives from dfmp2.Error; InputError is a ValueError, OutputError an OSError")
 
     # Random and quasi-random numbers.
     u = dfmp2.philox(seed=5, n=100000)
@@ -141,6 +179,21 @@ def main():
     c.raises(dfmp2.InputError, "unknown key 'froze_core'", lambda: dfmp2.run({"integrals": water, "froze_core": 1}),
              "a bad input dict")
     c.raises(TypeError, "argument 'input'", lambda: dfmp2.run(3), "run(3)")
+    # `output` in a dict is honoured as in a file: checked before the run, written after it.
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "water.json")
+        r = dfmp2.run({"integrals": water, "backends": ["eigen"], "threads": 1, "output": out})
+        with open(out) as f:
+            written = json.load(f)
+        c.check(written["properties"]["mp2_correlation_energy"] == r["properties"]["mp2_correlation_energy"],
+                "dfmp2.run(dict with output) writes the results file it returns")
+        c.raises(dfmp2.OutputError, "does not exist", lambda: dfmp2.run(
+            {"integrals": water, "threads": 1, "output": os.path.join(d, "missing", "r.json")}),
+            "an output in a folder that does not exist")
+        c.raises(dfmp2.OutputError, "is the integral file", lambda: dfmp2.run(
+            {"integrals": water, "threads": 1, "output": water}), "an output that is the integral file")
+        c.raises(dfmp2.InputError, "key 'basis': sto-3g gives this molecule 1 basis function for 1 occupied orbital",
+                 lambda: dfmp2.run({"molecule": {"xyz": "He 0 0 0"}, "basis": "sto-3g"}), "He in STO-3G")
 
     print("python module: %s" % ("all checks passed" if c.failed == 0 else "%d checks failed" % c.failed))
     return 1 if c.failed else 0

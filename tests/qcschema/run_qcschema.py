@@ -40,6 +40,11 @@ def atomic_input(xyz, basis, keywords, driver="energy", method="mp2"):
                                    keywords=keywords)
 
 
+def with_molecule(inp, **fields):
+    """The AtomicInput `inp` (a dict) with these molecule fields replaced."""
+    return dict(inp, molecule=dict(inp["molecule"], **fields))
+
+
 def run(cmd, cwd):
     return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
 
@@ -105,11 +110,57 @@ def cli(args, c):
              "field 'keywords.dfmp2_basis': dfmp2's 'basis' comes from 'model.basis'"),
             ("not converged", dict(base, keywords={"maxiter": 2, "dfmp2_threads": 1}), 5, "convergence_error",
              "SCF did not converge in 2 iterations"),
+            # Wrong but parses: each was once run as something else, or ended in an internal error or a crash.
+            ("charge out of range", with_molecule(base, molecular_charge=1e30), 2, "input_error",
+             "field 'molecule.molecular_charge': 1e+30 is out of range (expected -1000 to 1000)"),
+            ("charge not whole", with_molecule(base, molecular_charge=0.5), 2, "input_error",
+             "field 'molecule.molecular_charge': expected a whole number, got 0.5"),
+            ("charge as text", with_molecule(base, molecular_charge="1"), 2, "input_error",
+             "field 'molecule.molecular_charge': expected a number"),
+            ("odd electrons", with_molecule(base, molecular_charge=1), 2, "input_error",
+             "field 'molecule.molecular_charge': charge 1 leaves 9 electrons, an open shell"),
+            ("no electrons", with_molecule(base, molecular_charge=10), 2, "input_error",
+             "field 'molecule.molecular_charge': charge 10 leaves 0 electrons"),
+            ("multiplicity zero", with_molecule(base, molecular_multiplicity=0), 2, "input_error",
+             "field 'molecule.molecular_multiplicity': 0 is out of range"),
+            ("multiplicity not whole", with_molecule(base, molecular_multiplicity=1.5), 2, "input_error",
+             "field 'molecule.molecular_multiplicity': expected a whole number, got 1.5"),
+            ("multiplicity huge", with_molecule(base, molecular_multiplicity=1e300), 2, "input_error",
+             "field 'molecule.molecular_multiplicity': 1e+300 is out of range"),
+            ("symbol with a newline", with_molecule(base, symbols=["O\nH 0 0 9", "H", "H"]), 2, "input_error",
+             "field 'molecule.symbols[0]': 'O\\nH 0 0 9' is not an element symbol"),
+            ("symbol with a blank", with_molecule(base, symbols=["O 1", "H", "H"]), 2, "input_error",
+             "field 'molecule.symbols[0]': 'O 1' is not an element symbol"),
+            ("symbol unknown", with_molecule(base, symbols=["Q", "H", "H"]), 2, "input_error",
+             "field 'molecule.symbols[0]': 'Q' is not an element symbol"),
+            ("duplicate key", json.dumps(base)[:-1] + ', "driver": "gradient"}', 2, "input_error",
+             "field 'driver' is given twice"),
+            ("duplicate nested key", json.dumps(base).replace('"basis": "cc-pvdz"', '"basis": "cc-pvdz", "basis": "sto-3g"'),
+             2, "input_error", "field 'model.basis' is given twice"),
+            ("number overflows", json.dumps(dict(base, extras={"note": [1, "@"]})).replace('"@"', "2e999"), 2, "input_error",
+             "field 'extras.note[1]': the number 2e999 is beyond the range of a double"),
+            ("deep nesting", json.dumps(dict(base, extras={"x": "@"})).replace('"@"', "[" * 100000 + "]" * 100000),
+             2, "input_error", "nests deeper than 64 levels"),
+            ("not UTF-8", json.dumps(dict(base, extras={"x": "@"})).encode().replace(b"@", b"\xff\xfe"), 2,
+             "input_error", "(0xff) is not UTF-8"),
+            ("keyword in two cases", dict(base, keywords={"scf_type": "df", "SCF_TYPE": "pk"}), 2, "input_error",
+             "field 'keywords.SCF_TYPE': sets the same thing as 'keywords.scf_type'"),
+            ("keyword by two names", dict(base, keywords={"maxiter": 5, "dfmp2_scf": {"max_iterations": 7}}), 2,
+             "input_error", "field 'keywords.dfmp2_scf.max_iterations': sets the same thing as 'keywords.maxiter'"),
+            ("id as an object", dict(base, id={"run": 1}), 2, "input_error",
+             "field 'id': expected a string or null, got a mapping"),
+            ("molecule name as a number", with_molecule(base, name=7), 2, "input_error",
+             "field 'molecule.name': expected a string"),
+            ("masses per atom", with_molecule(base, masses=[16.0, 1.0]), 2, "input_error",
+             "field 'molecule.masses': expected one entry per atom (3), got 2"),
+            ("no virtual orbitals", {**base, "molecule": {"symbols": ["He"], "geometry": [0, 0, 0]},
+                                     "model": {"method": "mp2", "basis": "sto-3g"}}, 2, "input_error",
+             "field 'model.basis': sto-3g gives this molecule 1 basis function for 1 occupied orbital"),
         ]
         for name, data, code, kind, message in cases:
             bad = os.path.join(d, "bad.json")
-            with open(bad, "w") as f:
-                f.write(data if isinstance(data, str) else json.dumps(data))
+            with open(bad, "wb") as f:
+                f.write(data if isinstance(data, bytes) else (data if isinstance(data, str) else json.dumps(data)).encode())
             out = os.path.join(d, "bad_out.json")
             if os.path.exists(out):
                 os.remove(out)
@@ -129,6 +180,16 @@ def cli(args, c):
                         "%s: the FailedOperation validates, error_type %s, the printed line as its message" % (name, kind))
             except Exception as e:  # noqa: BLE001
                 c.check(False, "%s: the FailedOperation validates: %s" % (name, str(e)[:300]))
+        # The results file never replaces an input: --json naming the input itself is refused (exit 7), and no
+        # FailedOperation is written over it.
+        same = os.path.join(d, "same.json")
+        with open(same, "w") as f:
+            json.dump(base, f)
+        before = open(same, "rb").read()
+        p = run([args.dfmp2, same, "--json", same], d)
+        c.check(p.returncode == 7 and "'" + same + "' is the input file" in p.stderr,
+                "--json naming the input: exit 7 and one line (%d: %s)" % (p.returncode, p.stderr.strip()[:200]))
+        c.check(open(same, "rb").read() == before, "--json naming the input: the input file is left as it was")
         c.check(not [x for x in os.listdir(d) if ".tmp." in x], "no temporary file left")
 
 

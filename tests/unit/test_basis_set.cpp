@@ -323,6 +323,11 @@ TEST(BasisSet, RereadsAFileThatChanged) {
   EXPECT_EQ(load_basis(path, one_atom("H"), kLibrary, "basis").shells.size(), 1u);  // cached
   dir.file("h.gbs", "H 0\nS 1 1.00\n 1.0 1.0\nP 1 1.00\n 0.5 1.0\n****\n");
   EXPECT_EQ(load_basis(path, one_atom("H"), kLibrary, "basis").shells.size(), 2u);
+  // The same size and modification time, other bytes (an edit by a tool that keeps times): the new exponent.
+  const auto mtime = std::filesystem::last_write_time(path);
+  dir.file("h.gbs", "H 0\nS 1 1.00\n 2.0 1.0\nP 1 1.00\n 0.5 1.0\n****\n");
+  std::filesystem::last_write_time(path, mtime);
+  EXPECT_EQ(load_basis(path, one_atom("H"), kLibrary, "basis").shells[0].exponents, (std::vector<double>{2.0}));
 }
 
 TEST(BasisSetErrors, UnknownName) {
