@@ -145,12 +145,50 @@ int default_threads() {
   return std::max(1, std::min(available_cores(), node));
 }
 
+namespace {
+
+std::string& program_location() {
+  static std::string location;
+  return location;
+}
+
+bool is_under(const fs::path& path, const fs::path& folder) {
+  const auto rel = path.lexically_relative(folder);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+}  // namespace
+
+void set_program_location(const std::string& path) {
+  std::error_code ec;
+  const fs::path canonical = fs::canonical(path, ec);
+  program_location() = ec ? path : canonical.string();
+}
+
+// The library that came with this program. A build tree's program (or a test program, which says nothing of where
+// it is) reads the source tree's inputs/basis; an installed one reads <prefix>/share/dfmp2/basis, found from its
+// own place (<prefix>/bin/dfmp2, <prefix>/lib/python3/dist-packages/dfmp2.so), so the install can move and needs
+// no source tree.
+std::string library_basis_dir() {
+  const std::string& location = program_location();
+  std::error_code ec;
+  if (location.empty() || is_under(location, fs::weakly_canonical(DFMP2_BUILD_DIR, ec))) return DFMP2_SOURCE_BASIS_DIR;
+  const fs::path installed = fs::path("share") / "dfmp2" / "basis";
+  fs::path folder = fs::path(location).parent_path();
+  for (int up = 0; up < 4 && !folder.empty(); ++up, folder = folder.parent_path()) {
+    if (fs::is_directory(folder / installed, ec)) return (folder / installed).string();
+    if (folder == folder.root_path()) break;
+  }
+  // Not found: where an install puts it beside bin/, so that the "no such basis" message names the place.
+  return (fs::path(location).parent_path().parent_path() / installed).string();
+}
+
 // The folders of $DFMP2_BASIS_DIR (':'-separated, searched in order, as Psi4 searches PSIPATH), then the library
-// built in.
+// that came with the program.
 std::string default_basis_dir() {
   if (const char* env = std::getenv("DFMP2_BASIS_DIR"); env != nullptr && *env != '\0')
-    return std::string(env) + ":" + DFMP2_BASIS_DIR;
-  return DFMP2_BASIS_DIR;
+    return std::string(env) + ":" + library_basis_dir();
+  return library_basis_dir();
 }
 
 std::string default_memory_text() {

@@ -61,7 +61,11 @@ std::string default_scratch_folder();  // scratch: $TMPDIR, else /tmp
 int available_cores();                 // the limit of threads: the cores this process may run on (its CPU affinity)
 int default_threads();                 // threads: those cores, shared with the other ranks on the node
 std::string default_compile_cache();   // device.compile_cache: $XDG_CACHE_HOME/dfmp2/neuron, else ~/.cache/...
-std::string default_basis_dir();       // the basis set library: $DFMP2_BASIS_DIR's folders, then the one built in
+std::string default_basis_dir();       // the basis set library: $DFMP2_BASIS_DIR's folders, then library_basis_dir()
+std::string library_basis_dir();       // the library that came with the program (source tree, or <prefix>/share)
+// Where the running program is (the dfmp2 executable, or the Python module's shared object): an installed program
+// finds its basis library from there. Called by main() and by the module when it loads.
+void set_program_location(const std::string& path);
 
 struct Input {
   std::string path;       // the YAML file as given

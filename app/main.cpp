@@ -330,6 +330,9 @@ int run_reporting_errors(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   dfmp2::chem::remove_temporary_files_on_signals();
+  // /proc/self/exe, not argv[0]: a program found on PATH has no folder in argv[0].
+  std::error_code ec;
+  dfmp2::app::set_program_location(std::filesystem::read_symlink("/proc/self/exe", ec).string());
   // A file-size limit (ulimit -f) must end a write with an error naming the file (EFBIG), not kill the process
   // with SIGXFSZ and leave scratch files behind.
   std::signal(SIGXFSZ, SIG_IGN);

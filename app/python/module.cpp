@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <yaml-cpp/yaml.h>
@@ -477,6 +478,10 @@ py::dict run(const py::object& input) {
 }  // namespace
 
 PYBIND11_MODULE(dfmp2, m) {
+  // This shared object's own path (the installed module finds its basis library from it).
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&run), &self) != 0 && self.dli_fname != nullptr)
+    app::set_program_location(self.dli_fname);
   m.doc() = "dfmp2: the linear-algebra layer, the Trainium device models and DF-MP2 (README 'Python module')";
   m.attr("__version__") = DFMP2_VERSION;
 

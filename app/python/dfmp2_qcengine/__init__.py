@@ -6,8 +6,9 @@
 The harness writes the AtomicInput to a scratch folder, runs `dfmp2 input.json --json result.json` and returns what
 dfmp2 wrote: its AtomicResult (with the text report as `stdout`) or its FailedOperation (the message and error class
 the command line prints). QCEngine's task configuration becomes dfmp2's keywords `dfmp2_memory` (config.memory GiB)
-and `dfmp2_threads` (config.ncores), unless the input gives them. The binary is $DFMP2_BINARY, else `dfmp2` on PATH,
-else the build tree's build/app/dfmp2 next to this package's source.
+and `dfmp2_threads` (config.ncores), unless the input gives them. The binary is $DFMP2_BINARY, else the one installed with
+this package (PREFIX/bin/dfmp2), else `dfmp2` on PATH, else the build tree's build/app/dfmp2 next to this package's
+source.
 """
 import json
 import os
@@ -21,15 +22,21 @@ from qcelemental.models import AtomicInput, AtomicResult, FailedOperation
 from qcengine.config import TaskConfig
 from qcengine.programs.model import ProgramHarness
 
-_SOURCE_BUILD = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "build",
-                                              "app", "dfmp2"))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# Installed: PREFIX/lib/python3/dist-packages/dfmp2_qcengine, beside PREFIX/bin/dfmp2. In the source tree:
+# app/python/dfmp2_qcengine, beside build/app/dfmp2.
+_INSTALLED = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "..", "bin", "dfmp2"))
+_SOURCE_BUILD = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "build", "app", "dfmp2"))
 
 
 def dfmp2_binary():
-    """The dfmp2 executable this harness runs, or None."""
+    """The dfmp2 executable this harness runs, or None: $DFMP2_BINARY, the one installed with this package, dfmp2 on
+    PATH, the source tree's build."""
     env = os.environ.get("DFMP2_BINARY")
     if env:
         return env if os.access(env, os.X_OK) else None
+    if os.path.basename(os.path.dirname(_HERE)) in ("dist-packages", "site-packages") and os.access(_INSTALLED, os.X_OK):
+        return _INSTALLED
     on_path = shutil.which("dfmp2")
     if on_path:
         return on_path
@@ -55,7 +62,8 @@ class Dfmp2Harness(ProgramHarness):
         if dfmp2_binary() is not None:
             return True
         if raise_error:
-            raise ModuleNotFoundError("dfmp2: no executable ($DFMP2_BINARY, dfmp2 on PATH, or %s)" % _SOURCE_BUILD)
+            raise ModuleNotFoundError("dfmp2: no executable ($DFMP2_BINARY, %s, dfmp2 on PATH, or %s)" % (
+                _INSTALLED, _SOURCE_BUILD))
         return False
 
     def get_version(self) -> str:
