@@ -55,6 +55,7 @@ struct FrozenCore {
 
 // The defaults of the keys that depend on the machine or the environment, in one place: Input's members start
 // from them, so an Input built in code gets the same defaults as a YAML file that leaves the key out.
+double available_memory_bytes();       // MemAvailable of /proc/meminfo, else physical memory
 double default_memory_bytes();         // memory: half of MemAvailable (/proc/meminfo)
 std::string default_memory_text();     // how the report names that default
 std::string default_scratch_folder();  // scratch: $TMPDIR, else /tmp

@@ -2,10 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <set>
 #include <vector>
+
+#include <yaml-cpp/eventhandler.h>
 
 #include "linalg/bytes.hpp"
 #include "linalg/errors.hpp"
@@ -71,20 +75,79 @@ void check_input_file(const std::string& path, const std::string& label, const c
   }
 }
 
+namespace {
+
+// The text of an input file, refused unless it is UTF-8 without control characters other than tab, line feed and
+// carriage return: YAML and JSON allow no others, and yaml-cpp 0.7 loops without end on some inputs holding a NUL
+// byte (found by fuzzing: 18 bytes that grew its memory until the kernel killed it).
+std::string read_input_text(const std::string& path, const std::string& label, const char* expected) {
+  check_input_file(path, label, expected);
+  std::ifstream in(path, std::ios::binary);
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (!in.good() && !in.eof()) throw InputError(fmt::format("{}: cannot be read", label));
+  auto line_of = [&](std::size_t at) { return 1 + std::count(text.begin(), text.begin() + long(at), '\n'); };
+  const std::size_t not_utf8 = first_invalid_utf8(text);
+  const auto control = std::find_if(text.begin(), text.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f;
+  });
+  const std::size_t at = std::min(not_utf8, std::size_t(control - text.begin()));  // the first fault of either kind
+  if (at < text.size()) {
+    const auto c = static_cast<unsigned char>(text[at]);
+    throw InputError(at == not_utf8 ? fmt::format("{}:{}: byte {} (0x{:02x}) is not UTF-8; {} must be UTF-8 text",
+                                                  label, line_of(at), at + 1, c, expected)
+                                    : fmt::format("{}:{}: byte {} (0x{:02x}) is a control character, which {} may "
+                                                  "not hold (a binary file?)",
+                                                  label, line_of(at), at + 1, c, expected));
+  }
+  return text;
+}
+
+// The documents of a YAML text, counted from the parser's events. yaml-cpp 0.7 does not consume a ',' (or another
+// flow indicator) outside [ ] or { }: each further document starts at that token again, so YAML::LoadAll never ends
+// (`[1],` or a lone `,`, found by fuzzing). A document starting where the previous one started is that token.
+std::size_t count_documents(const std::string& text, const std::string& label) {
+  struct Starts : YAML::EventHandler {
+    std::vector<YAML::Mark> marks;
+    void OnDocumentStart(const YAML::Mark& m) override { marks.push_back(m); }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  } starts;
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  while (parser.HandleNextDocument(starts)) {
+    const auto& m = starts.marks;
+    if (m.size() >= 2 && m[m.size() - 1].pos == m[m.size() - 2].pos) {
+      const YAML::Mark at = m.back();
+      throw InputError(fmt::format("{}:{}:{}: YAML syntax error: '{}' outside a flow collection ([ ] or {{ }})", label,
+                                   at.line + 1, at.column + 1, text.substr(std::size_t(at.pos), 1)));
+    }
+  }
+  // A stray token after the last document makes one empty document at its place, then the next one stops there.
+  return starts.marks.size();
+}
+
+}  // namespace
+
 YAML::Node load_yaml_file(const std::string& path, const std::string& label, std::size_t max_nodes,
                           const char* key_noun) {
-  check_input_file(path, label, "a YAML file");
+  const std::string text = read_input_text(path, label, "a YAML file");
   YAML::Node root;
   try {
-    const std::vector<YAML::Node> documents = YAML::LoadAllFromFile(path);
-    if (documents.size() > 1) {
+    if (const std::size_t documents = count_documents(text, label); documents > 1) {
       throw InputError(fmt::format("{}: holds {} YAML documents (separated by '---'); it must hold one", label,
-                                   documents.size()));
+                                   documents));
     }
-    if (!documents.empty()) root = documents.front();
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", label, e.mark.line + 1, e.mark.column + 1, e.msg));
-  } catch (const YAML::Exception& e) {  // BadFile, and yaml-cpp's other refusals (e.g. nesting too deep)
+  } catch (const YAML::Exception& e) {  // yaml-cpp's other refusals (e.g. nesting too deep)
     throw InputError(fmt::format("{}: cannot be read as YAML: {}", label, e.msg));
   }
   if (std::size_t left = max_nodes; !within_budget(root, label, key_noun, "", left)) {
@@ -96,15 +159,8 @@ YAML::Node load_yaml_file(const std::string& path, const std::string& label, std
 }
 
 std::string read_json_text(const std::string& path, const std::string& label) {
-  check_input_file(path, label, "a JSON file");
-  std::ifstream in(path, std::ios::binary);
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (!in.good() && !in.eof()) throw InputError(fmt::format("{}: cannot be read", label));
+  std::string text = read_input_text(path, label, "a JSON file");
   auto line_of = [&](std::size_t at) { return 1 + std::count(text.begin(), text.begin() + long(at), '\n'); };
-  if (const std::size_t bad = first_invalid_utf8(text); bad != std::string::npos) {
-    throw InputError(fmt::format("{}:{}: byte {} (0x{:02x}) is not UTF-8; JSON text must be UTF-8", label,
-                                 line_of(bad), bad + 1, static_cast<unsigned char>(text[bad])));
-  }
   // Arrays and objects counted outside strings, before any parser recurses into them (yaml-cpp's parser recurses, and
   // so do nlohmann::json's destructor and dump): 100,000 nested brackets would overflow the stack.
   int depth = 0;

@@ -1,7 +1,7 @@
 #pragma once
 // Reading a YAML file that a user gave (the input, a `dfmp2 bench` config or trace), with the limits that keep a
 // damaged or hostile file from tying the program up: regular files only (a FIFO would block forever), at most
-// 64 MiB, exactly one YAML document (a second one after '---' would be silently ignored), and at most `max_nodes`
+// 64 MiB, UTF-8 without control characters (but tab, line feed, carriage return), exactly one YAML document (a second one after '---' would be silently ignored), and at most `max_nodes`
 // nodes with aliases expanded and 64 levels of nesting (450 bytes of anchors and aliases can stand for 10^7 nodes).
 // A key given twice in one mapping is refused too. Every refusal is an InputError naming `label` (the path, or
 // "--trace: <path>").

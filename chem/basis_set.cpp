@@ -133,7 +133,9 @@ class LineReader {
       ++number_;
       if (!raw.empty() && raw.back() == '\r') raw.pop_back();
       if (const auto bang = raw.find('!'); bang != std::string::npos) raw.erase(bang);
-      if (raw.find_first_not_of(" \t") == std::string::npos) continue;
+      // Blank: nothing but white space as split() reads it (a vertical tab or form feed too), so that every line
+      // returned has a first field.
+      if (split(raw).empty()) continue;
       line = raw;
       last_ = raw;
       ++returned_;

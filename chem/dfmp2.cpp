@@ -412,8 +412,8 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const std::vec
   if (!std::is_same_v<W, double>) converted.reserve(static_cast<std::size_t>(largest * stride0));
   if (source.form() == ThreeIndexForm::ao) half.reserve(static_cast<std::size_t>(largest * nact * c.rows()));
   long long done = 0;
-  for (const auto& [p0, p1] : blocks) {
-    const Index np = p1 - p0;
+  for (const auto& block : blocks) {
+    const Index p0 = block.first, np = block.second - block.first;  // not a structured binding: lambdas use p0
     W* out = target(p0, np);
     auto one_block = [&] {
       const Index stride = source.block_stride();

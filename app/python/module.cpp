@@ -418,8 +418,19 @@ class PyBackend {
 
 // ---- random and quasi-random numbers
 
+// n numbers of `bytes` each: more than the memory available is a ResourceError naming the argument, before the
+// allocation (a bad_alloc or a length_error would say nothing of which argument).
+void check_count(std::uint64_t n, double bytes, const char* name) {
+  const double need = double(n) * bytes, have = app::available_memory_bytes();
+  if (need > have) {
+    throw ResourceError(fmt::format("argument '{}': {} numbers need {:.3g} GB, more than the {:.3g} GB available", name,
+                                    n, need / 1e9, have / 1e9));
+  }
+}
+
 py::array philox(std::uint64_t seed, std::uint64_t stream, std::uint64_t n, std::uint64_t offset,
                  const std::string& distribution, const std::string& dtype) {
+  check_count(n, dtype == "float32" ? 4.0 : 8.0, "n");
   const linalg::PhiloxStream s(seed, stream);
   if (distribution != "uniform" && distribution != "normal")
     throw py::value_error(fmt::format("argument 'distribution': expected 'uniform' or 'normal', got '{}'", distribution));
@@ -573,6 +584,7 @@ PYBIND11_MODULE(dfmp2, m) {
       "sobol",
       [](unsigned d, std::uint64_t n, std::uint64_t first) {
         check_dimensions(d, linalg::kSobolMaxDimension, "Sobol");
+        check_count(n, 8.0 * d, "n");
         return to_numpy(linalg::SobolSequence(d).points(first, n));
       },
       py::arg("dimensions"), py::arg("n"), py::arg("first") = 0, "n Sobol points (one per row)");
@@ -580,6 +592,7 @@ PYBIND11_MODULE(dfmp2, m) {
       "halton",
       [](unsigned d, std::uint64_t n, std::uint64_t first) {
         check_dimensions(d, 1000, "Halton");
+        check_count(n, 8.0 * d, "n");
         return to_numpy(linalg::HaltonSequence(d).points(first, n));
       },
       py::arg("dimensions"), py::arg("n"), py::arg("first") = 1, "n Halton points (one per row)");
@@ -587,6 +600,7 @@ PYBIND11_MODULE(dfmp2, m) {
       "latin_hypercube",
       [](std::size_t n, unsigned d, std::uint64_t seed, bool centered) {
         check_dimensions(d, 100000, "a Latin hypercube");
+        check_count(n, 16.0 * d, "n");
         return to_numpy(linalg::latin_hypercube(n, d, seed, centered));
       },
       py::arg("n"), py::arg("dimensions"), py::arg("seed") = 0, py::arg("centered") = false,

@@ -314,7 +314,8 @@ class NeuronBackend final : public linalg::BackendOf<NeuronBackend> {
     const auto& [uplo, trans, alpha, a, beta, c] = sy;
     const Index n = c.rows;
     auto cm = eigen_map(c);
-    auto in_triangle = [&](Index i, Index j) { return uplo == Uplo::lower ? i >= j : i <= j; };
+    const Uplo triangle = uplo;  // a lambda may not capture a structured binding before C++20's clang 16
+    auto in_triangle = [triangle](Index i, Index j) { return triangle == Uplo::lower ? i >= j : i <= j; };
     if (alpha == 0.0f) {  // BLAS: A is not read
       for (Index j = 0; j < n; ++j)
         for (Index i = 0; i < n; ++i)

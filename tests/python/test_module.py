@@ -146,6 +146,9 @@ def main():
         "trn1", device={"compile_cache": 3}), "compile_cache as a number")
     c.raises(dfmp2.InputError, "dispatch_m", lambda: dfmp2.Backend("trn1", device={"dispatch_m": 1.0}),
              "an unknown device parameter")
+    for name, f in (("philox", lambda: dfmp2.philox(1, n=2 ** 62)), ("sobol", lambda: dfmp2.sobol(2, 2 ** 62)),
+                    ("halton", lambda: dfmp2.halton(2, 2 ** 62)), ("latin_hypercube", lambda: dfmp2.latin_hypercube(2 ** 60, 2))):
+        c.raises(dfmp2.ResourceError, "argument 'n':", f, "%s of 2^62 numbers: more than the memory, said before" % name)
     c.raises(ValueError, "argument 'threads': expected a number of threads >= 1", lambda: dfmp2.Backend(
         "eigen", threads=0), "zero threads")
     # The classes as the README gives them: every one a dfmp2.Error, InputError also a ValueError.

@@ -139,6 +139,8 @@ def cli(args, c):
              2, "input_error", "field 'model.basis' is given twice"),
             ("number overflows", json.dumps(dict(base, extras={"note": [1, "@"]})).replace('"@"', "2e999"), 2, "input_error",
              "field 'extras.note[1]': the number 2e999 is beyond the range of a double"),
+            ("a comma after the object", json.dumps(base) + ",\n", 2, "input_error",
+             "YAML syntax error: ',' outside a flow collection"),
             ("deep nesting", json.dumps(dict(base, extras={"x": "@"})).replace('"@"', "[" * 100000 + "]" * 100000),
              2, "input_error", "nests deeper than 64 levels"),
             ("not UTF-8", json.dumps(dict(base, extras={"x": "@"})).encode().replace(b"@", b"\xff\xfe"), 2,

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "chem/molecule.hpp"
 #include "linalg/errors.hpp"
 
@@ -63,3 +65,34 @@ TEST(Geometry, CoincidentOrDistantAtomsAreInputErrors) {
 }
 
 }  // namespace
+
+// A file of 125,000 atoms is checked in linear time (a grid of cells), not by 7.8e9 pair distances (a minute); the pair
+// reported is the first a loop over all pairs would find, across cell boundaries too.
+TEST(Geometry, ManyAtomsAreCheckedQuicklyAndCloseOnesFoundAcrossCells) {
+  using dfmp2::chem::check_geometry;
+  dfmp2::chem::Molecule grid;
+  for (int i = 0; i < 50; ++i)
+    for (int j = 0; j < 50; ++j)
+      for (int k = 0; k < 50; ++k) {
+        dfmp2::chem::Atom a;
+        a.symbol = "He";
+        a.atomic_number = 2;
+        a.x = 1.0 * i, a.y = 1.0 * j, a.z = 1.0 * k;
+        grid.atoms.push_back(a);
+      }
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_NO_THROW(check_geometry(grid, "grid"));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+  // Two atoms 0.09 angstrom apart on either side of a cell boundary (x = 0.1), the second the last of all.
+  auto close = grid;
+  close.atoms.back().x = 0.05, close.atoms.back().y = 25.0, close.atoms.back().z = 25.0;
+  close.atoms[25 * 50 + 25].x = 0.14;  // atom (0, 25, 25), the 1276th, moved to x 0.14
+  try {
+    check_geometry(close, "grid");
+    ADD_FAILURE() << "no error";
+  } catch (const dfmp2::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("atoms 1276 (He) and 125000 (He) are 0.09 angstrom apart"),
+              std::string::npos)
+        << e.what();
+  }
+}
