@@ -29,41 +29,9 @@ namespace {
 
 namespace bench = dfmp2::app::bench;
 
-// Every error is one line of UTF-8 text (README "Errors"), whatever the input put into the message: a key or a file
-// name with a newline, a terminal escape or bytes that are not UTF-8 in it is shown escaped (so the line is also a
-// valid JSON string for a FailedOperation), and a message grown huge by a pasted value is cut.
-std::string one_line(std::string_view message) {
-  constexpr std::size_t kMaxLength = 2000;
-  std::string out;
-  while (!message.empty() && out.size() <= kMaxLength) {
-    const std::size_t bad = dfmp2::app::first_invalid_utf8(message);
-    const std::string_view good = message.substr(0, bad);
-    for (std::size_t i = 0; i < good.size() && out.size() <= kMaxLength; ++i) {
-      const char c = good[i];
-      const auto u = static_cast<unsigned char>(c);
-      if (c == '\n') out += "\\n";
-      else if (c == '\r') out += "\\r";
-      else if (c == '\t') out += "\\t";
-      else if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
-      else out += c;
-    }
-    if (bad == std::string_view::npos) break;
-    out += fmt::format("\\x{:02x}", static_cast<unsigned char>(message[bad]));
-    message.remove_prefix(bad + 1);
-  }
-  if (out.size() > kMaxLength) {
-    // Cut at a character boundary, never inside a UTF-8 sequence.
-    std::size_t cut = kMaxLength;
-    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xc0) == 0x80) --cut;
-    out.resize(cut);
-    out += " [...]";
-  }
-  return out;
-}
-
 void print_error(const char* prefix, std::string_view message, const char* suffix = "") {
   std::fflush(stdout);
-  std::fprintf(stderr, "dfmp2: %s%s%s\n", prefix, one_line(message).c_str(), suffix);
+  std::fprintf(stderr, "dfmp2: %s%s%s\n", prefix, dfmp2::app::one_line(message).c_str(), suffix);
   std::fflush(stderr);
 }
 
@@ -92,7 +60,7 @@ void write_failed_operation(const std::string& input_path, const std::string& ou
     rank = e.failed_rank();
   } catch (...) {
   }
-  const std::string line = "dfmp2: " + error_prefix(report, rank, ranks) + one_line(report.message) + report.suffix;
+  const std::string line = "dfmp2: " + error_prefix(report, rank, ranks) + dfmp2::app::one_line(report.message) + report.suffix;
   try {
     nlohmann::json input = nullptr;
     try {

@@ -1,4 +1,5 @@
 #include "app/report.hpp"
+#include "app/yaml_file.hpp"
 
 #include <fmt/format.h>
 
@@ -11,6 +12,36 @@
 #include <cmath>
 
 namespace dfmp2::app {
+
+std::string one_line(std::string_view message) {
+  constexpr std::size_t kMaxLength = 2000;
+  std::string out;
+  while (!message.empty() && out.size() <= kMaxLength) {
+    const std::size_t bad = dfmp2::app::first_invalid_utf8(message);
+    const std::string_view good = message.substr(0, bad);
+    for (std::size_t i = 0; i < good.size() && out.size() <= kMaxLength; ++i) {
+      const char c = good[i];
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '\n') out += "\\n";
+      else if (c == '\r') out += "\\r";
+      else if (c == '\t') out += "\\t";
+      else if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
+      else out += c;
+    }
+    if (bad == std::string_view::npos) break;
+    out += fmt::format("\\x{:02x}", static_cast<unsigned char>(message[bad]));
+    message.remove_prefix(bad + 1);
+  }
+  if (out.size() > kMaxLength) {
+    // Cut at a character boundary, never inside a UTF-8 sequence.
+    std::size_t cut = kMaxLength;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xc0) == 0x80) --cut;
+    out.resize(cut);
+    out += " [...]";
+  }
+  return out;
+}
+
 
 namespace {
 constexpr double kSameSpinScale = 1.0 / 3.0;

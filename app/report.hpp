@@ -2,12 +2,18 @@
 // What `dfmp2` prints: a header describing the problem, per backend the energy block (in the layout of Psi4's
 // DF-MP2 output) and the kernel timing table, and with several backends a comparison table.
 #include <string>
+#include <string_view>
 
 #include "app/run.hpp"
 
 namespace dfmp2::app {
 
 // One line on what of an integral file was verified by checksums as it was read (docs/integral-file-format.md).
+// An error message as the one line every error prints (README "Errors"): control characters and bytes that are not
+// UTF-8 shown escaped (\n, \x1b, \xff), so the line is valid UTF-8 and a valid JSON string for a FailedOperation;
+// cut after 2000 characters.
+std::string one_line(std::string_view message);
+
 std::string integrity_summary(const chem::IntegralFile& file);
 std::string format_header(const Calculation& calc);
 std::string format_energies(const Calculation& calc, const BackendRun& run);

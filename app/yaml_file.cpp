@@ -124,9 +124,13 @@ std::size_t count_documents(const std::string& text, const std::string& label) {
   while (parser.HandleNextDocument(starts)) {
     const auto& m = starts.marks;
     if (m.size() >= 2 && m[m.size() - 1].pos == m[m.size() - 2].pos) {
+      // yaml-cpp's marks may count characters rather than bytes: the token is named only when the byte there is
+      // the ',' that makes this loop.
       const YAML::Mark at = m.back();
-      throw InputError(fmt::format("{}:{}:{}: YAML syntax error: '{}' outside a flow collection ([ ] or {{ }})", label,
-                                   at.line + 1, at.column + 1, text.substr(std::size_t(at.pos), 1)));
+      const std::size_t pos = std::size_t(at.pos);
+      const bool comma = pos < text.size() && text[pos] == ',';
+      throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {} outside a flow collection ([ ] or {{ }})", label,
+                                   at.line + 1, at.column + 1, comma ? "','" : "a flow indicator"));
     }
   }
   // A stray token after the last document makes one empty document at its place, then the next one stops there.

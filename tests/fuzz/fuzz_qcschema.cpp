@@ -1,6 +1,7 @@
 // libFuzzer target: the QCSchema AtomicInput reader (app/qcschema.cpp read_qcschema_input) and, as the command line
 // does on failure, the FailedOperation written from the same bytes.
 #include "app/qcschema.hpp"
+#include "app/report.hpp"
 #include "app/yaml_file.hpp"
 #include "linalg/comm.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
@@ -18,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     if (input.is_discarded()) input = nullptr;
     const auto report = dfmp2::linalg::failure_report(std::current_exception());
-    (void)dfmp2::app::qcschema_failure(input, report, e.what()).dump(1);
+    (void)dfmp2::app::qcschema_failure(input, report, dfmp2::app::one_line(e.what())).dump(1);
   }
   return 0;
 }

@@ -141,6 +141,8 @@ def cli(args, c):
              "field 'extras.note[1]': the number 2e999 is beyond the range of a double"),
             ("a comma after the object", json.dumps(base) + ",\n", 2, "input_error",
              "YAML syntax error: ',' outside a flow collection"),
+            ("a character the parser's message cuts in half", "\u03f9*".encode(), 2, "input_error",
+             "last read: '\\xcf'"),
             ("deep nesting", json.dumps(dict(base, extras={"x": "@"})).replace('"@"', "[" * 100000 + "]" * 100000),
              2, "input_error", "nests deeper than 64 levels"),
             ("not UTF-8", json.dumps(dict(base, extras={"x": "@"})).encode().replace(b"@", b"\xff\xfe"), 2,

@@ -303,7 +303,9 @@ TEST(Mp2Layout, SharesEverythingOnceAndBalancesThePairs) {
       for (std::size_t k = 0; k < l.aux_blocks.size(); ++k) {
         EXPECT_EQ(l.aux_blocks[k].first, next);
         EXPECT_LE(l.aux_blocks[k].second - l.aux_blocks[k].first, 13);
-        if (k > 0) EXPECT_GE(l.aux_rank[k], l.aux_rank[k - 1]);
+        if (k > 0) {
+          EXPECT_GE(l.aux_rank[k], l.aux_rank[k - 1]);
+        }
         EXPECT_GE(l.aux_blocks[k].first, l.col0[static_cast<std::size_t>(l.aux_rank[k])]);
         EXPECT_LE(l.aux_blocks[k].second, l.col0[static_cast<std::size_t>(l.aux_rank[k]) + 1]);
         next = l.aux_blocks[k].second;
@@ -313,7 +315,9 @@ TEST(Mp2Layout, SharesEverythingOnceAndBalancesThePairs) {
       // Occupied blocks in contiguous runs whose counts differ by at most one.
       std::vector<int> held(static_cast<std::size_t>(ranks), 0);
       for (std::size_t b = 0; b < l.occupied.size(); ++b) {
-        if (b > 0) EXPECT_GE(l.occupied_rank[b], l.occupied_rank[b - 1]);
+        if (b > 0) {
+          EXPECT_GE(l.occupied_rank[b], l.occupied_rank[b - 1]);
+        }
         ++held[static_cast<std::size_t>(l.occupied_rank[b])];
       }
       EXPECT_LE(*std::max_element(held.begin(), held.end()) - *std::min_element(held.begin(), held.end()), 1);
