@@ -75,9 +75,11 @@ Index inner(const ConstMatrixViewT<T>& a, linalg::Trans t) { return t == linalg:
 // is 0 (or the shared dimension is 0), and does not read C when beta is 0, so NaN or Inf there must not reach the
 // result. OpenBLAS 0.3.21 picks its kernels at run time from the CPU, and its SkylakeX and Cooperlake small-matrix
 // GEMM kernels (AVX-512 CPUs: Intel Skylake-SP and later, AMD Zen 4 and 5) multiply by alpha = 0 after reading A and
-// B, so NaN propagates. Which kernel set a user gets is not ours to choose; these cases are handled here, before
-// OpenBLAS is called, whatever the kernel set, and C is cleared before a beta = 0 call (one pass over C, against
-// 2k passes of the product).
+// B, so NaN propagates. Which kernel set a user gets is not ours to choose, so alpha = 0 and k = 0 are handled here,
+// before OpenBLAS is called, whatever the kernel set. beta = 0 is left to OpenBLAS: every kernel set clears C then
+// (its beta kernels store zeros), as the conformance table checks with NaN in C under each kernel set the CPU runs
+// (label coretypes) and as the Zen 4 user's run of it under Cooperlake showed; clearing C here as well cost up to
+// 2.2x on a memory-bound product (bench/README.md "OpenBLAS's zero rules").
 
 // The columns of C in `uplo` (all of C when `full`), scaled by beta; with beta = 0 set to 0 without being read.
 template <class T>
@@ -97,7 +99,6 @@ void gemm_impl(linalg::Trans ta, linalg::Trans tb, T alpha, ConstMatrixViewT<T> 
   if (c.rows == 0 || c.cols == 0) return;
   const Index k = inner(a, ta);
   if (alpha == T(0) || k == 0) return scale_columns(c, beta, true);  // A and B are not read
-  if (beta == T(0)) scale_columns(c, beta, true);                    // C is not read: NaN there must not stay
   xgemm(cblas(ta), cblas(tb), c.rows, c.cols, k, alpha, a.data, a.ld, b.data, b.ld, beta, c.data, c.ld);
 }
 
@@ -115,7 +116,6 @@ void syrk_impl(linalg::Uplo uplo, linalg::Trans trans, T alpha, ConstMatrixViewT
   if (c.rows == 0) return;
   const Index k = trans == linalg::Trans::no ? a.cols : a.rows;
   if (alpha == T(0) || k == 0) return scale_columns(c, beta, false, uplo);  // A is not read
-  if (beta == T(0)) scale_columns(c, beta, false, uplo);                    // C's triangle is not read
   xsyrk(cblas(uplo), cblas(trans), c.rows, k, alpha, a.data, a.ld, beta, c.data, c.ld);
 }
 
