@@ -465,16 +465,16 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
     }
   }
   const std::string mp2_storage = chem::mp2_storage_name(largest.storage);
-  plan.phases.push_back({"MP2 metric", "", "", largest.metric_bytes, 0, ""});
-  plan.phases.push_back({"MP2 transform", mp2_storage, fmt::format("aux block {}", largest.aux_block),
+  plan.phases.push_back({chem::mp2_phase_name(chem::Mp2Step::metric), "", "", largest.metric_bytes, 0, ""});
+  plan.phases.push_back({chem::mp2_phase_name(chem::Mp2Step::transform), mp2_storage, fmt::format("aux block {}", largest.aux_block),
                          largest.transform_bytes, largest.scratch_bytes,
                          input.mp2_storage != chem::Mp2Storage::automatic ? std::string("asked for (mp2_storage)")
                          : largest.storage == chem::Mp2Storage::scratch
                              ? std::string("the fitted tensor does not fit in memory beside the blocks")
                              : std::string("the fitted tensor fits in memory")});
-  plan.phases.push_back({"MP2 fitting", mp2_storage, fmt::format("rows {}", largest.fit_rows),
+  plan.phases.push_back({chem::mp2_phase_name(chem::Mp2Step::fitting), mp2_storage, fmt::format("rows {}", largest.fit_rows),
                          largest.fitting_bytes, largest.scratch_bytes, ""});
-  plan.phases.push_back({"MP2 pair energies", mp2_storage, fmt::format("occupied block {}", largest.occupied_block),
+  plan.phases.push_back({chem::mp2_phase_name(chem::Mp2Step::pair_energy), mp2_storage, fmt::format("occupied block {}", largest.occupied_block),
                          largest.pair_bytes, largest.scratch_bytes, ""});
   if (largest.storage == chem::Mp2Storage::scratch) chem::check_scratch_folder(input.scratch);
   if (pr.molecule()) {
@@ -534,10 +534,10 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   options.progress = phase_progress;
   options.comm = &comm;
   // Each DF-MP2 phase's measured peak resident memory, next to what the plan gave it (the largest over the runs).
-  options.phase_done = [&](const std::string& phase) {
+  options.phase_done = [&](chem::Mp2Step step) {
     const double peak = sampler.take_peak();
     for (auto& ph : plan.phases) {
-      if (ph.phase == phase) ph.measured_bytes = std::max(ph.measured_bytes, peak);
+      if (ph.phase == chem::mp2_phase_name(step)) ph.measured_bytes = std::max(ph.measured_bytes, peak);
     }
   };
 

@@ -14,6 +14,7 @@
 #include "linalg/errors.hpp"
 #include "linalg/sparse.hpp"
 #include "chem/distribution.hpp"
+#include "chem/occupied_blocks.hpp"
 #include "chem/scratch.hpp"
 
 namespace dfmp2::chem {
@@ -108,6 +109,16 @@ const std::string& step_name(Mp2Step step) {
   for (const auto& [s, name] : mp2_step_names())
     if (s == step) return name;
   throw std::logic_error("step_name: unknown step");
+}
+
+const std::string& mp2_phase_name(Mp2Step step) {
+  static const linalg::NameTable<Mp2Step> t = {{Mp2Step::metric, "MP2 metric"},
+                                               {Mp2Step::transform, "MP2 transform"},
+                                               {Mp2Step::fitting, "MP2 fitting"},
+                                               {Mp2Step::pair_energy, "MP2 pair energies"}};
+  for (const auto& [s, name] : t)
+    if (s == step) return name;
+  throw std::logic_error("mp2_phase_name: unknown step");
 }
 
 const std::vector<std::string>& matmul_steps() {
@@ -227,10 +238,10 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
     const double phase_min =
         std::max({transform_least, least.redistribute, least.fitting, least.pairs, inverse_sqrt_bytes});
     if (available < phase_min) {
-      const char* phase = phase_min == transform_least   ? "MP2 transformation"
-                          : phase_min == least.pairs      ? "MP2 pair energies"
-                          : phase_min == inverse_sqrt_bytes ? "MP2 metric"
-                                                            : "MP2 fitting";
+      const std::string& phase = mp2_phase_name(phase_min == transform_least      ? Mp2Step::transform
+                                                 : phase_min == least.pairs        ? Mp2Step::pair_energy
+                                                 : phase_min == inverse_sqrt_bytes ? Mp2Step::metric
+                                                                                   : Mp2Step::fitting);
       const std::string store = scratch ? std::string()
                                         : fmt::format("fitted tensor {}{}, ", linalg::format_bytes(a_store),
                                                       distributed ? " (this rank's share)" : "");
@@ -304,6 +315,7 @@ Mp2Layout make_layout(const ThreeIndexSource& source, Index aux_block, Index nac
   Mp2Layout l;
   l.ranks = ranks;
   l.rank = rank;
+  l.occupied_block = occupied_block;
   const Index naux = source.naux();
   // Auxiliary units (shells) to ranks by their middle, then each rank's run cut into blocks of at most aux_block.
   const auto runs = share_units(source.blocks(1), naux, ranks);
@@ -389,11 +401,10 @@ MatrixT<F> metric_factor(const Matrix& metric, const DfMp2Options& options, lina
 }
 
 // Step 2: columns of A (nact*nvir x naux) in W, for the auxiliary `blocks` given (this rank's), a block at a time:
-// `target(p0, np)` says where block [p0, p0 + np) goes (np contiguous columns of nact*nvir rows), `written(p0, np,
-// block)` is told once it is there (and cuts it into the occupied blocks' rows).
+// `written(p0, np, block)` is given each block [p0, p0 + np) (np contiguous columns of nact*nvir rows) to store.
 template <class W>
 void transform(const DfMp2Input& in, const DfMp2Options& options, const std::vector<std::pair<Index, Index>>& blocks,
-               linalg::Kernels& kernels, ScreeningReport& screening, const std::function<W*(Index, Index)>& target,
+               linalg::Kernels& kernels, ScreeningReport& screening,
                const std::function<void(Index, Index, const W*)>& written) {
   const ThreeIndexSource& source = *in.three_index;
   const Index nocc = in.nocc, nvir = in.orbital_energies->size() - nocc;
@@ -411,10 +422,13 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const std::vec
   buffer.reserve(static_cast<std::size_t>(largest * stride0));
   if (!std::is_same_v<W, double>) converted.reserve(static_cast<std::size_t>(largest * stride0));
   if (source.form() == ThreeIndexForm::ao) half.reserve(static_cast<std::size_t>(largest * nact * c.rows()));
+  std::vector<W> transformed;  // one block of A
+  transformed.reserve(static_cast<std::size_t>(largest * nact * nvir));
   long long done = 0;
   for (const auto& block : blocks) {
     const Index p0 = block.first, np = block.second - block.first;  // not a structured binding: lambdas use p0
-    W* out = target(p0, np);
+    transformed.resize(static_cast<std::size_t>(np * nact * nvir));
+    W* out = transformed.data();
     auto one_block = [&] {
       const Index stride = source.block_stride();
       // The file's order is already A's order when nothing is converted and no core is dropped.
@@ -476,24 +490,23 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const std::vec
     require_finite(step_name(Mp2Step::transform), "the transformed integrals (P|ia)", out, nact * nvir * np);
     written(p0, np, out);
     ++done;
-    if (options.progress) options.progress("MP2 transform", done, static_cast<long long>(blocks.size()));
+    if (options.progress) options.progress(mp2_phase_name(Mp2Step::transform), done, static_cast<long long>(blocks.size()));
   }
 }
 
 // Step 3: B = A L^-T or A J^-1/2, in place in `a`. The solve runs in F; rows are independent, so A is fitted in
 // row chunks whenever a buffer is needed (a GEMM cannot work in place; a conversion needs a copy).
 template <class W, class F>
-void fit(MatrixViewT<W> a, const MatrixT<F>& factor, MetricMethod metric, const BlockPlan& plan,
-         linalg::Kernels& kernels) {
+void fit(MatrixViewT<W> a, const MatrixT<F>& factor, MetricMethod metric, Index fit_rows, linalg::Kernels& kernels) {
   const Index rows = a.rows, naux = a.cols;
   if constexpr (std::is_same_v<W, F>) {
-    if (metric == MetricMethod::cholesky && plan.fit_rows >= rows) {
+    if (metric == MetricMethod::cholesky && fit_rows >= rows) {
       kernels.trsm(step_name(Mp2Step::fitting), linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, F(1),
                    linalg::view(factor), a);
       return;
     }
   }
-  const Index chunk = std::max<Index>(1, std::min(plan.fit_rows, rows));
+  const Index chunk = std::max<Index>(1, std::min(fit_rows, rows));
   MatrixT<F> in(chunk, naux), out(chunk, naux);
   for (Index r0 = 0; r0 < rows; r0 += chunk) {
     const Index nr = std::min(chunk, rows - r0);
@@ -512,415 +525,33 @@ void fit(MatrixViewT<W> a, const MatrixT<F>& factor, MetricMethod metric, const 
   }
 }
 
-// One rank's blocks of a tensor stored by occupied block (BlockPlan): block b is rows(b) x cols, column-major and
-// contiguous, in memory or at its offset in a scratch file.
-template <class W>
-class BlockStore {
- public:
-  BlockStore(const std::vector<Index>& blocks, const std::vector<Index>& block_rows, Index cols,
-             const std::string* scratch_folder, const std::string& what)
-      : cols_(cols) {
-    std::size_t offset = 0;
-    for (const Index b : blocks) {
-      slot_[b] = rows_.size();
-      rows_.push_back(block_rows[static_cast<std::size_t>(b)]);
-      offset_.push_back(offset);
-      offset += static_cast<std::size_t>(rows_.back() * cols);
+// Screening is judged over every rank's tiles: a threshold that drops them all would make every energy 0.
+void judge_screening(const ScreeningOptions& options, ScreeningReport& report, linalg::Comm& comm) {
+  double tiles[2] = {double(report.blocks_kept), double(report.blocks_total)};
+  comm.sum(tiles, 2);
+  report.blocks_kept = static_cast<long long>(tiles[0]);
+  report.blocks_total = static_cast<long long>(tiles[1]);
+  comm.checked([&] {
+    if (options.enabled && report.blocks_kept == 0) {
+      throw NumericalError(fmt::format("DF-MP2 step 'transform': screening threshold {:.3e} drops all {} tiles of "
+                                       "(P|mn); every energy would be 0 (lower screening.threshold)",
+                                       options.threshold, report.blocks_total));
     }
-    if (scratch_folder != nullptr) {
-      file_ = std::make_unique<ScratchFile>(*scratch_folder, what);
-    } else {
-      for (const Index r : rows_) memory_.emplace_back(r, cols);
-    }
-  }
-  bool in_memory() const { return !file_; }
-  Index rows(Index b) const { return rows_[slot(b)]; }
-  Index cols() const { return cols_; }
-  W* data(Index b) { return memory_[slot(b)].data(); }
-  MatrixViewT<W> view(Index b) { return linalg::view(memory_[slot(b)]); }
-  // Columns [col0, col0 + ncols) of block b from `from`, whose columns are `ld` apart.
-  void write_columns(Index b, Index col0, Index ncols, const W* from, Index ld) {
-    const Index r = rows(b);
-    if (in_memory()) {
-      for (Index j = 0; j < ncols; ++j) std::copy_n(from + j * ld, r, data(b) + (col0 + j) * r);
-      return;
-    }
-    const W* packed = from;
-    if (ld != r) {
-      packed_.resize(static_cast<std::size_t>(r * ncols));
-      for (Index j = 0; j < ncols; ++j) std::copy_n(from + j * ld, r, packed_.data() + j * r);
-      packed = packed_.data();
-    }
-    file_->write(packed, static_cast<std::size_t>(r * ncols), offset_[slot(b)] + static_cast<std::size_t>(col0 * r));
-  }
-  // The whole block b to or from `data` (rows(b) x cols, contiguous). Thread-safe for reads.
-  void write(Index b, const W* from) { write_columns(b, 0, cols_, from, rows(b)); }
-  void read(Index b, W* into) const {
-    const std::size_t count = static_cast<std::size_t>(rows(b) * cols_);
-    if (!file_) {
-      std::copy_n(memory_[slot(b)].data(), count, into);
-      return;
-    }
-    file_->read(into, count, offset_[slot(b)]);
-  }
-  void release() {
-    std::vector<MatrixT<W>>().swap(memory_);
-    file_.reset();
-  }
-
- private:
-  std::size_t slot(Index b) const { return slot_.at(b); }
-  Index cols_;
-  std::map<Index, std::size_t> slot_;
-  std::vector<Index> rows_;
-  std::vector<std::size_t> offset_;
-  std::vector<MatrixT<W>> memory_;
-  std::unique_ptr<ScratchFile> file_;
-  std::vector<W> packed_;
-};
-
-template <class W, class F, class Acc>
-void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernels& kernels, DfMp2Result& result) {
-  linalg::SerialComm alone;
-  linalg::Comm& comm = options.comm != nullptr ? *options.comm : alone;
-  const int ranks = comm.size(), me = comm.rank();
-  const Vector& eps = *in.orbital_energies;
-  const Index nocc = in.nocc, nvir = eps.size() - nocc, nact = nocc - options.nfrozen;
-  const Index naux = in.three_index->naux(), rows = nact * nvir;
-  const BlockPlan& plan = result.plan;
-  const bool on_scratch = plan.storage == Mp2Storage::scratch;
-  const std::string* scratch = on_scratch ? &options.scratch_folder : nullptr;
-  // Scratch files of several ranks may share a folder (and a pid, on different nodes): the rank is in the name.
-  const std::string suffix = ranks > 1 ? fmt::format("-r{}", me) : std::string();
-  const Mp2Layout layout = make_layout(*in.three_index, plan.aux_block, nact, plan.occupied_block, ranks, me);
-  const auto& occ = layout.occupied;
-  const Index nbo = static_cast<Index>(occ.size());
-  std::vector<Index> block_rows, every_block, held;
-  for (Index b = 0; b < nbo; ++b) {
-    block_rows.push_back((occ[static_cast<std::size_t>(b)].second - occ[static_cast<std::size_t>(b)].first) * nvir);
-    every_block.push_back(b);
-    if (layout.occupied_rank[static_cast<std::size_t>(b)] == me) held.push_back(b);
-  }
-  auto holder = [&](Index b) { return layout.occupied_rank[static_cast<std::size_t>(b)]; };
-  std::vector<std::pair<Index, Index>> my_aux;
-  for (std::size_t k = 0; k < layout.aux_blocks.size(); ++k)
-    if (layout.aux_rank[k] == me) my_aux.push_back(layout.aux_blocks[k]);
-  const Index my_col0 = layout.col0[static_cast<std::size_t>(me)], my_cols = layout.columns(me);
-
-  // What this rank did in each step, for the report's per-rank table.
-  std::vector<linalg::PhaseStats> stats(mp2_step_names().size());
-  const auto traffic_before = comm.traffic();
-  auto in_step = [&](Mp2Step step, const auto& body) {
-    comm.set_phase("MP2 " + step_name(step));
-    Stopwatch clock;
-    body();
-    stats[static_cast<std::size_t>(step)].seconds += clock.seconds();
-  };
-  auto done_with = [&](const char* phase) {
-    if (options.phase_done) options.phase_done(phase);
-  };
-
-  // 1. The metric factor, on every rank.
-  MatrixT<F> factor;
-  in_step(Mp2Step::metric, [&] {
-    comm.checked([&] { factor = metric_factor<F>(*in.metric, options, kernels, result.metric_report); });
   });
-  done_with("MP2 metric");
-  result.screening.enabled = options.screening.enabled;
-  result.screening.threshold = options.screening.threshold;
-  result.screening.block = options.screening.block;
+}
 
-  // 2. This rank's auxiliary columns of every occupied block (on one rank: the whole tensor, fitted in place later).
-  std::unique_ptr<BlockStore<W>> a_store;
-  in_step(Mp2Step::transform, [&] {
-    comm.checked([&] {
-      a_store = std::make_unique<BlockStore<W>>(every_block, block_rows, my_cols, scratch,
-                                                (ranks > 1 ? "mp2-a" : "mp2") + suffix);
-      std::vector<W> staging;
-      Index largest = 0;
-      for (const auto& [p0, p1] : my_aux) largest = std::max(largest, p1 - p0);
-      staging.reserve(static_cast<std::size_t>(largest * rows));
-      transform<W>(
-          in, options, my_aux, kernels, result.screening,
-          [&](Index, Index np) {
-            staging.resize(static_cast<std::size_t>(np * rows));
-            return staging.data();
-          },
-          [&](Index p0, Index np, const W* data) {
-            Stopwatch clock;
-            for (Index b = 0; b < nbo; ++b) {
-              a_store->write_columns(b, p0 - my_col0, np, data + occ[static_cast<std::size_t>(b)].first * nvir, rows);
-            }
-            kernels.record_host(step_name(Mp2Step::transform), on_scratch ? "scratch_write" : "store", clock.seconds(),
-                                {0, double(sizeof(W)) * double(np * rows)}, dtype<W>());
-          });
-    });
-    // Screening is judged over every rank's tiles.
-    double tiles[2] = {double(result.screening.blocks_kept), double(result.screening.blocks_total)};
-    comm.sum(tiles, 2);
-    result.screening.blocks_kept = static_cast<long long>(tiles[0]);
-    result.screening.blocks_total = static_cast<long long>(tiles[1]);
-    comm.checked([&] {
-      if (options.screening.enabled && result.screening.blocks_kept == 0) {
-        throw NumericalError(fmt::format("DF-MP2 step 'transform': screening threshold {:.3e} drops all {} tiles of "
-                                         "(P|mn); every energy would be 0 (lower screening.threshold)",
-                                         options.screening.threshold, result.screening.blocks_total));
-      }
-    });
-  });
-  done_with("MP2 transform");
-
-  // 3. The blocks this rank holds, with all auxiliary columns, fitted: on one rank the A store itself; with ranks,
-  // one redistribution from auxiliary columns to occupied blocks (in memory all blocks at once; on scratch a round
-  // per block each rank holds), each block fitted as it arrives.
-  std::unique_ptr<BlockStore<W>> b_own;
-  BlockStore<W>* b_store = a_store.get();
-  const std::string fitting = step_name(Mp2Step::fitting);
-  auto fit_block = [&](MatrixViewT<W> block) {
-    BlockPlan p = plan;
-    p.fit_rows = std::min(plan.fit_rows, block.rows);
-    fit<W, F>(block, factor, options.metric, p, kernels);
-    require_finite(fitting, "the fitted tensor B", block.data, block.rows * block.cols);
-  };
-  auto timed_exchange = [&](const std::vector<linalg::StridedBlock>& sends,
-                            const std::vector<linalg::StridedBlock>& receives, double bytes) {
-    Stopwatch clock;
-    comm.exchange(sends, receives);
-    kernels.record_host(fitting, "redistribute", clock.seconds(), {0, bytes}, dtype<W>());
-  };
-  in_step(Mp2Step::fitting, [&] {
-    if (ranks == 1) {
-      comm.checked([&] {
-        MatrixT<W> buffer;
-        for (const Index b : held) {
-          if (a_store->in_memory()) {
-            fit_block(a_store->view(b));
-            continue;
-          }
-          buffer.resize(block_rows[static_cast<std::size_t>(b)], naux);
-          Stopwatch clock;
-          a_store->read(b, buffer.data());
-          kernels.record_host(fitting, "scratch_read", clock.seconds(), {0, double(sizeof(W)) * double(buffer.size())},
-                              dtype<W>());
-          fit_block(linalg::view(buffer));
-          clock = Stopwatch();
-          a_store->write(b, buffer.data());
-          kernels.record_host(fitting, "scratch_write", clock.seconds(), {0, double(sizeof(W)) * double(buffer.size())},
-                              dtype<W>());
-        }
-      });
-      return;
-    }
-    comm.checked([&] {
-      b_own = std::make_unique<BlockStore<W>>(held, block_rows, naux, scratch, "mp2" + suffix);
-    });
-    b_store = b_own.get();
-    auto receives_into = [&](Index b, W* base) {  // every rank's columns of block b, into an rows x naux block
-      std::vector<linalg::StridedBlock> out;
-      const Index r_rows = block_rows[static_cast<std::size_t>(b)];
-      for (int r = 0; r < ranks; ++r) {
-        if (layout.columns(r) == 0) continue;
-        out.push_back({r, base + layout.col0[static_cast<std::size_t>(r)] * r_rows, std::size_t(r_rows),
-                       std::size_t(layout.columns(r)), std::size_t(r_rows), sizeof(W)});
-      }
-      return out;
-    };
-    if (!on_scratch) {
-      std::vector<linalg::StridedBlock> sends, receives;
-      double bytes = 0;
-      for (Index b = 0; b < nbo && my_cols > 0; ++b) {
-        const Index r_rows = block_rows[static_cast<std::size_t>(b)];
-        sends.push_back({holder(b), a_store->data(b), std::size_t(r_rows), std::size_t(my_cols), std::size_t(r_rows),
-                         sizeof(W)});
-        bytes += double(sizeof(W)) * double(r_rows * my_cols);
-      }
-      for (const Index b : held) {
-        const auto r = receives_into(b, b_own->data(b));
-        receives.insert(receives.end(), r.begin(), r.end());
-      }
-      timed_exchange(sends, receives, bytes);
-      a_store->release();
-      comm.checked([&] {
-        for (const Index b : held) fit_block(b_own->view(b));
-      });
-      return;
-    }
-    // Scratch: round k sends every holder its k-th block.
-    std::vector<std::vector<Index>> held_by(static_cast<std::size_t>(ranks));
-    for (Index b = 0; b < nbo; ++b) held_by[static_cast<std::size_t>(holder(b))].push_back(b);
-    std::size_t rounds = 0;
-    for (const auto& h : held_by) rounds = std::max(rounds, h.size());
-    std::vector<std::vector<W>> pieces(static_cast<std::size_t>(ranks));
-    MatrixT<W> block;
-    for (std::size_t k = 0; k < rounds; ++k) {
-      std::vector<linalg::StridedBlock> sends, receives;
-      double bytes = 0;
-      comm.checked([&] {
-        for (int s = 0; s < ranks; ++s) {
-          const auto& h = held_by[static_cast<std::size_t>(s)];
-          if (k >= h.size() || my_cols == 0) continue;
-          const Index b = h[k], r_rows = block_rows[static_cast<std::size_t>(b)];
-          auto& piece = pieces[static_cast<std::size_t>(s)];
-          piece.resize(static_cast<std::size_t>(r_rows * my_cols));
-          Stopwatch clock;
-          a_store->read(b, piece.data());
-          kernels.record_host(fitting, "scratch_read", clock.seconds(), {0, double(sizeof(W)) * double(piece.size())},
-                              dtype<W>());
-          sends.push_back({s, piece.data(), std::size_t(r_rows), std::size_t(my_cols), std::size_t(r_rows), sizeof(W)});
-          bytes += double(sizeof(W)) * double(piece.size());
-        }
-      });
-      const auto& mine = held_by[static_cast<std::size_t>(me)];
-      if (k < mine.size()) {
-        block.resize(block_rows[static_cast<std::size_t>(mine[k])], naux);
-        receives = receives_into(mine[k], block.data());
-      }
-      timed_exchange(sends, receives, bytes);
-      comm.checked([&] {
-        if (k >= mine.size()) return;
-        fit_block(linalg::view(block));
-        Stopwatch clock;
-        b_own->write(mine[k], block.data());
-        kernels.record_host(fitting, "scratch_write", clock.seconds(), {0, double(sizeof(W)) * double(block.size())},
-                            dtype<W>());
-      });
-    }
-    a_store->release();
-  });
-  done_with("MP2 fitting");
-
-  // 4. The pairs this rank computes, grouped by the block it holds (the anchor), each with one partner block: its
-  // own, read from its scratch file, or fetched from the rank that holds it (while the previous pair is computed).
-  const Vector eps_occ = eps.segment(options.nfrozen, nact);
-  const Vector eps_vir = eps.tail(nvir);
-  const std::size_t npairs = layout.pairs.size();
-  result.block_pairs = static_cast<Index>(npairs);
-  std::vector<double> energies(2 * npairs, 0.0);  // (os, ss) per pair, this rank's; summed over the ranks
-  in_step(Mp2Step::pair_energy, [&] {
-    const std::string pair_step = step_name(Mp2Step::pair_energy);
-    struct Work {
-      std::size_t pair;
-      Index anchor, partner;
-    };
-    std::vector<Work> work;
-    const Index nb = plan.occupied_block;
-    for (std::size_t k = 0; k < npairs; ++k) {
-      if (layout.pair_rank[k] != me) continue;
-      const Index bi = layout.pairs[k].i0 / nb, bj = layout.pairs[k].j0 / nb;
-      work.push_back(holder(bi) == me ? Work{k, bi, bj} : Work{k, bj, bi});
-    }
-    std::stable_sort(work.begin(), work.end(), [](const Work& a, const Work& b) {
-      return a.anchor != b.anchor ? a.anchor < b.anchor : a.partner < b.partner;
-    });
-    // The blocks this rank lends: from memory in place, or read from its scratch file into the lender's buffer.
-    auto lender = comm.lend([&](long long id, std::size_t bytes, std::vector<std::byte>& buffer) -> const void* {
-      const Index b = static_cast<Index>(id);
-      if (bytes != sizeof(W) * std::size_t(block_rows[static_cast<std::size_t>(b)] * naux))
-        throw std::logic_error("DF-MP2: a block asked for with the wrong size");
-      if (b_store->in_memory()) return b_store->data(b);
-      buffer.resize(bytes);
-      b_store->read(b, reinterpret_cast<W*>(buffer.data()));
-      return buffer.data();
-    });
-    // A partner is loaded when it is not a view of this rank's memory.
-    auto needs_load = [&](const Work& w) {
-      return w.partner != w.anchor && (holder(w.partner) != me || !b_store->in_memory());
-    };
-    auto load = [&](Index b, MatrixT<W>& into) {
-      into.resize(block_rows[static_cast<std::size_t>(b)], naux);
-      if (holder(b) == me) b_store->read(b, into.data());
-      else lender->fetch(holder(b), b, into.data(), sizeof(W) * std::size_t(into.size()))->wait();
-    };
-    comm.checked([&] {
-      MatrixT<W> anchor_buffer, partner, next, workspace;
-      std::future<void> pending;
-      std::size_t pending_for = work.size();
-      auto start_from = [&](std::size_t i) {  // starts loading the partner of the first pair from i on that needs one
-        for (std::size_t j = i; j < work.size(); ++j) {
-          if (!needs_load(work[j])) continue;
-          pending_for = j;
-          pending = std::async(std::launch::async, [&, j] { load(work[j].partner, next); });
-          return;
-        }
-        pending_for = work.size();
-      };
-      double waited_read = 0, waited_fetch = 0, read_bytes = 0, fetch_bytes = 0;
-      long long done = 0;
-      Index anchor = -1;
-      start_from(0);
-      ConstMatrixViewT<W> a_view{};
-      for (std::size_t i = 0; i < work.size(); ++i) {
-        const Work& w = work[i];
-        if (w.anchor != anchor) {
-          anchor = w.anchor;
-          if (b_store->in_memory()) {
-            a_view = b_store->view(anchor);
-          } else {
-            anchor_buffer.resize(block_rows[static_cast<std::size_t>(anchor)], naux);
-            Stopwatch clock;
-            b_store->read(anchor, anchor_buffer.data());
-            kernels.record_host(pair_step, "scratch_read", clock.seconds(),
-                                {0, double(sizeof(W)) * double(anchor_buffer.size())}, dtype<W>());
-            a_view = linalg::view(anchor_buffer);
-          }
-        }
-        ConstMatrixViewT<W> p_view = a_view;
-        if (w.partner != w.anchor) {
-          if (!needs_load(w)) {
-            p_view = b_store->view(w.partner);
-          } else {
-            if (pending_for != i) throw std::logic_error("DF-MP2 pair loop: partner block not requested in order");
-            Stopwatch clock;
-            pending.get();  // rethrows a read or fetch error
-            const double bytes = double(sizeof(W)) * double(next.size());
-            (holder(w.partner) == me ? waited_read : waited_fetch) += clock.seconds();
-            (holder(w.partner) == me ? read_bytes : fetch_bytes) += bytes;
-            std::swap(partner, next);
-            p_view = linalg::view(partner);
-            start_from(i + 1);
-          }
-        }
-        const OccupiedBlockPair& pair = layout.pairs[w.pair];
-        const bool anchor_is_i = pair.i0 / nb == w.anchor;
-        const PairEnergy e = block_pair_energy<W, Acc>(pair, anchor_is_i ? a_view : p_view,
-                                                       anchor_is_i ? p_view : a_view, eps_occ, eps_vir, kernels,
-                                                       workspace);
-        energies[2 * w.pair] = e.opposite_spin;
-        energies[2 * w.pair + 1] = e.same_spin;
-        if (options.progress) options.progress("MP2 pair energies", ++done, static_cast<long long>(work.size()));
-      }
-      // The loads overlap the pair computations; only the time spent waiting for them is their cost.
-      if (read_bytes > 0) kernels.record_host(pair_step, "scratch_read", waited_read, {0, read_bytes}, dtype<W>());
-      if (fetch_bytes > 0) kernels.record_host(pair_step, "fetch_block", waited_fetch, {0, fetch_bytes}, dtype<W>());
-    });
-    lender->finish();
-    // Each pair's energies come from the one rank that computed it (the others add exact zeros).
-    comm.sum(energies.data(), energies.size());
-  });
-  done_with("MP2 pair energies");
-
-  // The sum over the block pairs in pair order, in Acc (an fp32 run accumulates as fp32 arithmetic would): the
-  // same bits for any number of ranks.
-  Acc os = 0, ss = 0;
-  for (std::size_t k = 0; k < npairs; ++k) {
-    os += Acc(energies[2 * k]);
-    ss += Acc(energies[2 * k + 1]);
-  }
-  result.opposite_spin = double(os);
-  result.same_spin = double(ss);
-  const double sums[] = {result.opposite_spin, result.same_spin};
-  require_finite(step_name(Mp2Step::pair_energy), "the pair-energy sum", sums, 2);
-
-  // Per rank and step: time, flops and traffic.
-  const auto traffic_after = comm.traffic();
+// The per-rank table of one run (README "MPI"): each step's time (given), its kernels' flops, and the traffic the
+// communicator counted under the step's phase during this run.
+std::vector<linalg::PhaseStats> step_stats(std::vector<linalg::PhaseStats> stats, const linalg::KernelLog& log,
+                                           const std::map<std::string, linalg::CommTraffic>& before,
+                                           const std::map<std::string, linalg::CommTraffic>& after) {
   for (const auto& [step, name] : mp2_step_names()) {
     linalg::PhaseStats& st = stats[static_cast<std::size_t>(step)];
-    for (const auto& r : kernels.log().records())
+    for (const auto& r : log.records())
       if (r.step == name) st.flops += r.flops;
-    const std::string phase = "MP2 " + name;
     linalg::CommTraffic t;
-    if (auto it = traffic_after.find(phase); it != traffic_after.end()) t = it->second;
-    if (auto it = traffic_before.find(phase); it != traffic_before.end()) {
+    if (auto it = after.find(mp2_phase_name(step)); it != after.end()) t = it->second;
+    if (auto it = before.find(mp2_phase_name(step)); it != before.end()) {
       t.bytes_sent -= it->second.bytes_sent;
       t.bytes_received -= it->second.bytes_received;
       t.messages_sent -= it->second.messages_sent;
@@ -932,7 +563,91 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
     st.messages = double(t.messages_sent + t.messages_received);
     st.wait_seconds = t.wait_seconds;
   }
-  result.ranks = comm.gather(stats);
+  return stats;
+}
+
+// DF-MP2 in the element types of a precision: W for the GEMMs and the fitted tensor, F for the metric and the
+// fitting, Acc for the energy sums. The four steps of chem/dfmp2.hpp, on this rank's share of the work (Mp2Layout);
+// where the blocks of the tensor live is OccupiedBlocks' business.
+template <class W, class F, class Acc>
+void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernels& kernels, DfMp2Result& result) {
+  linalg::SerialComm alone;
+  linalg::Comm& comm = options.comm != nullptr ? *options.comm : alone;
+  const Vector& eps = *in.orbital_energies;
+  const Index nocc = in.nocc, nvir = eps.size() - nocc, nact = nocc - options.nfrozen;
+  const Index naux = in.three_index->naux();
+  const BlockPlan& plan = result.plan;
+  const Mp2Layout layout = make_layout(*in.three_index, plan.aux_block, nact, plan.occupied_block, comm.size(),
+                                       comm.rank());
+  std::vector<linalg::PhaseStats> stats(mp2_step_names().size());
+  const auto traffic_before = comm.traffic();
+  // Each step: its traffic counted under its phase, its time for the per-rank table, its peak memory measured.
+  auto step = [&](Mp2Step s, const auto& body) {
+    comm.set_phase(mp2_phase_name(s));
+    Stopwatch clock;
+    body();
+    stats[static_cast<std::size_t>(s)].seconds += clock.seconds();
+    if (options.phase_done) options.phase_done(s);
+  };
+
+  // 1. The metric factor L (or J^-1/2), on every rank.
+  MatrixT<F> factor;
+  step(Mp2Step::metric, [&] {
+    comm.checked([&] { factor = metric_factor<F>(*in.metric, options, kernels, result.metric_report); });
+  });
+
+  // 2. A = (P|ia) for this rank's auxiliary blocks, into the occupied blocks' rows.
+  std::unique_ptr<OccupiedBlocks<W>> blocks;
+  result.screening = {options.screening.enabled, options.screening.threshold, options.screening.block, 0, 0};
+  step(Mp2Step::transform, [&] {
+    comm.checked([&] {
+      blocks = std::make_unique<OccupiedBlocks<W>>(layout, nvir, naux, plan, options.scratch_folder, comm, kernels);
+      transform<W>(in, options, blocks->aux_blocks(), kernels, result.screening,
+                   [&](Index p0, Index np, const W* a) { blocks->store_columns(p0, np, a, nact * nvir); });
+    });
+    judge_screening(options.screening, result.screening, comm);
+  });
+
+  // 3. B = A L^-T (or A J^-1/2), block by block.
+  step(Mp2Step::fitting, [&] {
+    blocks->fit_each([&](MatrixViewT<W> block) {
+      fit<W, F>(block, factor, options.metric, plan.fit_rows, kernels);
+      require_finite(step_name(Mp2Step::fitting), "the fitted tensor B", block.data, block.rows * block.cols);
+    });
+  });
+
+  // 4. The pair energies of every occupied block pair (I, J): (ia|jb) = B_I B_J^T, then the energy sums.
+  const Vector eps_occ = eps.segment(options.nfrozen, nact), eps_vir = eps.tail(nvir);
+  const std::size_t npairs = layout.pairs.size();
+  std::vector<double> energies(2 * npairs, 0.0);  // (os, ss) per pair: this rank's, then summed over the ranks
+  step(Mp2Step::pair_energy, [&] {
+    MatrixT<W> workspace;
+    long long done = 0;
+    const long long mine = static_cast<long long>(std::count(layout.pair_rank.begin(), layout.pair_rank.end(),
+                                                             comm.rank()));
+    blocks->for_each_pair([&](std::size_t k, ConstMatrixViewT<W> b_i, ConstMatrixViewT<W> b_j) {
+      const PairEnergy e = block_pair_energy<W, Acc>(layout.pairs[k], b_i, b_j, eps_occ, eps_vir, kernels, workspace);
+      energies[2 * k] = e.opposite_spin;
+      energies[2 * k + 1] = e.same_spin;
+      if (options.progress) options.progress(mp2_phase_name(Mp2Step::pair_energy), ++done, mine);
+    });
+    // Each pair's energies come from the one rank that computed it (the others add exact zeros).
+    comm.sum(energies.data(), energies.size());
+  });
+
+  // The sum over the block pairs in pair order, in Acc (an fp32 run accumulates as fp32 arithmetic would): the
+  // same bits for any number of ranks.
+  Acc os = 0, ss = 0;
+  for (std::size_t k = 0; k < npairs; ++k) {
+    os += Acc(energies[2 * k]);
+    ss += Acc(energies[2 * k + 1]);
+  }
+  result.opposite_spin = double(os);
+  result.same_spin = double(ss);
+  result.block_pairs = static_cast<Index>(npairs);
+  const double sums[] = {result.opposite_spin, result.same_spin};
+  require_finite(step_name(Mp2Step::pair_energy), "the pair-energy sum", sums, 2);
+  result.ranks = comm.gather(step_stats(stats, kernels.log(), traffic_before, comm.traffic()));
 }
 
 }  // namespace

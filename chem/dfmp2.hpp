@@ -50,6 +50,9 @@ std::string precision_name(Precision p);
 enum class Mp2Step { metric, transform, fitting, pair_energy };
 const linalg::NameTable<Mp2Step>& mp2_step_names();
 const std::string& step_name(Mp2Step step);
+// The same steps as phases of the run: the memory plan's rows, the progress lines, the communicator's traffic and
+// the per-rank table ("MP2 metric", "MP2 transform", "MP2 fitting", "MP2 pair energies").
+const std::string& mp2_phase_name(Mp2Step step);
 // The host work DF-MP2 logs beside the backend's ops (KernelLog kernel names, under backend "host").
 inline constexpr const char* kRead3IndexKernel = "read_3index";  // transform: reading a block of (P|mn) or (P|ia)
 inline constexpr const char* kPairReduceKernel = "pair_reduce";  // pair energies: the reduction over (ia|jb)
@@ -95,9 +98,8 @@ struct DfMp2Options {
   std::string scratch_folder = "/tmp";  // for Mp2Storage::scratch
   // (optional) Told after each block of the transformation and each occupied block pair: phase, done, total.
   std::function<void(const std::string&, long long, long long)> progress;
-  // (optional) Told when a phase ends: "MP2 metric", "MP2 transform", "MP2 fitting", "MP2 pair energies" (the
-  // memory plan measures each phase's peak resident memory with it).
-  std::function<void(const std::string&)> phase_done;
+  // (optional) Told when a step ends (the memory plan measures each phase's peak resident memory with it).
+  std::function<void(Mp2Step)> phase_done;
   // The ranks the run is spread over (linalg/comm.hpp); none: this process alone. Every rank calls run_dfmp2 with
   // the same input and options (memory_bytes included: the blocking must be the same everywhere).
   linalg::Comm* comm = nullptr;
@@ -163,6 +165,7 @@ struct Mp2Layout {
   std::vector<std::pair<linalg::Index, linalg::Index>> aux_blocks;  // [p0, p1), every rank's, in order
   std::vector<int> aux_rank;                                        // who transforms each
   std::vector<linalg::Index> col0;  // per rank its first auxiliary column, col0[ranks] = naux
+  linalg::Index occupied_block = 1;                                 // active occupied orbitals per block
   std::vector<std::pair<linalg::Index, linalg::Index>> occupied;    // active occupied blocks [i0, i1)
   std::vector<int> occupied_rank;                                   // who holds each
   std::vector<OccupiedBlockPair> pairs;                             // every block pair, I-major
