@@ -367,6 +367,226 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
 
 }  // namespace
 
+namespace {
+
+// The backends of a run, made before any of them runs: each named one, the host fallback (device.host_fallback), and
+// the one the SCF runs on.
+struct Backends {
+  std::vector<std::unique_ptr<linalg::Backend>> named;
+  std::unique_ptr<linalg::Backend> fallback, scf_own;
+  linalg::Backend* scf = nullptr;
+};
+
+// Every backend made, and checked against what the input asks of it (an element type, bf16, an op of the chosen
+// metric), so that one that cannot run stops the run before any work is done. The SCF is fp64 throughout: it runs on
+// the first named backend with fp64 arithmetic, or on the default CPU backend when the list holds only device models.
+Backends make_backends(const Input& input) {
+  Backends b;
+  for (const auto& name : input.backends) {
+    try {
+      b.named.push_back(devices::make_backend(name, input.device));
+    } catch (const InputError& e) {  // a device parameter override the model does not know
+      throw InputError(fmt::format("{}: key 'device.{}': {}", input.path, name, e.what()));
+    }
+    b.named.back()->set_threads(input.threads);
+  }
+  if (input.host_fallback) {
+    b.fallback = devices::make_backend(devices::default_backend());
+    b.fallback->set_threads(input.threads);
+  }
+  for (const auto& backend : b.named) check_backend_can_run(input, *backend, b.fallback.get());
+  for (const auto& backend : b.named) {
+    if (b.scf == nullptr && backend->supports(linalg::Op::gemm, linalg::DType::fp64) &&
+        backend->supports(linalg::Op::eigh, linalg::DType::fp64)) {
+      b.scf = backend.get();
+    }
+  }
+  if (b.scf == nullptr && input.molecule) {
+    b.scf_own = devices::make_backend(devices::default_backend());
+    b.scf_own->set_threads(input.threads);
+    b.scf = b.scf_own.get();
+  }
+  return b;
+}
+
+// What the calculation is, without computing any integral (the memory plan needs its sizes), with its frozen core.
+Reference make_reference(const Input& input) {
+  Reference reference;
+  if (input.synthetic) {
+    reference = synthetic_reference(std::make_unique<chem::SyntheticProblem>(*input.synthetic), input.synthetic_name);
+  } else if (input.molecule) {
+    // The frozen-core count is known from the molecule alone: checked before any basis set is loaded.
+    Reference molecule_only;
+    molecule_only.nocc = chem::closed_shell_occupied(*input.molecule);
+    molecule_only.metadata.molecule = *input.molecule;
+    molecule_only.description = "the molecule";
+    resolve_frozen_core(input, molecule_only);
+    reference = molecule_reference(input);
+  } else {
+    reference = reference_from_file(chem::IntegralFile::open(input.integrals));
+  }
+  reference.nfrozen = resolve_frozen_core(input, reference);
+  if (input.screening.enabled && reference.form != chem::ThreeIndexForm::ao) {
+    throw InputError(fmt::format("{}: key 'screening': screens AO integrals (P|mn), and {} holds MO-form (P|ia)",
+                                 input.path, reference.description));
+  }
+  return reference;
+}
+
+// DF-MP2's part of the plan: the blocking of every run (backend and precision), and its phases as the largest of them
+// needs them. `mp2_budget` is what DF-MP2 may hold beside the orbitals, the metric and the integral engine.
+chem::BlockPlan plan_dfmp2(const Input& input, const Reference& r, const Backends& backends, MemoryPlan& plan,
+                           int ranks) {
+  // The orbitals C (nbf x nmo) and the MP2 metric stay for all of DF-MP2: read from the integral file or generated
+  // now (after the start was measured), or computed after the SCF; molecule input also holds the MP2 integral engine.
+  const double later = 8.0 * (double(r.nbf) * double(r.nmo) + double(r.nmo) + double(r.naux) * double(r.naux)) +
+                       (r.molecule() ? chem::ThreeCenterEngine::bytes(r.molecule()->aux_basis, r.molecule()->basis) : 0.0);
+  plan.mp2_budget = plan.budget - plan.baseline - later;
+  const linalg::Index nact = r.nocc - r.nfrozen, nvir = r.nmo - r.nocc;
+  // The largest block of auxiliary functions that cannot be cut (a shell), for the ranks' shares of the columns.
+  linalg::Index aux_unit = 1;
+  if (r.molecule())
+    for (const auto& sh : r.molecule()->aux_basis.shells) aux_unit = std::max<linalg::Index>(aux_unit, sh.size());
+  chem::BlockPlan largest;
+  for (const auto& backend : backends.named) {
+    for (const chem::Precision precision : input.precisions_of(backend->name())) {
+      const chem::BlockPlan bp = within_memory(plan, plan.baseline + later, [&] {
+        return chem::plan_blocks(r.form, r.form == chem::ThreeIndexForm::ao ? r.nbf : 0, r.nocc, nact, nvir, r.naux,
+                                 plan.mp2_budget, precision, input.metric, input.screening.enabled, input.mp2_storage,
+                                 chem::working_copies_of(*backend, precision, input.step_modes), ranks, aux_unit);
+      });
+      if (bp.peak_bytes > largest.peak_bytes) largest = bp;
+    }
+  }
+  const std::string storage = chem::mp2_storage_name(largest.storage);
+  const std::string why = input.mp2_storage != chem::Mp2Storage::automatic ? "asked for (mp2_storage)"
+                          : largest.storage == chem::Mp2Storage::scratch
+                              ? "the fitted tensor does not fit in memory beside the blocks"
+                              : "the fitted tensor fits in memory";
+  using chem::Mp2Step;
+  plan.phases.push_back({chem::mp2_phase_name(Mp2Step::metric), "", "", largest.metric_bytes, 0, ""});
+  plan.phases.push_back({chem::mp2_phase_name(Mp2Step::transform), storage,
+                         fmt::format("aux block {}", largest.aux_block), largest.transform_bytes,
+                         largest.scratch_bytes, why});
+  plan.phases.push_back({chem::mp2_phase_name(Mp2Step::fitting), storage, fmt::format("rows {}", largest.fit_rows),
+                         largest.fitting_bytes, largest.scratch_bytes, ""});
+  plan.phases.push_back({chem::mp2_phase_name(Mp2Step::pair_energy), storage,
+                         fmt::format("occupied block {}", largest.occupied_block), largest.pair_bytes,
+                         largest.scratch_bytes, ""});
+  if (largest.storage == chem::Mp2Storage::scratch) chem::check_scratch_folder(input.scratch);
+  return largest;
+}
+
+// The memory plan, before any three-index integral: what each phase may hold beside what is resident now.
+MemoryPlan make_memory_plan(const Input& input, const Reference& r, const Backends& backends, int ranks) {
+  MemoryPlan plan;
+  plan.budget = input.memory_bytes;
+  plan.baseline = input.resident_at_start + memory_allowance(input.threads);
+  plan.scratch_folder = input.scratch;
+  plan.mp2_storage = plan_dfmp2(input, r, backends, plan, ranks).storage;
+  if (!r.molecule()) return plan;
+  plan.phases.insert(plan.phases.begin(), {"SCF", "", "", scf_matrix_bytes(r.nbf, input.scf.diis_vectors), 0, ""});
+  if (input.save_integrals) {
+    // The file is written compressed; its uncompressed size bounds what the disk must take.
+    const double bytes = chem::integral_file_bytes(r.nbf, r.nmo, r.naux);
+    const std::string folder = std::filesystem::path(*input.save_integrals).parent_path().string();
+    const double free = chem::free_bytes(folder.empty() ? "." : folder);
+    if (free >= 0 && free < bytes) {
+      throw ResourceError(fmt::format("save_integrals: '{}' needs up to {} and its folder has {} free",
+                                      *input.save_integrals, linalg::format_bytes(bytes), linalg::format_bytes(free)));
+    }
+  }
+  return plan;
+}
+
+// Molecule input prints its plan before the SCF; the other inputs print nothing until the report.
+void print_plan(const MemoryPlan& plan, const std::function<void(const std::string&)>& progress) {
+  if (!progress) return;
+  progress(fmt::format("  memory plan: {} ({} in use at the start or allowed for libraries); scratch in {}",
+                       linalg::format_bytes(plan.budget), linalg::format_bytes(plan.baseline), plan.scratch_folder));
+  for (const auto& ph : plan.phases) {
+    progress(fmt::format("    {:<18} {:<9} {:<28} holds {:>10}{}", ph.phase, ph.storage, ph.blocks,
+                         linalg::format_bytes(ph.memory_bytes),
+                         ph.scratch_bytes > 0 ? "  scratch " + linalg::format_bytes(ph.scratch_bytes) : ""));
+  }
+}
+
+// The SCF of molecule input within its part of the plan, its peak measured.
+void run_scf(const Input& input, linalg::Backend& backend, Calculation& calc, ResidentSampler& sampler,
+             const std::function<void(const std::string&)>& progress) {
+  MemoryPlan& plan = calc.memory;
+  const Reference& r = calc.reference;
+  // Beside the J/K: the SCF's matrices and, for DF, the J/K's integral engine.
+  const double held = plan.baseline + scf_matrix_bytes(r.nbf, input.scf.diis_vectors) +
+                      (input.scf.type == chem::ScfType::df
+                           ? chem::ThreeCenterEngine::bytes(r.molecule()->jk_basis, r.molecule()->basis)
+                           : 0.0);
+  sampler.take_peak();
+  within_memory(plan, held, [&] {
+    run_molecule(input, backend, calc, plan.budget - held, progress);
+    return 0;
+  });
+  plan.measured.emplace_back("SCF and MP2 integral setup", sampler.take_peak());
+  for (auto& ph : plan.phases) {
+    if (ph.phase == "SCF J/K" || ph.phase == "SCF") ph.measured_bytes = plan.measured.back().second;
+  }
+}
+
+chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference, const MemoryPlan& plan,
+                                 linalg::Comm& comm) {
+  chem::DfMp2Options options;
+  options.nfrozen = reference.nfrozen;
+  options.metric = input.metric;
+  options.eigh_threshold = input.eigh_threshold;
+  options.newton_schulz = input.newton_schulz;
+  options.screening = input.screening;
+  options.storage = plan.mp2_storage;
+  options.memory_bytes = plan.mp2_budget;
+  options.scratch_folder = input.scratch;
+  options.step_modes = input.step_modes;
+  options.comm = &comm;
+  return options;
+}
+
+// DF-MP2 on one backend in one precision (and, with screening.compare, again without screening, logged apart so that
+// the run's kernel table stays the screened run's).
+BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, chem::Precision precision,
+                        const Input& input, const Reference& reference, chem::DfMp2Options options) {
+  BackendRun run;
+  run.backend = backend.name();
+  run.details = backend.details();
+  // The peak of the mode where the flops are (the pair energies); checked before: the backend has the mode.
+  run.peak_flops = backend.peak_flops(
+      chem::step_matmul_modes(precision, input.step_modes).at(chem::step_name(chem::Mp2Step::pair_energy)));
+  run.precision = precision;
+  options.precision = precision;
+  linalg::Kernels kernels(backend, run.log);
+  kernels.set_fallback(fallback);
+  linalg::Stopwatch wall;
+  run.result = chem::run_dfmp2(reference.dfmp2_input(), options, kernels);
+  run.wall_seconds = wall.seconds();
+  if (input.screening.enabled && input.screening_compare) {
+    linalg::KernelLog reference_log;
+    linalg::Kernels reference_kernels(backend, reference_log);
+    reference_kernels.set_fallback(fallback);
+    options.screening.enabled = false;
+    run.unscreened_correlation = chem::run_dfmp2(reference.dfmp2_input(), options, reference_kernels).correlation();
+  }
+  return run;
+}
+
+// The run's peak resident memory (getrusage, and what the phases measured), and every rank's.
+void record_peaks(Calculation& calc, linalg::Comm& comm) {
+  MemoryPlan& plan = calc.memory;
+  plan.peak_resident = peak_resident_bytes();
+  for (const auto& [part, bytes] : plan.measured) plan.peak_resident = std::max(plan.peak_resident, bytes);
+  for (const auto& ph : plan.phases) plan.peak_resident = std::max(plan.peak_resident, ph.measured_bytes);
+  calc.rank_peak_resident.resize(static_cast<std::size_t>(comm.size()));
+  comm.allgather(&plan.peak_resident, sizeof(double), calc.rank_peak_resident.data());
+}
+
+}  // namespace
+
 Calculation run_calculation(const Input& input, const std::function<void(const std::string&)>& progress,
                             const std::function<void(const std::string&, long long, long long)>& phase_progress) {
   linalg::Comm& comm = linalg::world();
@@ -375,210 +595,38 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   calc.ranks = comm.size();
   calc.mpi = comm.description();
   omp_set_num_threads(input.threads);
-  std::vector<std::unique_ptr<linalg::Backend>> backends;
-  std::unique_ptr<linalg::Backend> fallback, scf_own;
-  linalg::Backend* scf_backend = nullptr;
-  MemoryPlan& plan = calc.memory;
   ResidentSampler sampler;  // each phase's measured peak
-  double mp2_budget = 0;
-  chem::BlockPlan largest;
-  // Everything up to the memory plan is local to each rank: checked, so that a rank that cannot go on (a file it
+  // Up to the memory plan everything is local to each rank: checked, so that a rank that cannot go on (a file it
   // cannot read, a budget too small for it) stops them all.
+  Backends backends;
   comm.checked([&] {
-  // Make every backend before running any, so a backend that cannot be had, or cannot run what the input asks
-  // (an element type, bf16, an op of the chosen metric), stops the run before any work is done.
-  for (const auto& name : input.backends) {
-    try {
-      backends.push_back(devices::make_backend(name, input.device));
-    } catch (const InputError& e) {  // a device parameter override the model does not know
-      throw InputError(fmt::format("{}: key 'device.{}': {}", input.path, name, e.what()));
-    }
-    backends.back()->set_threads(input.threads);
-  }
-  if (input.host_fallback) {
-    fallback = devices::make_backend(devices::default_backend());
-    fallback->set_threads(input.threads);
-  }
-  for (const auto& backend : backends) check_backend_can_run(input, *backend, fallback.get());
-
-  // The SCF is fp64 throughout: it runs on the first listed backend with fp64 arithmetic, or on the build's
-  // default CPU backend when the list holds only device models (the report names the one it ran on).
-  for (const auto& backend : backends) {
-    if (scf_backend == nullptr && backend->supports(linalg::Op::gemm, linalg::DType::fp64) &&
-        backend->supports(linalg::Op::eigh, linalg::DType::fp64)) {
-      scf_backend = backend.get();
-    }
-  }
-  if (scf_backend == nullptr && input.molecule) {
-    scf_own = devices::make_backend(devices::default_backend());
-    scf_own->set_threads(input.threads);
-    scf_backend = scf_own.get();
+    backends = make_backends(input);
+    calc.reference = make_reference(input);
+    calc.memory = make_memory_plan(input, calc.reference, backends, comm.size());
+  });
+  if (calc.reference.molecule()) {
+    print_plan(calc.memory, progress);
+    run_scf(input, *backends.scf, calc, sampler, progress);
   }
 
-  // What the calculation is, without computing any integral: the memory plan needs its sizes.
-  if (input.synthetic) {
-    calc.reference = synthetic_reference(std::make_unique<chem::SyntheticProblem>(*input.synthetic),
-                                         input.synthetic_name);
-  } else if (input.molecule) {
-    // The frozen-core count is known from the molecule alone: checked before anything is loaded or computed.
-    Reference molecule_only;
-    molecule_only.nocc = chem::closed_shell_occupied(*input.molecule);
-    molecule_only.metadata.molecule = *input.molecule;
-    molecule_only.description = "the molecule";
-    resolve_frozen_core(input, molecule_only);
-    calc.reference = molecule_reference(input);
-  } else {
-    calc.reference = reference_from_file(chem::IntegralFile::open(input.integrals));
-  }
-  Reference& reference = calc.reference;
-  reference.nfrozen = resolve_frozen_core(input, reference);  // for molecule input before the SCF, not after it
-  if (input.screening.enabled && reference.form != chem::ThreeIndexForm::ao) {
-    throw InputError(fmt::format("{}: key 'screening': screens AO integrals (P|mn), and {} holds MO-form (P|ia)",
-                                 input.path, reference.description));
-  }
-
-  // The memory plan, before any three-index integral: what each phase may hold beside what is resident now.
-  plan.budget = input.memory_bytes;
-  plan.baseline = input.resident_at_start + memory_allowance(input.threads);
-  plan.scratch_folder = input.scratch;
-  const Reference& pr = reference;
-  // The orbitals C (nbf x nmo) and the MP2 metric stay for all of DF-MP2: read from the integral file or generated
-  // now (after the start was measured), or computed after the SCF; molecule input also holds the MP2 integral engine.
-  const double later =
-      8.0 * (double(pr.nbf) * double(pr.nmo) + double(pr.nmo) + double(pr.naux) * double(pr.naux)) +
-      (pr.molecule() ? chem::ThreeCenterEngine::bytes(pr.molecule()->aux_basis, pr.molecule()->basis) : 0.0);
-  mp2_budget = plan.budget - plan.baseline - later;
-  const linalg::Index nact = pr.nocc - pr.nfrozen, nvir = pr.nmo - pr.nocc;
-  // The largest block of auxiliary functions that cannot be cut (a shell), for the ranks' shares of the columns.
-  linalg::Index aux_unit = 1;
-  if (pr.molecule())
-    for (const auto& sh : pr.molecule()->aux_basis.shells) aux_unit = std::max<linalg::Index>(aux_unit, sh.size());
-  for (const auto& backend : backends) {
-    for (const chem::Precision precision : input.precisions_of(backend->name())) {
-      const chem::BlockPlan bp = within_memory(plan, plan.baseline + later, [&] {
-        return chem::plan_blocks(pr.form, pr.form == chem::ThreeIndexForm::ao ? pr.nbf : 0, pr.nocc, nact, nvir,
-                                 pr.naux, mp2_budget, precision, input.metric, input.screening.enabled,
-                                 input.mp2_storage, chem::working_copies_of(*backend, precision, input.step_modes),
-                                 comm.size(), aux_unit);
-      });
-      if (bp.peak_bytes > largest.peak_bytes) largest = bp;
-    }
-  }
-  const std::string mp2_storage = chem::mp2_storage_name(largest.storage);
-  plan.phases.push_back({chem::mp2_phase_name(chem::Mp2Step::metric), "", "", largest.metric_bytes, 0, ""});
-  plan.phases.push_back({chem::mp2_phase_name(chem::Mp2Step::transform), mp2_storage, fmt::format("aux block {}", largest.aux_block),
-                         largest.transform_bytes, largest.scratch_bytes,
-                         input.mp2_storage != chem::Mp2Storage::automatic ? std::string("asked for (mp2_storage)")
-                         : largest.storage == chem::Mp2Storage::scratch
-                             ? std::string("the fitted tensor does not fit in memory beside the blocks")
-                             : std::string("the fitted tensor fits in memory")});
-  plan.phases.push_back({chem::mp2_phase_name(chem::Mp2Step::fitting), mp2_storage, fmt::format("rows {}", largest.fit_rows),
-                         largest.fitting_bytes, largest.scratch_bytes, ""});
-  plan.phases.push_back({chem::mp2_phase_name(chem::Mp2Step::pair_energy), mp2_storage, fmt::format("occupied block {}", largest.occupied_block),
-                         largest.pair_bytes, largest.scratch_bytes, ""});
-  if (largest.storage == chem::Mp2Storage::scratch) chem::check_scratch_folder(input.scratch);
-  if (pr.molecule()) {
-    plan.phases.insert(plan.phases.begin(), {"SCF", "", "", scf_matrix_bytes(pr.nbf, input.scf.diis_vectors), 0, ""});
-    if (input.save_integrals) {
-      // The file is written compressed; its uncompressed size bounds what the disk must take.
-      const double bytes = chem::integral_file_bytes(pr.nbf, pr.nmo, pr.naux);
-      const std::string folder = std::filesystem::path(*input.save_integrals).parent_path().string();
-      const double free = chem::free_bytes(folder.empty() ? "." : folder);
-      if (free >= 0 && free < bytes) {
-        throw ResourceError(fmt::format("save_integrals: '{}' needs up to {} and its folder has {} free",
-                                        *input.save_integrals, linalg::format_bytes(bytes),
-                                        linalg::format_bytes(free)));
-      }
-    }
-  }
-  });  // comm.checked: the plan
-  Reference& reference = calc.reference;
-  const Reference& pr = reference;
-  if (progress && pr.molecule()) {  // the other inputs print nothing until the report
-    progress(fmt::format("  memory plan: {} ({} in use at the start or allowed for libraries); scratch in {}",
-                         linalg::format_bytes(plan.budget), linalg::format_bytes(plan.baseline), plan.scratch_folder));
-    for (const auto& ph : plan.phases) {
-      progress(fmt::format("    {:<18} {:<9} {:<28} holds {:>10}{}", ph.phase, ph.storage, ph.blocks,
-                           linalg::format_bytes(ph.memory_bytes),
-                           ph.scratch_bytes > 0 ? "  scratch " + linalg::format_bytes(ph.scratch_bytes) : ""));
-    }
-  }
-  if (input.molecule) {
-    // Beside the J/K: the SCF's matrices and, for DF, the J/K's integral engine.
-    const double held = plan.baseline + scf_matrix_bytes(pr.nbf, input.scf.diis_vectors) +
-                        (input.scf.type == chem::ScfType::df
-                             ? chem::ThreeCenterEngine::bytes(pr.molecule()->jk_basis, pr.molecule()->basis)
-                             : 0.0);
-    sampler.take_peak();
-    within_memory(plan, held, [&] {
-      run_molecule(input, *scf_backend, calc, plan.budget - held, progress);
-      return 0;
-    });
-    {
-      plan.measured.emplace_back("SCF and MP2 integral setup", sampler.take_peak());
-      for (auto& ph : plan.phases) {
-        if (ph.phase == "SCF J/K" || ph.phase == "SCF") ph.measured_bytes = plan.measured.back().second;
-      }
-    }
-  }
-
-  chem::DfMp2Options options;
-  options.nfrozen = reference.nfrozen;
-  options.metric = input.metric;
-  options.eigh_threshold = input.eigh_threshold;
-  options.newton_schulz = input.newton_schulz;
-  options.screening = input.screening;
-  options.storage = largest.storage;
-  options.memory_bytes = mp2_budget;
-  options.scratch_folder = input.scratch;
+  chem::DfMp2Options options = dfmp2_options(input, calc.reference, calc.memory, comm);
   options.progress = phase_progress;
-  options.comm = &comm;
   // Each DF-MP2 phase's measured peak resident memory, next to what the plan gave it (the largest over the runs).
   options.phase_done = [&](chem::Mp2Step step) {
     const double peak = sampler.take_peak();
-    for (auto& ph : plan.phases) {
+    for (auto& ph : calc.memory.phases) {
       if (ph.phase == chem::mp2_phase_name(step)) ph.measured_bytes = std::max(ph.measured_bytes, peak);
     }
   };
-
-  for (auto& backend : backends) {
+  for (auto& backend : backends.named) {
     backend->set_threads(input.threads);
     for (const chem::Precision precision : input.precisions_of(backend->name())) {
-      BackendRun run;
-      run.backend = backend->name();
-      run.details = backend->details();
-      // The peak of the mode where the flops are (the pair energies); checked above: the backend has the mode.
-      run.peak_flops = backend->peak_flops(
-          chem::step_matmul_modes(precision, input.step_modes).at(chem::step_name(chem::Mp2Step::pair_energy)));
-      run.precision = precision;
-      options.precision = precision;
-      options.step_modes = input.step_modes;
-      linalg::Kernels kernels(*backend, run.log);
-      kernels.set_fallback(fallback.get());
-      linalg::Stopwatch wall;
       sampler.take_peak();  // each DF-MP2 phase measures its own peak (options.phase_done)
-      run.result = chem::run_dfmp2(reference.dfmp2_input(), options, kernels);
-      run.wall_seconds = wall.seconds();
-
-      if (input.screening.enabled && input.screening_compare) {
-        // The unscreened reference is logged apart, so the run's kernel table stays the screened run's.
-        linalg::KernelLog reference_log;
-        linalg::Kernels reference_kernels(*backend, reference_log);
-        reference_kernels.set_fallback(fallback.get());
-        chem::DfMp2Options unscreened = options;
-        unscreened.screening.enabled = false;
-        run.unscreened_correlation =
-            chem::run_dfmp2(reference.dfmp2_input(), unscreened, reference_kernels).correlation();
-      }
-      calc.runs.push_back(std::move(run));
+      calc.runs.push_back(run_dfmp2_on(*backend, backends.fallback.get(), precision, input, calc.reference, options));
     }
     backend->release();
   }
-  plan.peak_resident = peak_resident_bytes();
-  for (const auto& [part, bytes] : plan.measured) plan.peak_resident = std::max(plan.peak_resident, bytes);
-  for (const auto& ph : plan.phases) plan.peak_resident = std::max(plan.peak_resident, ph.measured_bytes);
-  calc.rank_peak_resident.resize(static_cast<std::size_t>(comm.size()));
-  comm.allgather(&plan.peak_resident, sizeof(double), calc.rank_peak_resident.data());
+  record_peaks(calc, comm);
   return calc;
 }
 

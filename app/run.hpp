@@ -53,6 +53,8 @@ struct MemoryPlan {
   double baseline = 0;    // resident when the run starts (the program, its libraries, the input) + memory_allowance
   std::string scratch_folder;
   std::vector<PhasePlan> phases;
+  double mp2_budget = 0;  // what DF-MP2's blocks may hold (beside the orbitals, the metric, the integral engine)
+  chem::Mp2Storage mp2_storage = chem::Mp2Storage::memory;  // where its tensor lives, as planned
   double peak_resident = 0;  // measured at the end (getrusage), for the report
   // Measured peak resident memory of each part of the run (the SCF, each DF-MP2 run), where Linux lets the peak be
   // reset between parts (/proc/self/clear_refs).
