@@ -242,37 +242,11 @@ nlohmann::json parse_atomic_input(const std::string& text, const YAML::Node& roo
 
 }  // namespace
 
-Input read_qcschema_input(const std::string& path) {
-  YamlReader ctx(path);
-  // The bytes first (UTF-8, nesting depth), before any parser recurses into them. JSON is YAML, so the one loader (its
-  // node limits, keys given twice) reads it and keeps every value's line:column; but YAML also takes what JSON does not
-  // (unquoted words, comments), so the text must also parse as JSON.
-  const std::string text = read_json_text(path, path);
-  const YAML::Node root = load_yaml_file(path, path, kMaxYamlNodes, "field");
-  const nlohmann::json as_json = parse_atomic_input(text, root, ctx);
-  const QcReader qc(ctx);
-  if (!root.IsMap()) ctx.fail(root, fmt::format("expected a QCSchema AtomicInput (a JSON object), got {}", YamlReader::kind(root)));
-  qc.check_fields(root, "", kTopFields);
-  if (const YAML::Node n = root["schema_name"]) {
-    const std::string name = qc.text(n, "schema_name", "a string");
-    if (name != "qcschema_input") qc.fail(n, "schema_name", fmt::format("expected 'qcschema_input', got '{}'", name));
-  }
-  const std::string driver = lower(qc.text(qc.require(root, "driver", "driver", "energy"), "driver", "a string"));
-  if (driver != "energy") {
-    qc.fail(root["driver"], "driver", fmt::format("'{}' is not supported; dfmp2 computes energies (driver: energy)", driver));
-  }
-  const YAML::Node model = qc.require(root, "model", "model", "{method: mp2, basis: ...}");
-  if (!model.IsMap()) qc.fail(model, "model", fmt::format("expected a mapping {{method, basis}}, got {}", YamlReader::kind(model)));
-  qc.check_fields(model, "model", kModelFields);
-  const std::string method = lower(qc.text(qc.require(model, "method", "model.method", "mp2"), "model.method", "a string"));
-  if (method != "mp2") {
-    qc.fail(model["method"], "model.method",
-            fmt::format("'{}' is not supported; dfmp2 computes density-fitted MP2 (method: mp2)", method));
-  }
-  const YAML::Node basis = qc.require(model, "basis", "model.basis", "an orbital basis set name");
-  qc.text(basis, "model.basis", "a basis set name");
+namespace {
 
-  // The molecule, as molecule: {xyz, units: bohr, charge, multiplicity}.
+// The molecule, as the YAML input's molecule: {xyz, units: bohr, charge, multiplicity}, its fields checked as
+// qcelemental would (so that the AtomicResult that echoes it validates).
+YAML::Node molecule_mapping(const QcReader& qc, const YAML::Node& root, const nlohmann::json& as_json) {
   const YAML::Node mol = qc.require(root, "molecule", "molecule", "a QCSchema molecule");
   if (!mol.IsMap()) qc.fail(mol, "molecule", fmt::format("expected a QCSchema molecule (a mapping), got {}", YamlReader::kind(mol)));
   qc.check_fields(mol, "molecule", kMoleculeFields);
@@ -307,7 +281,6 @@ Input read_qcschema_input(const std::string& path) {
       if (!*b) qc.fail(real[i], fmt::format("molecule.real[{}]", i), "ghost atoms are not supported");
     }
   }
-  YAML::Node out(YAML::NodeType::Map);
   YAML::Node m(YAML::NodeType::Map);
   std::string lines;
   for (std::size_t i = 0; i < symbols.size(); ++i) {
@@ -325,10 +298,12 @@ Input read_qcschema_input(const std::string& path) {
   if (const YAML::Node mu = mol["molecular_multiplicity"]) {
     m["multiplicity"] = qc.whole_number(mu, "molecule.molecular_multiplicity", 1, 1001);
   }
-  out["molecule"] = m;
-  out["basis"] = basis;
+  return m;
 
-  // Keywords: Psi4's names, then dfmp2_<key>.
+}
+
+// The keywords, Psi4's names and dfmp2_<key>, into `out` (the YAML input's keys); each setting from one keyword only.
+void keywords_into(const QcReader& qc, const YAML::Node& root, YAML::Node& out) {
   YAML::Node scf(YAML::NodeType::Map);
   if (const YAML::Node kw = root["keywords"]) {
     if (!kw.IsMap()) qc.fail(kw, "keywords", fmt::format("expected a mapping, got {}", YamlReader::kind(kw)));
@@ -404,6 +379,45 @@ Input read_qcschema_input(const std::string& path) {
     }
   }
   if (scf.size() > 0) out["scf"] = scf;
+
+}
+
+}  // namespace
+
+Input read_qcschema_input(const std::string& path) {
+  YamlReader ctx(path);
+  // The bytes first (UTF-8, nesting depth), before any parser recurses into them. JSON is YAML, so the one loader (its
+  // node limits, keys given twice) reads it and keeps every value's line:column; but YAML also takes what JSON does not
+  // (unquoted words, comments), so the text must also parse as JSON.
+  const std::string text = read_json_text(path, path);
+  const YAML::Node root = load_yaml_file(path, path, kMaxYamlNodes, "field");
+  const nlohmann::json as_json = parse_atomic_input(text, root, ctx);
+  const QcReader qc(ctx);
+  if (!root.IsMap()) ctx.fail(root, fmt::format("expected a QCSchema AtomicInput (a JSON object), got {}", YamlReader::kind(root)));
+  qc.check_fields(root, "", kTopFields);
+  if (const YAML::Node n = root["schema_name"]) {
+    const std::string name = qc.text(n, "schema_name", "a string");
+    if (name != "qcschema_input") qc.fail(n, "schema_name", fmt::format("expected 'qcschema_input', got '{}'", name));
+  }
+  const std::string driver = lower(qc.text(qc.require(root, "driver", "driver", "energy"), "driver", "a string"));
+  if (driver != "energy") {
+    qc.fail(root["driver"], "driver", fmt::format("'{}' is not supported; dfmp2 computes energies (driver: energy)", driver));
+  }
+  const YAML::Node model = qc.require(root, "model", "model", "{method: mp2, basis: ...}");
+  if (!model.IsMap()) qc.fail(model, "model", fmt::format("expected a mapping {{method, basis}}, got {}", YamlReader::kind(model)));
+  qc.check_fields(model, "model", kModelFields);
+  const std::string method = lower(qc.text(qc.require(model, "method", "model.method", "mp2"), "model.method", "a string"));
+  if (method != "mp2") {
+    qc.fail(model["method"], "model.method",
+            fmt::format("'{}' is not supported; dfmp2 computes density-fitted MP2 (method: mp2)", method));
+  }
+  const YAML::Node basis = qc.require(model, "basis", "model.basis", "an orbital basis set name");
+  qc.text(basis, "model.basis", "a basis set name");
+
+  YAML::Node out(YAML::NodeType::Map);
+  out["molecule"] = molecule_mapping(qc, root, as_json);
+  out["basis"] = basis;
+  keywords_into(qc, root, out);
 
   Input in;
   try {

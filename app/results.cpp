@@ -95,88 +95,65 @@ nlohmann::json rank_json(const std::vector<std::string>& phases,
   return out;
 }
 
-nlohmann::json results_json(const Calculation& calc) {
-  const Reference& f = calc.reference;
-  const auto& first = calc.runs.front();
-  nlohmann::json j;
-  j["schema_name"] = "qcschema_output";
-  j["schema_version"] = 1;
-  if (const auto& mol = f.metadata.molecule) {
-    nlohmann::json m;
-    m["schema_name"] = "qcschema_molecule";
-    m["schema_version"] = 2;
-    m["symbols"] = nlohmann::json::array();
-    m["geometry"] = nlohmann::json::array();
-    for (const auto& a : mol->atoms) {
-      m["symbols"].push_back(chem::element_symbol(a.atomic_number));
-      for (double x : {a.x, a.y, a.z}) m["geometry"].push_back(x * chem::kBohrPerAngstrom);
-    }
-    m["molecular_charge"] = mol->charge;
-    m["molecular_multiplicity"] = 1;
-    j["molecule"] = m;
-  }
-  j["driver"] = "energy";
-  j["model"] = {{"method", "mp2"}, {"basis", f.kind == "synthetic" ? std::string("synthetic") : f.metadata.basis}};
-  j["keywords"] = {{"mp2_type", "df"},
-                   {"df_basis_mp2", f.metadata.aux_basis},
-                   {"num_frozen_docc", calc.reference.nfrozen}};
-  j["properties"] = properties(calc, first);
-  j["return_result"] = j["properties"]["return_energy"];
-  j["success"] = true;
-  j["provenance"] = {{"creator", "dfmp2"}, {"version", DFMP2_VERSION}, {"routine", "dfmp2"}};
+namespace {
 
-  nlohmann::json backends = nlohmann::json::array();
-  for (const auto& run : calc.runs) {
-    const auto& r = run.result;
-    nlohmann::json metric = {{"method", chem::metric_name(r.metric)}};
-    if (r.metric == chem::MetricMethod::eigh) {
-      metric["dropped_eigenvalues"] = r.metric_report.dropped;
-      metric["threshold"] = r.eigh_threshold;
-    } else if (r.metric == chem::MetricMethod::newton_schulz) {
-      metric["iterations"] = r.metric_report.iterations;
-      metric["residual"] = r.metric_report.residual;
-    }
-    const BackendRun* reference = fp64_reference(calc, run);
-    nlohmann::json accuracy = nullptr;
-    if (const BackendRun* ref = accuracy_reference(calc, run)) {
-      accuracy = {{"correlation_energy", r.correlation() - ref->result.correlation()}, {"against", run_label(*ref)}};
-    }
-    nlohmann::json operands = nlohmann::json::object();
-    for (const auto& [step, mode] : r.step_modes) operands[step] = linalg::matmul_mode_name(mode);
-    nlohmann::json screening = nullptr;
-    if (r.screening.enabled) {
-      screening = {{"threshold", r.screening.threshold},
-                   {"block", r.screening.block},
-                   {"blocks_kept", r.screening.blocks_kept},
-                   {"blocks_total", r.screening.blocks_total},
-                   {"energy_change_vs_unscreened",
-                    run.unscreened_correlation ? nlohmann::json(r.correlation() - *run.unscreened_correlation)
-                                               : nlohmann::json(nullptr)}};
-    }
-    backends.push_back({{"backend", run.backend},
-                        {"screening", screening},
-                        {"details", run.details},
-                        {"precision", chem::precision_name(run.precision)},
-                        {"metric", metric},
-                        {"difference_from_fp64",
-                         reference ? nlohmann::json(r.correlation() - reference->result.correlation())
-                                   : nlohmann::json(nullptr)},
-                        {"error", accuracy},
-                        {"matmul_operands", operands},
-                        {"properties", properties(calc, run)},
-                        {"scs_mp2_correlation_energy", r.scs_correlation()},
-                        {"wall_time_seconds", run.wall_seconds},
-                        {"modelled_seconds", run.modelled() ? nlohmann::json(run.modelled_seconds()) : nlohmann::json(nullptr)},
-                        {"peak_flops", run.modelled() ? nlohmann::json(run.peak_flops) : nlohmann::json(nullptr)},
-                        {"fallback_calls", run.log.fallback_calls()},
-                        {"blocking",
-                         {{"aux_block", r.plan.aux_block},
-                          {"occupied_block", r.plan.occupied_block},
-                          {"block_pairs", r.block_pairs},
-                          {"working_set_bytes", r.plan.peak_bytes}}},
-                        {"ranks", rank_json(mp2_rank_phases(), r.ranks)},
-                        {"kernels", kernels(run.log)}});
+// One run's entry of extras.dfmp2.backends: what ran, its energies against the references, blocking, ranks, kernels.
+nlohmann::json backend_json(const Calculation& calc, const BackendRun& run) {
+  const auto& r = run.result;
+  nlohmann::json metric = {{"method", chem::metric_name(r.metric)}};
+  if (r.metric == chem::MetricMethod::eigh) {
+    metric["dropped_eigenvalues"] = r.metric_report.dropped;
+    metric["threshold"] = r.eigh_threshold;
+  } else if (r.metric == chem::MetricMethod::newton_schulz) {
+    metric["iterations"] = r.metric_report.iterations;
+    metric["residual"] = r.metric_report.residual;
   }
+  const BackendRun* reference = fp64_reference(calc, run);
+  nlohmann::json accuracy = nullptr;
+  if (const BackendRun* ref = accuracy_reference(calc, run)) {
+    accuracy = {{"correlation_energy", r.correlation() - ref->result.correlation()}, {"against", run_label(*ref)}};
+  }
+  nlohmann::json operands = nlohmann::json::object();
+  for (const auto& [step, mode] : r.step_modes) operands[step] = linalg::matmul_mode_name(mode);
+  nlohmann::json screening = nullptr;
+  if (r.screening.enabled) {
+    screening = {{"threshold", r.screening.threshold},
+                 {"block", r.screening.block},
+                 {"blocks_kept", r.screening.blocks_kept},
+                 {"blocks_total", r.screening.blocks_total},
+                 {"energy_change_vs_unscreened",
+                  run.unscreened_correlation ? nlohmann::json(r.correlation() - *run.unscreened_correlation)
+                                             : nlohmann::json(nullptr)}};
+  }
+  return {{"backend", run.backend},
+                      {"screening", screening},
+                      {"details", run.details},
+                      {"precision", chem::precision_name(run.precision)},
+                      {"metric", metric},
+                      {"difference_from_fp64",
+                       reference ? nlohmann::json(r.correlation() - reference->result.correlation())
+                                 : nlohmann::json(nullptr)},
+                      {"error", accuracy},
+                      {"matmul_operands", operands},
+                      {"properties", properties(calc, run)},
+                      {"scs_mp2_correlation_energy", r.scs_correlation()},
+                      {"wall_time_seconds", run.wall_seconds},
+                      {"modelled_seconds", run.modelled() ? nlohmann::json(run.modelled_seconds()) : nlohmann::json(nullptr)},
+                      {"peak_flops", run.modelled() ? nlohmann::json(run.peak_flops) : nlohmann::json(nullptr)},
+                      {"fallback_calls", run.log.fallback_calls()},
+                      {"blocking",
+                       {{"aux_block", r.plan.aux_block},
+                        {"occupied_block", r.plan.occupied_block},
+                        {"block_pairs", r.block_pairs},
+                        {"working_set_bytes", r.plan.peak_bytes}}},
+                      {"ranks", rank_json(mp2_rank_phases(), r.ranks)},
+                      {"kernels", kernels(run.log)}};
+
+}
+
+// extras.dfmp2.problem: what the calculation was, and for molecule input its SCF.
+nlohmann::json problem_json(const Calculation& calc) {
+  const Reference& f = calc.reference;
   nlohmann::json problem = {{"kind", f.kind},
                             {"description", f.description},
                             {"form", f.form == chem::ThreeIndexForm::ao ? "ao" : "mo"},
@@ -217,10 +194,15 @@ nlohmann::json results_json(const Calculation& calc) {
                       {"ranks", rank_json(scf_phase_names(), m.ranks)},
                       {"kernels", kernels(m.log)}};
   }
+  return problem;
+}
+
+// extras.dfmp2.memory_plan: the plan, each phase's measured peak, and the run's.
+nlohmann::json memory_plan_json(const MemoryPlan& plan) {
   nlohmann::json measured = nlohmann::json::array();
-  for (const auto& [part, bytes] : calc.memory.measured) measured.push_back({{"part", part}, {"peak_resident_bytes", bytes}});
+  for (const auto& [part, bytes] : plan.measured) measured.push_back({{"part", part}, {"peak_resident_bytes", bytes}});
   nlohmann::json phases = nlohmann::json::array();
-  for (const auto& ph : calc.memory.phases) {
+  for (const auto& ph : plan.phases) {
     phases.push_back({{"phase", ph.phase},
                       {"storage", ph.storage},
                       {"blocks", ph.blocks},
@@ -229,16 +211,52 @@ nlohmann::json results_json(const Calculation& calc) {
                       {"measured_peak_bytes", ph.measured_bytes > 0 ? nlohmann::json(ph.measured_bytes) : nlohmann::json(nullptr)},
                       {"reason", ph.reason}});
   }
+  return {{"memory_bytes", plan.budget},
+          {"baseline_bytes", plan.baseline},
+          {"scratch_folder", plan.scratch_folder},
+          {"planned_peak_bytes", plan.planned_peak()},
+          {"peak_resident_bytes", plan.peak_resident},
+          {"measured_peaks", measured},
+          {"phases", phases}};
+}
+
+}  // namespace
+
+nlohmann::json results_json(const Calculation& calc) {
+  const Reference& f = calc.reference;
+  const auto& first = calc.runs.front();
+  nlohmann::json j;
+  j["schema_name"] = "qcschema_output";
+  j["schema_version"] = 1;
+  if (const auto& mol = f.metadata.molecule) {
+    nlohmann::json m;
+    m["schema_name"] = "qcschema_molecule";
+    m["schema_version"] = 2;
+    m["symbols"] = nlohmann::json::array();
+    m["geometry"] = nlohmann::json::array();
+    for (const auto& a : mol->atoms) {
+      m["symbols"].push_back(chem::element_symbol(a.atomic_number));
+      for (double x : {a.x, a.y, a.z}) m["geometry"].push_back(x * chem::kBohrPerAngstrom);
+    }
+    m["molecular_charge"] = mol->charge;
+    m["molecular_multiplicity"] = 1;
+    j["molecule"] = m;
+  }
+  j["driver"] = "energy";
+  j["model"] = {{"method", "mp2"}, {"basis", f.kind == "synthetic" ? std::string("synthetic") : f.metadata.basis}};
+  j["keywords"] = {{"mp2_type", "df"},
+                   {"df_basis_mp2", f.metadata.aux_basis},
+                   {"num_frozen_docc", calc.reference.nfrozen}};
+  j["properties"] = properties(calc, first);
+  j["return_result"] = j["properties"]["return_energy"];
+  j["success"] = true;
+  j["provenance"] = {{"creator", "dfmp2"}, {"version", DFMP2_VERSION}, {"routine", "dfmp2"}};
+
+  nlohmann::json backends = nlohmann::json::array();
+  for (const auto& run : calc.runs) backends.push_back(backend_json(calc, run));
   j["extras"]["dfmp2"] = {{"input", calc.input.as_read},
-                          {"problem", problem},
-                          {"memory_plan",
-                           {{"memory_bytes", calc.memory.budget},
-                            {"baseline_bytes", calc.memory.baseline},
-                            {"scratch_folder", calc.memory.scratch_folder},
-                            {"planned_peak_bytes", calc.memory.planned_peak()},
-                            {"peak_resident_bytes", calc.memory.peak_resident},
-                            {"measured_peaks", measured},
-                            {"phases", phases}}},
+                          {"problem", problem_json(calc)},
+                          {"memory_plan", memory_plan_json(calc.memory)},
                           {"threads", calc.input.threads},
                           {"mpi",
                            {{"ranks", calc.ranks},
