@@ -78,6 +78,58 @@ CASES = {
 FP32_CASES = {"dimer_mixed"}
 
 FAILURE_GROUP = "failures"
+SHAPE_GROUP = "every_storage_rank_thread"
+TRIMER_XYZ = DIMER_XYZ + """
+    O 3.000000 0.000000 0.117790
+    H 3.000000 0.755453 -0.471161
+    H 3.000000 -0.755453 -0.471161"""
+
+
+def every_storage_rank_thread(args, c):
+    """DF-MP2 through its block source (chem/occupied_blocks.hpp) with the blocks in memory and on scratch, on 1, 2 and
+    3 ranks, with 1 and 2 threads, on the water dimer and trimer (each SCF run once, its integrals saved): every
+    combination's MP2 energies within 1e-12 Eh of the first, and every pair computed once."""
+    with tempfile.TemporaryDirectory(prefix="dfmp2-mpi-") as d:
+        scratch = os.path.join(d, "scratch")
+        os.mkdir(scratch)
+        for name, xyz in (("dimer", DIMER_XYZ), ("trimer", TRIMER_XYZ)):
+            h5 = os.path.join(d, name + ".h5")
+            scf = os.path.join(d, name + "_scf.yaml")
+            with open(scf, "w") as f:
+                f.write(molecule(xyz, "scf: {type: df}\nsave_integrals: %s\n" % h5))
+            p = run([args.dfmp2, scf], d)
+            if not c.check(p is not None and p.returncode == 0, "%s: the SCF runs and saves its integrals" % name):
+                continue
+            first = None
+            for storage in ("memory", "scratch"):
+                for ranks in (1, 2, 3):
+                    for threads in (1, 2):
+                        inp = os.path.join(d, "in.yaml")
+                        with open(inp, "w") as f:
+                            f.write("integrals: %s\nmp2_storage: %s\nscratch: %s\nthreads: %d\n" % (
+                                h5, storage, scratch, threads))
+                        out = os.path.join(d, "out.json")
+                        # Unbound, so that each rank may run two threads on this 2-core machine.
+                        cmd = (mpirun() + ["--bind-to", "none", "-np", str(ranks), args.dfmp2] if ranks > 1
+                               else [args.dfmp2])
+                        p = run(cmd + [inp, "--json", out], d)
+                        label = "%s, %s, %d rank(s), %d thread(s)" % (name, storage, ranks, threads)
+                        if not c.check(p is not None and p.returncode == 0, "%s runs (%s)" % (
+                                label, "" if p is None else p.stderr.strip()[-200:])):
+                            continue
+                        with open(out) as f:
+                            r = json.load(f)
+                        e = (r["properties"]["mp2_opposite_spin_correlation_energy"],
+                             r["properties"]["mp2_same_spin_correlation_energy"])
+                        first = first or (e, label)
+                        c.check(all(abs(a - b) <= 1e-12 for a, b in zip(e, first[0])),
+                                "%s: MP2 %.14f, %+.1e Eh from %s" % (label, sum(e), sum(e) - sum(first[0]), first[1]))
+                        c.check(abs(pair_flops(r) - expected_pair_flops(r)) <= 1e-9 * expected_pair_flops(r) and
+                                r["extras"]["dfmp2"]["backends"][0]["blocking"]["block_pairs"] > (1 if name ==
+                                                                                                "trimer" else 0),
+                                "%s: every pair once (%d block pairs)" % (
+                                    label, r["extras"]["dfmp2"]["backends"][0]["blocking"]["block_pairs"]))
+            c.check(not os.listdir(scratch), "%s: no scratch file left" % name)
 
 
 def run(cmd, cwd, env=None):
@@ -117,6 +169,8 @@ def energies_case(args, name, c):
         if 0 not in results:
             return
         serial = results[0]["properties"]
+        c.check(abs(pair_flops(results[0]) - expected_pair_flops(results[0])) <= 1e-9 * expected_pair_flops(results[0]),
+                "%s, one process: the pair energies' flops are those of every block pair once" % name)
         mp2_tolerance = TOLERANCE
         if name in FP32_CASES:  # the fp32 error of one process: its mixed run against its fp64 run
             runs = results[0]["extras"]["dfmp2"]["backends"]
@@ -143,18 +197,43 @@ def energies_case(args, name, c):
             c.check(all(len(s["ranks"]) == ranks for s in steps) and
                     sum(x["flops"] for s in steps if s["phase"] == "pair_energy" for x in s["ranks"]) > 0,
                     "%s, %d ranks: every rank's DF-MP2 steps in the results file" % (name, ranks))
-            # Pair energies: the flops of all ranks together are the serial run's (no pair twice, none left out).
-            def pair_flops(res):
-                return sum(x["flops"] for s in res["extras"]["dfmp2"]["backends"][0]["ranks"]
-                           if s["phase"] == "pair_energy" for x in s["ranks"])
-            c.check(abs(pair_flops(r) - pair_flops(results[0])) <= 1e-9 * pair_flops(results[0]) or
-                    run0["blocking"]["occupied_block"] != results[0]["extras"]["dfmp2"]["backends"][0]["blocking"][
-                        "occupied_block"],
-                    "%s, %d ranks: the pair energies' flops summed over the ranks are one process's" % (name, ranks))
+            # Pair energies: the flops of all ranks together are those of every block pair of this run's blocking,
+            # once (no pair twice, none left out), whatever the occupied block the ranks chose.
+            got, want = pair_flops(r), expected_pair_flops(r)
+            c.check(abs(got - want) <= 1e-9 * want, "%s, %d ranks: the pair energies' flops summed over the ranks "
+                    "(%.6g) are those of every block pair once (%.6g, occupied block %d)" % (
+                        name, ranks, got, want, run0["blocking"]["occupied_block"]))
             budget = ex["memory_plan"]["memory_bytes"]
             peaks = ex["mpi"]["peak_resident_bytes"]
             c.check(max(peaks) <= budget, "%s, %d ranks: every rank's peak resident memory (largest %.0f MiB) "
                     "within its memory (%.0f MiB)" % (name, ranks, max(peaks) / 2**20, budget / 2**20))
+
+
+def pair_flops(result):
+    """The pair-energy step's flops of the first run, summed over its ranks."""
+    return sum(x["flops"] for s in result["extras"]["dfmp2"]["backends"][0]["ranks"]
+               if s["phase"] == "pair_energy" for x in s["ranks"])
+
+
+def expected_pair_flops(result):
+    """The flops of every occupied block pair I >= J of the first run's blocking, as the kernel log counts them: SYRK
+    n (n + 1) k for a diagonal pair, GEMM 2 m n k otherwise, and the reduction's 7 flops per (ia|jb) it reads."""
+    props, ex = result["properties"], result["extras"]["dfmp2"]
+    nact = props["calcinfo_nalpha"] - ex["problem"]["nfrozen"]
+    nvir, naux = props["calcinfo_nmo"] - props["calcinfo_nalpha"], ex["problem"]["naux"]
+    block = ex["backends"][0]["blocking"]["occupied_block"]
+    starts = range(0, nact, block)
+    total = 0.0
+    for i0 in starts:
+        for j0 in starts:
+            if j0 > i0:
+                continue
+            ni, nj = min(block, nact - i0) * nvir, min(block, nact - j0) * nvir
+            if i0 == j0:
+                total += ni * (ni + 1.0) * naux + 7.0 * ni * ni * 0.5
+            else:
+                total += 2.0 * ni * nj * naux + 7.0 * ni * nj
+    return total
 
 
 def failure(c, args, d, label, cmd, code, message, rank=None, env=None, stdout_empty=True):
@@ -282,11 +361,11 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--dfmp2", required=True)
     p.add_argument("--repo", required=True)
-    p.add_argument("--case", help="a case of CASES, or '%s'" % FAILURE_GROUP)
+    p.add_argument("--case", help="a case of CASES, '%s' or '%s'" % (FAILURE_GROUP, SHAPE_GROUP))
     p.add_argument("--list", action="store_true")
     args = p.parse_args()
     if args.list:
-        print("\n".join(list(CASES) + [FAILURE_GROUP]))
+        print("\n".join(list(CASES) + [FAILURE_GROUP, SHAPE_GROUP]))
         return 0
     if shutil.which("mpirun") is None:
         print("FAIL mpirun not found: install openmpi-bin (scripts/setup.sh does)")
@@ -295,6 +374,8 @@ def main():
     c = Checker()
     if args.case == FAILURE_GROUP:
         failures(args, c)
+    elif args.case == SHAPE_GROUP:
+        every_storage_rank_thread(args, c)
     else:
         energies_case(args, args.case, c)
     print("%s: %s" % (args.case, "all checks passed" if c.failed == 0 else "%d checks failed" % c.failed))

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <set>
+
 #include "../support/test_support.hpp"
 #include "app/input.hpp"
 #include "devices/eigen/eigen_backend.hpp"
@@ -62,39 +65,140 @@ TEST(YamlReader, ChoicesBooleansIntegers) {
 }
 
 TEST(ReadInput, DefaultsAndResolvedPaths) {
+  namespace app = dfmp2::app;
+  using dfmp2::chem::Precision;
   dfmp2::testing::TempDir dir;
   dir.file("ints.h5", "");
   const auto path = dir.file("in.yaml", "integrals: ints.h5\n");
-  const auto in = dfmp2::app::read_input(path);
+  const auto in = app::read_input(path);
+  EXPECT_EQ(in.path, path);
   EXPECT_EQ(in.integrals, (dir.path() / "ints.h5").string());
+  EXPECT_FALSE(in.molecule);
+  EXPECT_FALSE(in.synthetic);
   // The faster CPU backend on this machine, chosen at run time (devices::default_backend_choice).
   EXPECT_EQ(in.backends, std::vector<std::string>{dfmp2::devices::default_backend()});
-  EXPECT_EQ(in.precisions, std::vector<dfmp2::chem::Precision>{dfmp2::chem::Precision::fp64});
+  EXPECT_EQ(in.precisions, std::vector<Precision>{Precision::fp64});
+  EXPECT_TRUE(in.backend_precisions.empty());
   EXPECT_EQ(in.metric, dfmp2::chem::MetricMethod::cholesky);
-  EXPECT_EQ(in.frozen_core.kind, dfmp2::app::FrozenCore::Kind::none);
-  EXPECT_GT(in.memory_bytes, 0);  // half the memory available when the input is read
+  EXPECT_EQ(in.eigh_threshold, 1e-10);
+  EXPECT_EQ(in.newton_schulz.tolerance, 1e-10);
+  EXPECT_EQ(in.newton_schulz.max_iterations, 100);
+  EXPECT_FALSE(in.screening.enabled);
+  EXPECT_EQ(in.screening.threshold, 1e-12);
+  EXPECT_EQ(in.screening.block, 32);
+  EXPECT_FALSE(in.screening_compare);
+  EXPECT_EQ(in.frozen_core.kind, app::FrozenCore::Kind::none);
+  // Half the memory available when the input is read (it moves a little between the two readings), named so.
+  EXPECT_NEAR(in.memory_bytes, app::default_memory_bytes(), 0.05 * app::default_memory_bytes());
+  EXPECT_NE(in.memory_text.find("(default: 50% of the"), std::string::npos) << in.memory_text;
+  EXPECT_EQ(in.scratch, app::default_scratch_folder());
+  EXPECT_EQ(in.scratch, std::getenv("TMPDIR") != nullptr && *std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
   EXPECT_EQ(in.jk_storage, dfmp2::chem::JkStorage::automatic);
   EXPECT_EQ(in.mp2_storage, dfmp2::chem::Mp2Storage::automatic);
   EXPECT_FALSE(in.save_integrals);
+  EXPECT_EQ(in.threads, app::default_threads());
   EXPECT_GE(in.threads, 1);
   EXPECT_FALSE(in.output);
+  EXPECT_EQ(in.device.compile_cache, app::default_compile_cache());
+  EXPECT_TRUE(in.device.overrides.empty());
+  EXPECT_TRUE(in.step_modes.empty());
+  EXPECT_FALSE(in.host_fallback);
+  EXPECT_EQ(in.basis_dir, app::default_basis_dir());
+  EXPECT_EQ(in.as_read, nlohmann::json({{"integrals", "ints.h5"}}));
+  // The SCF's defaults (molecule input), as the README gives them.
+  const auto mol = app::read_input(dir.file("m.yaml", "molecule: {xyz: \"H 0 0 0\\nH 0 0 0.74\"}\nbasis: cc-pvdz\n"));
+  EXPECT_EQ(mol.scf.type, dfmp2::chem::ScfType::df);
+  EXPECT_EQ(mol.scf.e_convergence, 1e-8);
+  EXPECT_EQ(mol.scf.d_convergence, 1e-8);
+  EXPECT_EQ(mol.scf.max_iterations, 100);
+  EXPECT_EQ(mol.scf.guess, dfmp2::chem::ScfGuess::sad);
+  EXPECT_EQ(mol.scf.precision, dfmp2::chem::ScfPrecision::fp64);
+  EXPECT_EQ(mol.aux_basis, "cc-pvdz-ri");
+  EXPECT_EQ(mol.jk_basis, "cc-pvdz-jkfit");
+  EXPECT_EQ(mol.molecule->charge, 0);
 }
 
+// Every one of the 18 top-level keys and every sub-key, each with a value other than its default, and where each
+// lands in Input (three inputs: integrals, molecule and synthetic exclude each other).
 TEST(ReadInput, EveryKey) {
+  namespace app = dfmp2::app;
+  using dfmp2::chem::Precision;
   dfmp2::testing::TempDir dir;
   dir.file("ints.h5", "");
-  const auto path = dir.file("in.yaml",
-                             "integrals: ints.h5\nfrozen_core: 3\nbackends: [eigen, openblas]\nprecision: fp64\n"
-                             "memory: 500 MB\nthreads: 1\noutput: out.json\n");
-  const auto in = dfmp2::app::read_input(path);
-  EXPECT_EQ(in.frozen_core.kind, dfmp2::app::FrozenCore::Kind::count);
-  EXPECT_EQ(in.frozen_core.count, 3);
-  EXPECT_EQ(in.backends, (std::vector<std::string>{"eigen", "openblas"}));
-  EXPECT_DOUBLE_EQ(in.memory_bytes, 500e6);
-  EXPECT_EQ(in.threads, 1);
-  EXPECT_EQ(*in.output, (dir.path() / "out.json").string());
-  EXPECT_EQ(in.as_read["frozen_core"], 3);
-  EXPECT_EQ(in.as_read["memory"], "500 MB");
+  std::filesystem::create_directory(dir.path() / "scratch");
+  std::filesystem::create_directory(dir.path() / "cache");
+  std::set<std::string> covered;
+  auto read = [&](const std::string& name, const std::string& yaml) {
+    const auto in = app::read_input(dir.file(name, yaml));
+    for (const auto& [key, value] : in.as_read.items()) covered.insert(key);
+    return in;
+  };
+  const auto f = read("f.yaml",
+                      "integrals: ints.h5\nfrozen_core: 3\nbackends: [eigen, openblas]\nprecision: [fp32, mixed]\n"
+                      "metric: {method: newton-schulz, tolerance: 1e-9, max_iterations: 40}\n"
+                      "screening: {threshold: 1e-11, block: 16, compare: true}\nmemory: 500 MB\nthreads: 1\n"
+                      "output: out.json\nscratch: scratch\nmp2_storage: scratch\n"
+                      "device: {compile_cache: cache, host_fallback: true}\n");
+  EXPECT_EQ(f.frozen_core.kind, app::FrozenCore::Kind::count);
+  EXPECT_EQ(f.frozen_core.count, 3);
+  EXPECT_EQ(f.backends, (std::vector<std::string>{"eigen", "openblas"}));
+  EXPECT_EQ(f.precisions, (std::vector<Precision>{Precision::fp32, Precision::mixed}));
+  EXPECT_EQ(f.metric, dfmp2::chem::MetricMethod::newton_schulz);
+  EXPECT_EQ(f.newton_schulz.tolerance, 1e-9);
+  EXPECT_EQ(f.newton_schulz.max_iterations, 40);
+  EXPECT_TRUE(f.screening.enabled);
+  EXPECT_EQ(f.screening.threshold, 1e-11);
+  EXPECT_EQ(f.screening.block, 16);
+  EXPECT_TRUE(f.screening_compare);
+  EXPECT_DOUBLE_EQ(f.memory_bytes, 500e6);
+  EXPECT_EQ(f.memory_text, "500 MB");
+  EXPECT_EQ(f.threads, 1);
+  EXPECT_EQ(*f.output, (dir.path() / "out.json").string());
+  EXPECT_EQ(f.scratch, (dir.path() / "scratch").string());
+  EXPECT_EQ(f.mp2_storage, dfmp2::chem::Mp2Storage::scratch);
+  EXPECT_EQ(f.device.compile_cache, (dir.path() / "cache").string());
+  EXPECT_TRUE(f.host_fallback);
+  EXPECT_EQ(f.as_read["frozen_core"], 3);
+  EXPECT_EQ(f.as_read["memory"], "500 MB");
+
+  dir.file("h2.xyz", "2\nhydrogen\nH 0 0 0\nH 0 0 0.74\n");
+  const auto m = read("m.yaml",
+                      "molecule: {file: h2.xyz, units: bohr, charge: 0, multiplicity: 1}\nbasis: cc-pvdz\n"
+                      "aux_basis: cc-pvtz-ri\nscf: {type: df, jk_basis: cc-pvtz-jkfit, e_convergence: 1e-9, "
+                      "d_convergence: 1e-7, max_iterations: 30, guess: core, jk_storage: scratch, precision: mixed}\n"
+                      "save_integrals: h2.h5\nbackends: [eigen, trn1]\nprecision: {eigen: fp64, trn1: [fp32, bf16]}\n"
+                      "metric: {method: eigh, threshold: 1e-8}\n"
+                      "device: {step_precision: {transform: fp32}, trn1: {dispatch_ms: 0.5}}\n");
+  EXPECT_EQ(m.molecule->atoms.size(), 2u);
+  EXPECT_NEAR(m.molecule->atoms[1].z, 0.74 / dfmp2::chem::kBohrPerAngstrom, 1e-12);  // bohr, stored in angstrom
+  EXPECT_EQ(m.molecule_file, (dir.path() / "h2.xyz").string());
+  EXPECT_EQ(m.basis, "cc-pvdz");
+  EXPECT_EQ(m.aux_basis, "cc-pvtz-ri");
+  EXPECT_EQ(m.jk_basis, "cc-pvtz-jkfit");
+  EXPECT_EQ(m.scf.e_convergence, 1e-9);
+  EXPECT_EQ(m.scf.d_convergence, 1e-7);
+  EXPECT_EQ(m.scf.max_iterations, 30);
+  EXPECT_EQ(m.scf.guess, dfmp2::chem::ScfGuess::core);
+  EXPECT_EQ(m.jk_storage, dfmp2::chem::JkStorage::scratch);
+  EXPECT_EQ(m.scf.precision, dfmp2::chem::ScfPrecision::mixed);
+  EXPECT_EQ(*m.save_integrals, (dir.path() / "h2.h5").string());
+  EXPECT_EQ(m.precisions_of("eigen"), std::vector<Precision>{Precision::fp64});
+  EXPECT_EQ(m.precisions_of("trn1"), (std::vector<Precision>{Precision::fp32, Precision::bf16}));
+  EXPECT_EQ(m.metric, dfmp2::chem::MetricMethod::eigh);
+  EXPECT_EQ(m.eigh_threshold, 1e-8);
+  EXPECT_EQ(m.step_modes.at("transform"), dfmp2::linalg::MatmulMode::fp32);
+  EXPECT_EQ(m.device.overrides.at("trn1").at("dispatch_ms"), 0.5);
+
+  const auto s = read("s.yaml", "synthetic: {nbasis: 40, nocc: 6, naux: 90, seed: 11}\n");
+  EXPECT_EQ(s.synthetic->nbasis, 40);
+  EXPECT_EQ(s.synthetic->nocc, 6);
+  EXPECT_EQ(s.synthetic->naux, 90);
+  EXPECT_EQ(s.synthetic->seed, 11u);
+  EXPECT_EQ(app::read_input(dir.file("n.yaml", "synthetic: {shape: medium, seed: 7}\n")).synthetic_name, "medium");
+
+  // The test covers the README's every key.
+  for (const auto& key : app::input_keys()) EXPECT_TRUE(covered.count(key)) << "key '" << key << "' not read here";
+  EXPECT_EQ(app::input_keys().size(), 18u);
 }
 
 TEST(ReadInput, PrecisionListAndMetricMapping) {
