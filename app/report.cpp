@@ -338,7 +338,7 @@ std::string format_scf(const Calculation& calc) {
                              m.log, m.scf_seconds + m.integral_seconds);
   out += format_rank_table("SCF per rank (the J/K set-up and builds are shared; 'SCF other', the Fock matrix and its "
                            "diagonalisation, is done by every rank alike)",
-                           scf_phase_names(), m.ranks);
+                           linalg::names_of(chem::scf_phase_names()), m.ranks);
   return out;
 }
 

@@ -191,7 +191,7 @@ nlohmann::json problem_json(const Calculation& calc) {
                                                      ? nlohmann::json(m.exact_plan.cached_integrals)
                                                      : nlohmann::json(nullptr)},
                       {"saved_to", m.saved_to ? nlohmann::json(*m.saved_to) : nlohmann::json(nullptr)},
-                      {"ranks", rank_json(scf_phase_names(), m.ranks)},
+                      {"ranks", rank_json(linalg::names_of(chem::scf_phase_names()), m.ranks)},
                       {"kernels", kernels(m.log)}};
   }
   return problem;

@@ -20,11 +20,6 @@
 
 namespace dfmp2::app {
 
-const std::vector<std::string>& scf_phase_names() {
-  static const std::vector<std::string> names = {"SCF J/K setup", "SCF J/K", "SCF other"};
-  return names;
-}
-
 bool BackendRun::modelled() const { return log.any_modelled(); }
 
 double BackendRun::modelled_seconds() const { return log.wall_with_modelled_kernels(wall_seconds); }
@@ -212,11 +207,11 @@ class TimedJk final : public chem::JkBuilder {
  public:
   TimedJk(chem::JkBuilder& inner, linalg::Comm& comm) : inner_(inner), comm_(comm) {}
   void compute(const linalg::Matrix& c_occ, linalg::Matrix& j, linalg::Matrix& k, bool fp32_exchange) override {
-    comm_.set_phase(scf_phase_names()[1]);
+    comm_.set_phase(chem::phase_name(chem::ScfPhase::jk_builds));
     linalg::Stopwatch clock;
     inner_.compute(c_occ, j, k, fp32_exchange);
     seconds += clock.seconds();
-    comm_.set_phase(scf_phase_names()[2]);
+    comm_.set_phase(chem::phase_name(chem::ScfPhase::other));
   }
   bool has_fp32_exchange() const override { return inner_.has_fp32_exchange(); }
   double seconds = 0;
@@ -246,7 +241,7 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
   linalg::Kernels kernels(backend, m.log);
   linalg::Comm& comm = linalg::world();
   jk_budget = comm.min(jk_budget);  // the same blocking on every rank
-  comm.set_phase(scf_phase_names()[0]);
+  comm.set_phase(chem::phase_name(chem::ScfPhase::jk_setup));
   linalg::Stopwatch setup_clock;
   const int nocc = chem::closed_shell_occupied(mol);
   say(fmt::format("  SCF: RHF, {} J/K{}, {} guess; nbf {}, {} occupied",
@@ -297,18 +292,19 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
   // Per rank: the J/K set-up (integrals, fitting), the J/K builds and the replicated rest, with their kernels' flops
   // and their traffic.
   {
-    std::vector<linalg::PhaseStats> stats(scf_phase_names().size());
-    stats[0].seconds = setup_seconds;
-    stats[1].seconds = timed.seconds;
-    stats[2].seconds = iteration_seconds - timed.seconds;
+    using chem::ScfPhase;
+    std::vector<linalg::PhaseStats> stats(chem::scf_phase_names().size());
+    auto of = [&](ScfPhase phase) -> linalg::PhaseStats& { return stats[static_cast<std::size_t>(phase)]; };
+    of(ScfPhase::jk_setup).seconds = setup_seconds;
+    of(ScfPhase::jk_builds).seconds = timed.seconds;
+    of(ScfPhase::other).seconds = iteration_seconds - timed.seconds;
     for (const auto& r : m.log.records()) {
-      if (r.step == "scf_integrals" || r.step == "scf_fitting") stats[0].flops += r.flops;
-      else if (r.step == "scf_jk") stats[1].flops += r.flops;
-      else if (r.step == "scf") stats[2].flops += r.flops;
+      for (const auto& [step, name] : chem::scf_step_names())
+        if (r.step == name) of(chem::phase_of(step)).flops += r.flops;
     }
     const auto traffic = comm.traffic();
-    for (std::size_t i = 0; i < stats.size(); ++i) {
-      if (auto it = traffic.find(scf_phase_names()[i]); it != traffic.end()) add_traffic(stats[i], it->second);
+    for (const auto& [phase, name] : chem::scf_phase_names()) {
+      if (auto it = traffic.find(name); it != traffic.end()) add_traffic(of(phase), it->second);
     }
     m.ranks = comm.gather(stats);
   }

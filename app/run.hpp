@@ -62,11 +62,6 @@ struct MemoryPlan {
   double planned_peak() const;
 };
 
-// The SCF's phases in the per-rank table: the J/K set-up (three-centre integrals, fitting), the J/K builds of the
-// iterations (distributed), and the rest of the iterations (Fock matrix, DIIS, diagonalisation: the same on every
-// rank).
-const std::vector<std::string>& scf_phase_names();
-
 // With `molecule:` input: what the program computed before DF-MP2.
 struct MoleculeRun {
   chem::BasisSet basis, aux_basis, jk_basis;
@@ -78,7 +73,7 @@ struct MoleculeRun {
   linalg::KernelLog log;                             // integrals and SCF kernels
   std::string backend;                               // the backend the SCF ran on (the first one named)
   double scf_seconds = 0, integral_seconds = 0;
-  // Per rank (rank order), per phase of scf_phase_names(): what it did.
+  // Per rank (rank order), per phase of chem::scf_phase_names(): what it did.
   std::vector<std::vector<linalg::PhaseStats>> ranks;
   std::optional<std::string> saved_to;               // the integral file written after the SCF
   chem::DfMp2Input dfmp2_input() const {

@@ -126,10 +126,10 @@ class BlockedDfJk final : public JkBuilder {
     comm_.checked([&] {
       Stopwatch metric_clock;
       factor_ = coulomb_metric(jk_basis);
-      kernels_.record_host("scf_integrals", "metric", metric_clock.seconds(), {0, kDouble * double(factor_.size())});
+      kernels_.record_host(step_name(ScfStep::integrals), "metric", metric_clock.seconds(), {0, kDouble * double(factor_.size())});
       try {
         Stopwatch factor_clock;
-        kernels_.cholesky("scf_fitting", linalg::Uplo::lower, linalg::view(factor_));
+        kernels_.cholesky(step_name(ScfStep::fitting), linalg::Uplo::lower, linalg::view(factor_));
         // The machine's rate for the cost of recomputing (measured_choice): the factorisation's own.
         measured_flop_rate_ =
             double(naux_) * double(naux_) * double(naux_) / 3.0 / std::max(factor_clock.seconds(), 1e-9);
@@ -174,7 +174,7 @@ class BlockedDfJk final : public JkBuilder {
       // Packed density: D_mn for m >= n, off-diagonal elements doubled (they stand for D_nm too). Only the lower
       // triangle is read, so only it is computed.
       Matrix density(nbf_, nbf_);
-      kernels_.syrk("scf_jk", linalg::Uplo::lower, Trans::no, 1.0, linalg::view(c_occ), 0.0, linalg::view(density));
+      kernels_.syrk(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::no, 1.0, linalg::view(c_occ), 0.0, linalg::view(density));
       for (Index x = 0; x < npacked_; ++x) dp(x) = density(pm[x], pn[x]) * (pm[x] == pn[x] ? 1.0 : 2.0);
       if (fp32_exchange) {
         c_occ_f = c_occ.cast<float>();
@@ -193,8 +193,8 @@ class BlockedDfJk final : public JkBuilder {
         auto contract = [&](const double* b, Index q) {
           const ConstMatrixView block{b, npacked_, q, npacked_};
           Matrix d(q, 1);
-          kernels_.gemm("scf_jk", Trans::yes, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
-          kernels_.gemm("scf_jk", Trans::no, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
+          kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
+          kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
           if (fp32_exchange) exchange<float>(b, q, c_occ_f, nocc, k_f, first_k);
           else exchange<double>(b, q, c_occ, nocc, k, first_k);
           first_k = false;
@@ -206,9 +206,9 @@ class BlockedDfJk final : public JkBuilder {
         }
       });
       // Each rank's blocks gave their share: J and K are the sums.
-      summed("scf_jk", jp.data(), npacked_);
-      if (fp32_exchange) summed("scf_jk", k_f.data(), nbf_ * nbf_);
-      else summed("scf_jk", k.data(), nbf_ * nbf_);
+      summed(step_name(ScfStep::jk), jp.data(), npacked_);
+      if (fp32_exchange) summed(step_name(ScfStep::jk), k_f.data(), nbf_ * nbf_);
+      else summed(step_name(ScfStep::jk), k.data(), nbf_ * nbf_);
     }
     if (fp32_exchange) k = k_f.cast<double>();
     // J from its packed form; K from its lower triangle.
@@ -222,7 +222,7 @@ class BlockedDfJk final : public JkBuilder {
 
   // Sums over the ranks, timed under `step` (nothing to do on one rank).
   template <class T>
-  void summed(const char* step, T* data, Index count) {
+  void summed(const std::string& step, T* data, Index count) {
     if (comm_.size() == 1) return;
     Stopwatch clock;
     comm_.sum(data, static_cast<std::size_t>(count));
@@ -376,7 +376,7 @@ class BlockedDfJk final : public JkBuilder {
   // rank in place; with ranks each rank solves an even share of the rows with every column, sent there and back.
   void fit_rows(double* mine, Index nr, Index ld) {
     auto solve = [&](MatrixView rows) {
-      kernels_.trsm("scf_fitting", linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
+      kernels_.trsm(step_name(ScfStep::fitting), linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
                     linalg::view(factor_), rows);
     };
     const int ranks = comm_.size(), me = comm_.rank();
@@ -395,15 +395,15 @@ class BlockedDfJk final : public JkBuilder {
         from_cols.push_back({r, rows.data() + col0_[static_cast<std::size_t>(r)] * my_rows, std::size_t(my_rows),
                              std::size_t(columns(r)), std::size_t(my_rows), sizeof(double)});
     }
-    redistribute("scf_fitting", to_rows, from_cols);
+    redistribute(step_name(ScfStep::fitting), to_rows, from_cols);
     comm_.checked([&] {
       if (my_rows > 0) solve(linalg::view(rows));
     });
-    redistribute("scf_fitting", from_cols, to_rows);  // and back: the same blocks, sent the other way
+    redistribute(step_name(ScfStep::fitting), from_cols, to_rows);  // and back: the same blocks, sent the other way
   }
 
   // An exchange between the ranks, timed under `step` with the bytes this rank sends.
-  void redistribute(const char* step, const std::vector<linalg::StridedBlock>& sends,
+  void redistribute(const std::string& step, const std::vector<linalg::StridedBlock>& sends,
                     const std::vector<linalg::StridedBlock>& receives) {
     Stopwatch clock;
     comm_.exchange(sends, receives);
@@ -419,7 +419,7 @@ class BlockedDfJk final : public JkBuilder {
       comm_.checked([&] {
         b_.resize(npacked_, my_cols_);
         for (const auto& [p0, p1] : blocks_) engine_.compute_packed(p0, p1, b_.data() + (p0 - my_col0_) * npacked_);
-        kernels_.record_host("scf_integrals", "three_center", clock.seconds(), {0, kDouble * double(b_.size())});
+        kernels_.record_host(step_name(ScfStep::integrals), "three_center", clock.seconds(), {0, kDouble * double(b_.size())});
       });
       // B = A L^-T: rows (packed pairs) are independent right-hand sides.
       fit_rows(b_.data(), npacked_, npacked_);
@@ -435,9 +435,9 @@ class BlockedDfJk final : public JkBuilder {
           Stopwatch c;
           engine_.compute_packed(p0, p1, block.data());
           seconds += c.seconds();
-          write(block.data(), block.size(), static_cast<std::size_t>((p0 - my_col0_) * npacked_), "scf_integrals");
+          write(block.data(), block.size(), static_cast<std::size_t>((p0 - my_col0_) * npacked_), step_name(ScfStep::integrals));
         }
-        kernels_.record_host("scf_integrals", "three_center", seconds,
+        kernels_.record_host(step_name(ScfStep::integrals), "three_center", seconds,
                              {0, kDouble * double(npacked_) * double(my_cols_)});
       });
       // Fitting in row chunks (the same on every rank): rows [r0, r1) of this rank's columns, solved, written back in
@@ -447,25 +447,25 @@ class BlockedDfJk final : public JkBuilder {
         const Index nr = std::min(plan_.fit_rows, npacked_ - r0);
         comm_.checked([&] {
           chunk.resize(nr, my_cols_);
-          for (Index p = 0; p < my_cols_; ++p) read(chunk.col(p).data(), nr, p * npacked_ + r0, "scf_fitting");
+          for (Index p = 0; p < my_cols_; ++p) read(chunk.col(p).data(), nr, p * npacked_ + r0, step_name(ScfStep::fitting));
         });
         fit_rows(chunk.data(), nr, nr);
         comm_.checked([&] {
-          for (Index p = 0; p < my_cols_; ++p) write(chunk.col(p).data(), nr, p * npacked_ + r0, "scf_fitting");
+          for (Index p = 0; p < my_cols_; ++p) write(chunk.col(p).data(), nr, p * npacked_ + r0, step_name(ScfStep::fitting));
         });
       }
     } else {
       // Recompute: nothing is stored; the first iteration computes what it needs.
-      kernels_.record_host("scf_integrals", "three_center", clock.seconds(), {0, 0});
+      kernels_.record_host(step_name(ScfStep::integrals), "three_center", clock.seconds(), {0, 0});
     }
   }
 
-  void write(const double* data, Index count, Index offset, const char* step) {
+  void write(const double* data, Index count, Index offset, const std::string& step) {
     Stopwatch c;
     file_->write(data, static_cast<std::size_t>(count), static_cast<std::size_t>(offset));
     kernels_.record_host(step, "scratch_write", c.seconds(), {0, kDouble * double(count)});
   }
-  void read(double* data, Index count, Index offset, const char* step) {
+  void read(double* data, Index count, Index offset, const std::string& step) {
     Stopwatch c;
     file_->read(data, static_cast<std::size_t>(count), static_cast<std::size_t>(offset));
     kernels_.record_host(step, "scratch_read", c.seconds(), {0, kDouble * double(count)});
@@ -499,7 +499,7 @@ class BlockedDfJk final : public JkBuilder {
       }
     }
     // Only the time the contraction waited for the disk is the read's cost here; the rest overlapped.
-    kernels_.record_host("scf_jk", "scratch_read", waited, {0, bytes});
+    kernels_.record_host(step_name(ScfStep::jk), "scratch_read", waited, {0, bytes});
   }
 
   // K += sum over the block's Q of (B_Q C_occ)(B_Q C_occ)^T, B_Q unpacked to a symmetric nbf x nbf square, in
@@ -530,13 +530,13 @@ class BlockedDfJk final : public JkBuilder {
       for (Index x = 0; x < npacked_; ++x)
         square[pm[x] + nbf_ * pn[x]] = square[pn[x] + nbf_ * pm[x]] = static_cast<T>(column[x]);
     }
-    kernels_.record_host("scf_jk", "unpack", unpack_clock.seconds(), {0, double(sizeof(T)) * double(nbf_ * nbf_ * q)},
+    kernels_.record_host(step_name(ScfStep::jk), "unpack", unpack_clock.seconds(), {0, double(sizeof(T)) * double(nbf_ * nbf_ * q)},
                          std::is_same_v<T, float> ? "fp32" : "");
     half.resize(static_cast<std::size_t>(nbf_ * nocc * q));
-    kernels_.gemm_batched<T>("scf_jk", Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, T(1),
+    kernels_.gemm_batched<T>(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, T(1),
                              linalg::ConstMatrixViewT<T>{squares.data(), nbf_, nbf_, nbf_}, linalg::view(c_occ), T(0),
                              linalg::MatrixViewT<T>{half.data(), nbf_, nocc, nbf_});
-    kernels_.syrk<T>("scf_jk", linalg::Uplo::lower, Trans::no, T(1),
+    kernels_.syrk<T>(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::no, T(1),
                      linalg::ConstMatrixViewT<T>{half.data(), nbf_, nocc * q, nbf_}, first ? T(0) : T(1),
                      linalg::view(k));
   }
@@ -579,7 +579,7 @@ class BlockedDfJk final : public JkBuilder {
         const Index q = p1 - p0;
         seconds += integrals(p0, p1, block);
         const ConstMatrixView a{block.data(), npacked_, q, npacked_};
-        kernels_.gemm("scf_jk", Trans::yes, Trans::no, 1.0, a, linalg::view(dp), 0.0,
+        kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, a, linalg::view(dp), 0.0,
                       MatrixView{c.data() + p0, q, 1, q});
         squares_.assign(static_cast<std::size_t>(nbf_ * nbf_ * q), 0.0);
         for (Index p = 0; p < q; ++p) {
@@ -588,17 +588,17 @@ class BlockedDfJk final : public JkBuilder {
           for (Index x = 0; x < npacked_; ++x)
             square[pm[x] + nbf_ * pn[x]] = square[pn[x] + nbf_ * pm[x]] = column[x];
         }
-        kernels_.gemm_batched("scf_jk", Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, 1.0,
+        kernels_.gemm_batched(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, 1.0,
                               ConstMatrixView{squares_.data(), nbf_, nbf_, nbf_}, linalg::view(c_occ), 0.0,
                               MatrixView{h.data() + (p0 - my_col0_) * nbf_ * nocc, nbf_, nocc, nbf_});
       }
     });
-    summed("scf_jk", c.data(), naux_);  // each rank's own entries, the rest zero
+    summed(step_name(ScfStep::jk), c.data(), naux_);  // each rank's own entries, the rest zero
     comm_.checked([&] {
       // d = J^-1 c = L^-T L^-1 c.
-      kernels_.trsm("scf_jk", linalg::Side::left, linalg::Uplo::lower, Trans::no, linalg::Diag::non_unit, 1.0,
+      kernels_.trsm(step_name(ScfStep::jk), linalg::Side::left, linalg::Uplo::lower, Trans::no, linalg::Diag::non_unit, 1.0,
                     linalg::view(factor_), linalg::view(c));
-      kernels_.trsm("scf_jk", linalg::Side::left, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
+      kernels_.trsm(step_name(ScfStep::jk), linalg::Side::left, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
                     linalg::view(factor_), linalg::view(c));
     });
     // K = Y Y^T with Y = H L^-T: H as (nbf nocc) x naux for the solve, as nbf x (nocc naux) for the product. With
@@ -620,28 +620,28 @@ class BlockedDfJk final : public JkBuilder {
           receives.push_back({r, y + col0_[static_cast<std::size_t>(r)] * nbf_ * ni, std::size_t(nbf_ * ni),
                               std::size_t(columns(r)), std::size_t(nbf_ * ni), sizeof(double)});
       }
-      redistribute("scf_jk", sends, receives);
+      redistribute(step_name(ScfStep::jk), sends, receives);
     }
     comm_.checked([&] {
       if (ni == 0) return;
-      kernels_.trsm("scf_jk", linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
+      kernels_.trsm(step_name(ScfStep::jk), linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
                     linalg::view(factor_), MatrixView{y, nbf_ * ni, naux_, nbf_ * ni});
-      kernels_.syrk("scf_jk", linalg::Uplo::lower, Trans::no, 1.0, ConstMatrixView{y, nbf_, ni * naux_, nbf_}, 0.0,
+      kernels_.syrk(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::no, 1.0, ConstMatrixView{y, nbf_, ni * naux_, nbf_}, 0.0,
                     linalg::view(k));
     });
     std::vector<double>().swap(y_own);
-    summed("scf_jk", k.data(), nbf_ * nbf_);
+    summed(step_name(ScfStep::jk), k.data(), nbf_ * nbf_);
     comm_.checked([&] {
       for (const auto& [p0, p1] : blocks_) {
         const Index q = p1 - p0;
         seconds += integrals(p0, p1, block);
-        kernels_.gemm("scf_jk", Trans::no, Trans::no, 1.0, ConstMatrixView{block.data(), npacked_, q, npacked_},
+        kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, ConstMatrixView{block.data(), npacked_, q, npacked_},
                       ConstMatrixView{c.data() + p0, q, 1, q}, 1.0, linalg::view(jp));
       }
-      kernels_.record_host("scf_jk", "three_center", seconds,
+      kernels_.record_host(step_name(ScfStep::jk), "three_center", seconds,
                            {0, 2.0 * kDouble * double(npacked_) * double(my_cols_)});
     });
-    summed("scf_jk", jp.data(), npacked_);
+    summed(step_name(ScfStep::jk), jp.data(), npacked_);
   }
 
   linalg::Kernels& kernels_;

@@ -68,7 +68,7 @@ class ExactJk final : public JkBuilder {
     if (kernels_) {
       const auto& st = four_.stats();
       // Bytes: the cache streamed. No flop count: the time is mostly libint2's integrals, which have none to give.
-      kernels_->record_host("scf_jk", full ? "exact_jk_full" : "exact_jk_delta", clock.seconds(),
+      kernels_->record_host(step_name(ScfStep::jk), full ? "exact_jk_full" : "exact_jk_delta", clock.seconds(),
                             {0, st.cached_integrals * 8.0});
     }
   }
@@ -140,11 +140,11 @@ Matrix product(linalg::Kernels& kernels, const std::string& step, const Matrix& 
 }
 
 Orbitals diagonalise(const Matrix& fock, const Matrix& x, linalg::Kernels& kernels) {
-  Matrix f_orth = product(kernels, "scf", x, Trans::yes, product(kernels, "scf", fock, Trans::no, x, Trans::no),
+  Matrix f_orth = product(kernels, step_name(ScfStep::iterations), x, Trans::yes, product(kernels, step_name(ScfStep::iterations), fock, Trans::no, x, Trans::no),
                           Trans::no);
   Vector eps(f_orth.rows());
-  kernels.eigh("scf", linalg::view(f_orth), eps.data());
-  return {product(kernels, "scf", x, Trans::no, f_orth, Trans::no), eps};
+  kernels.eigh(step_name(ScfStep::iterations), linalg::view(f_orth), eps.data());
+  return {product(kernels, step_name(ScfStep::iterations), x, Trans::no, f_orth, Trans::no), eps};
 }
 
 // The occupied columns scaled by sqrt(weight), so that D = c c^T.
@@ -280,7 +280,7 @@ ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk
   Stopwatch one_clock;
   const Matrix s = overlap_matrix(basis);
   const Matrix h = kinetic_matrix(basis) + nuclear_attraction_matrix(basis, molecule);
-  kernels.record_host("scf_integrals", "one_electron", one_clock.seconds(), {0, 24.0 * double(s.size())});
+  kernels.record_host(step_name(ScfStep::integrals), "one_electron", one_clock.seconds(), {0, 24.0 * double(s.size())});
   const Matrix x = orthogonaliser(s);
 
   Matrix c_occ;
@@ -290,7 +290,7 @@ ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk
   } else {
     c_occ = sad_guess(molecule, basis, kernels);
   }
-  kernels.record_host("scf_guess", options.guess == ScfGuess::core ? "core" : "sad", guess_clock.seconds(), {0, 0});
+  kernels.record_host(step_name(ScfStep::guess), options.guess == ScfGuess::core ? "core" : "sad", guess_clock.seconds(), {0, 0});
 
   if (options.precision == ScfPrecision::mixed && !jk.has_fp32_exchange()) {
     throw UnsupportedError("scf.precision: mixed needs the density-fitted K of the memory or scratch storage (scf.type "
@@ -309,14 +309,14 @@ ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk
     // D = C_occ C_occ^T (one triangle, then mirrored); the orbital gradient X^T (F D S - S D F) X, with
     // S D F = (F D S)^T: four products where the formula has six. All of them on the backend, in the timing table.
     Matrix d(basis.nbf(), basis.nbf());
-    kernels.syrk<double>("scf", linalg::Uplo::lower, Trans::no, 1.0, linalg::view(c_occ), 0.0, linalg::view(d));
+    kernels.syrk<double>(step_name(ScfStep::iterations), linalg::Uplo::lower, Trans::no, 1.0, linalg::view(c_occ), 0.0, linalg::view(d));
     d.triangularView<Eigen::StrictlyUpper>() = d.transpose();
     const double energy = d.cwiseProduct(h + fock).sum() + result.nuclear_repulsion;
-    const Matrix fds = product(kernels, "scf", fock, Trans::no, product(kernels, "scf", d, Trans::no, s, Trans::no),
+    const Matrix fds = product(kernels, step_name(ScfStep::iterations), fock, Trans::no, product(kernels, step_name(ScfStep::iterations), d, Trans::no, s, Trans::no),
                                Trans::no);
     const Matrix commutator = fds - fds.transpose();
-    const Matrix error = product(kernels, "scf", x, Trans::yes,
-                                 product(kernels, "scf", commutator, Trans::no, x, Trans::no), Trans::no);
+    const Matrix error = product(kernels, step_name(ScfStep::iterations), x, Trans::yes,
+                                 product(kernels, step_name(ScfStep::iterations), commutator, Trans::no, x, Trans::no), Trans::no);
     const double rms = std::sqrt(error.squaredNorm() / double(error.size()));
     // An overflow anywhere upstream (integrals, J/K) shows here first; diagonalising NaNs would fail less clearly.
     if (!std::isfinite(energy) || !std::isfinite(rms)) {

@@ -11,6 +11,7 @@
 // in each atom's own basis functions).
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "chem/basis_set.hpp"
@@ -32,6 +33,46 @@ enum class ScfPrecision { fp64, mixed };
 inline const linalg::NameTable<ScfPrecision>& scf_precision_names() {
   static const linalg::NameTable<ScfPrecision> t = {{ScfPrecision::fp64, "fp64"}, {ScfPrecision::mixed, "mixed"}};
   return t;
+}
+
+// The SCF's steps, as its kernel log and timing table name them, and the phases of the per-rank table (README
+// "MPI") each belongs to: the J/K set-up (three-centre integrals, the fitting), the J/K builds of the iterations
+// (distributed), and the rest of the iterations (Fock matrix, DIIS, diagonalisation: the same on every rank).
+enum class ScfStep { integrals, guess, fitting, jk, iterations };
+enum class ScfPhase { jk_setup, jk_builds, other };
+inline const linalg::NameTable<ScfStep>& scf_step_names() {
+  static const linalg::NameTable<ScfStep> t = {{ScfStep::integrals, "scf_integrals"},
+                                               {ScfStep::guess, "scf_guess"},
+                                               {ScfStep::fitting, "scf_fitting"},
+                                               {ScfStep::jk, "scf_jk"},
+                                               {ScfStep::iterations, "scf"}};
+  return t;
+}
+inline const linalg::NameTable<ScfPhase>& scf_phase_names() {
+  static const linalg::NameTable<ScfPhase> t = {
+      {ScfPhase::jk_setup, "SCF J/K setup"}, {ScfPhase::jk_builds, "SCF J/K"}, {ScfPhase::other, "SCF other"}};
+  return t;
+}
+inline const std::string& step_name(ScfStep step) {
+  for (const auto& [s, name] : scf_step_names())
+    if (s == step) return name;
+  throw std::logic_error("step_name: unknown SCF step");
+}
+inline const std::string& phase_name(ScfPhase phase) {
+  for (const auto& [p, name] : scf_phase_names())
+    if (p == phase) return name;
+  throw std::logic_error("phase_name: unknown SCF phase");
+}
+// The phase a step's time and flops count under; the guess (one-off, before the iterations) counts as other.
+inline ScfPhase phase_of(ScfStep step) {
+  switch (step) {
+    case ScfStep::integrals:
+    case ScfStep::fitting: return ScfPhase::jk_setup;
+    case ScfStep::jk: return ScfPhase::jk_builds;
+    case ScfStep::guess:
+    case ScfStep::iterations: return ScfPhase::other;
+  }
+  return ScfPhase::other;
 }
 
 struct ScfOptions {
