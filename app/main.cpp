@@ -14,6 +14,7 @@
 
 #include "app/bench/bench.hpp"
 #include "app/input.hpp"
+#include "app/prepare.hpp"
 #include "app/progress.hpp"
 #include "app/qcschema.hpp"
 #include "app/report.hpp"
@@ -74,7 +75,7 @@ void write_failed_operation(const std::string& input_path, const std::string& ou
   }
 }
 
-int run_input(const std::string& input_path, const std::string& json_path);
+int run_input(const std::string& input_path, const std::optional<std::string>& output);
 
 // The flags of `dfmp2 bench`, as given (strings for the lists, checked by bench::validate with the flag's name).
 struct BenchFlags {
@@ -198,37 +199,27 @@ int run(int argc, char** argv) {
     }
     return run_bench(*bench_cmd, bench_flags);
   }
-  if (!dfmp2::app::is_qcschema_path(input_path)) return run_input(input_path, json_path);
+  if (!dfmp2::app::is_qcschema_path(input_path)) {
+    return run_input(input_path, json_path.empty() ? std::nullopt : std::optional<std::string>(json_path));
+  }
   // A QCSchema AtomicInput: its AtomicResult, or on any error a FailedOperation, goes to --json or beside it.
   const std::string output = json_path.empty() ? dfmp2::app::qcschema_default_output(input_path) : json_path;
   try {
-    try {
-      return run_input(input_path, output);
-    } catch (const dfmp2::InputError& e) {  // found after reading (a basis set name, frozen_core): QCSchema's names
-      throw dfmp2::InputError(dfmp2::app::qcschema_field_names(e.what()));
-    }
+    return run_input(input_path, output);
   } catch (...) {
     if (rank0) write_failed_operation(input_path, output, std::current_exception());
     throw;
   }
 }
 
-// Reads the input and runs it; `json_path` (may be empty) overrides the input's `output`.
-int run_input(const std::string& input_path, const std::string& json_path) {
+// Reads the input and runs it; `output` (may be empty) overrides the input's `output`.
+int run_input(const std::string& input_path, const std::optional<std::string>& output) {
   dfmp2::linalg::Comm& comm = dfmp2::linalg::world();
   const bool rank0 = comm.rank() == 0;
-  const bool qcschema = dfmp2::app::is_qcschema_path(input_path);
   // Each rank reads the input itself (a rank that cannot makes every rank stop: Comm::checked); rank 0 alone
   // writes the results, so it alone checks where.
-  dfmp2::app::Input input;
-  std::optional<std::string> output;
-  comm.checked([&] {
-    input = qcschema ? dfmp2::app::read_qcschema_input(input_path) : dfmp2::app::read_input(input_path);
-    input.resident_at_start = dfmp2::app::resident_bytes();
-    output = input.output;
-    if (!json_path.empty()) output = json_path;
-    if (rank0) dfmp2::app::check_output_paths(input, output);
-  });
+  dfmp2::app::PreparedRun run;
+  comm.checked([&] { run = dfmp2::app::prepare_run(dfmp2::app::read_input_file(input_path), output, rank0); });
 
   // Long phases (the SCF, the DF-MP2 transformation and pair loop) report as they go, from rank 0; the results are
   // printed at the end, in one piece.
@@ -245,7 +236,7 @@ int run_input(const std::string& input_path, const std::string& json_path) {
       progress.update(phase, done, total);
     };
   }
-  const dfmp2::app::Calculation calc = dfmp2::app::run_calculation(input, say, phase_progress);
+  const dfmp2::app::Calculation calc = dfmp2::app::run_prepared(run, say, phase_progress);
   progress.finish();
   if (!rank0) return 0;
   std::string text = dfmp2::app::format_header(calc);
@@ -256,11 +247,8 @@ int run_input(const std::string& input_path, const std::string& json_path) {
     text += dfmp2::app::format_rank_table("DF-MP2 per rank", dfmp2::app::mp2_rank_phases(), r.result.ranks);
   }
   if (calc.runs.size() > 1) text += dfmp2::app::format_comparison(calc);
-  if (output) {
-    const nlohmann::json result = qcschema ? dfmp2::app::qcschema_result(calc) : dfmp2::app::results_json(calc);
-    dfmp2::app::write_atomically(*output, result.dump(1) + "\n");
-    text += fmt::format("\n  results written to {}\n", *output);
-  }
+  dfmp2::app::finish_run(run, calc);
+  if (run.output) text += fmt::format("\n  results written to {}\n", *run.output);
   std::fputs(text.c_str(), stdout);
   return 0;
 }

@@ -343,22 +343,48 @@ std::string format_scf(const Calculation& calc) {
 }
 
 // The fp64 run a run's energy is compared with: the same backend's, else the first fp64 run of any backend.
+std::optional<std::size_t> fp64_reference(const std::vector<RunKey>& runs, std::size_t run) {
+  auto first = [&](auto&& pick) -> std::optional<std::size_t> {
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      if (pick(runs[i])) return i;
+    return std::nullopt;
+  };
+  if (auto same = first([&](const RunKey& r) {
+        return r.backend == runs[run].backend && r.precision == chem::Precision::fp64;
+      }))
+    return same;
+  return first([](const RunKey& r) { return r.precision == chem::Precision::fp64; });
+}
+
+std::optional<std::size_t> accuracy_reference(const std::vector<RunKey>& runs, std::size_t run) {
+  const RunKey& me = runs[run];
+  if (me.precision == chem::Precision::fp64) return std::nullopt;  // fp64 is the reference; runs differ in "diff first"
+  if (auto r = fp64_reference(runs, run)) return r;
+  if (!below_fp32(me.precision)) return std::nullopt;
+  for (const bool same_backend : {true, false})
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      if (runs[i].precision == chem::Precision::fp32 && (!same_backend || runs[i].backend == me.backend)) return i;
+  return std::nullopt;
+}
+
+namespace {
+// The runs of a calculation as the rule sees them, and the index of `run` among them.
+std::vector<RunKey> keys_of(const Calculation& calc) {
+  std::vector<RunKey> keys;
+  for (const auto& r : calc.runs) keys.push_back({r.backend, r.precision});
+  return keys;
+}
+std::size_t index_of(const Calculation& calc, const BackendRun& run) { return std::size_t(&run - calc.runs.data()); }
+}  // namespace
+
 const BackendRun* fp64_reference(const Calculation& calc, const BackendRun& run) {
-  if (const BackendRun* same = fp64_run(calc, run.backend)) return same;
-  for (const auto& r : calc.runs)
-    if (r.precision == chem::Precision::fp64) return &r;
-  return nullptr;
+  const auto i = fp64_reference(keys_of(calc), index_of(calc, run));
+  return i ? &calc.runs[*i] : nullptr;
 }
 
 const BackendRun* accuracy_reference(const Calculation& calc, const BackendRun& run) {
-  if (run.precision == chem::Precision::fp64) return nullptr;  // fp64 is the reference; runs differ in "diff first"
-  if (const BackendRun* r = fp64_reference(calc, run)) return r;
-  if (!below_fp32(run.precision)) return nullptr;
-  for (const auto& r : calc.runs)
-    if (r.backend == run.backend && r.precision == chem::Precision::fp32) return &r;
-  for (const auto& r : calc.runs)
-    if (r.precision == chem::Precision::fp32) return &r;
-  return nullptr;
+  const auto i = accuracy_reference(keys_of(calc), index_of(calc, run));
+  return i ? &calc.runs[*i] : nullptr;
 }
 
 std::string run_label(const BackendRun& run) {

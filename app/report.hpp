@@ -1,6 +1,7 @@
 #pragma once
 // What `dfmp2` prints: a header describing the problem, per backend the energy block (in the layout of Psi4's
 // DF-MP2 output) and the kernel timing table, and with several backends a comparison table.
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,14 @@ const std::vector<std::string>& mp2_rank_phases();
 // The fp64 run of `backend` in this calculation, if there is one (for differences from fp64).
 const BackendRun* fp64_run(const Calculation& calc, const std::string& backend);
 // The fp64 run a run's energy is compared with: the same backend's, else the first fp64 run of any backend.
+// The rules below over any list of runs, each named by backend and precision (a calculation's runs, or `dfmp2
+// bench`'s runs of one shape): the index of the reference, if there is one.
+struct RunKey {
+  std::string backend;
+  chem::Precision precision;
+};
+std::optional<std::size_t> fp64_reference(const std::vector<RunKey>& runs, std::size_t run);
+std::optional<std::size_t> accuracy_reference(const std::vector<RunKey>& runs, std::size_t run);
 const BackendRun* fp64_reference(const Calculation& calc, const BackendRun& run);
 // The run a run's accuracy is judged against: none for an fp64 run; else its fp64 reference (fp64_reference);
 // else, for a run in a lower precision than fp32 (bf16, bf16x3), the same backend's fp32 run, else the first fp32

@@ -74,8 +74,8 @@ std::vector<std::pair<linalg::Op, linalg::DType>> required_ops(const Input& inpu
   return out;
 }
 
-// Stops with one line naming the key when a backend cannot run what the input asks of it, unless the input
-// allows the host fallback and the host can.
+}  // namespace
+
 void check_backend_can_run(const Input& input, linalg::Backend& backend, linalg::Backend* fallback) {
   for (const chem::Precision precision : input.precisions_of(backend.name())) {
     for (const auto& [step, mode] : chem::step_matmul_modes(precision, input.step_modes)) {
@@ -99,6 +99,8 @@ void check_backend_can_run(const Input& input, linalg::Backend& backend, linalg:
     }
   }
 }
+
+namespace {
 
 Reference reference_from_file(std::unique_ptr<chem::IntegralFile> file) {
   const chem::IntegralFile& f = *file;
@@ -405,7 +407,8 @@ Backends make_backends(const Input& input) {
   return b;
 }
 
-// What the calculation is, without computing any integral (the memory plan needs its sizes), with its frozen core.
+}  // namespace
+
 Reference make_reference(const Input& input) {
   Reference reference;
   if (input.synthetic) {
@@ -429,10 +432,12 @@ Reference make_reference(const Input& input) {
   return reference;
 }
 
+namespace {
+
 // DF-MP2's part of the plan: the blocking of every run (backend and precision), and its phases as the largest of them
 // needs them. `mp2_budget` is what DF-MP2 may hold beside the orbitals, the metric and the integral engine.
-chem::BlockPlan plan_dfmp2(const Input& input, const Reference& r, const Backends& backends, MemoryPlan& plan,
-                           int ranks) {
+chem::BlockPlan plan_dfmp2(const Input& input, const Reference& r, const std::vector<linalg::Backend*>& backends,
+                           MemoryPlan& plan, int ranks) {
   // The orbitals C (nbf x nmo) and the MP2 metric stay for all of DF-MP2: read from the integral file or generated
   // now (after the start was measured), or computed after the SCF; molecule input also holds the MP2 integral engine.
   const double later = 8.0 * (double(r.nbf) * double(r.nmo) + double(r.nmo) + double(r.naux) * double(r.naux)) +
@@ -444,7 +449,7 @@ chem::BlockPlan plan_dfmp2(const Input& input, const Reference& r, const Backend
   if (r.molecule())
     for (const auto& sh : r.molecule()->aux_basis.shells) aux_unit = std::max<linalg::Index>(aux_unit, sh.size());
   chem::BlockPlan largest;
-  for (const auto& backend : backends.named) {
+  for (const linalg::Backend* backend : backends) {
     for (const chem::Precision precision : input.precisions_of(backend->name())) {
       const chem::BlockPlan bp = within_memory(plan, plan.baseline + later, [&] {
         return chem::plan_blocks(r.form, r.form == chem::ThreeIndexForm::ao ? r.nbf : 0, r.nocc, nact, nvir, r.naux,
@@ -473,8 +478,10 @@ chem::BlockPlan plan_dfmp2(const Input& input, const Reference& r, const Backend
   return largest;
 }
 
-// The memory plan, before any three-index integral: what each phase may hold beside what is resident now.
-MemoryPlan make_memory_plan(const Input& input, const Reference& r, const Backends& backends, int ranks) {
+}  // namespace
+
+MemoryPlan make_memory_plan(const Input& input, const Reference& r, const std::vector<linalg::Backend*>& backends,
+                            int ranks) {
   MemoryPlan plan;
   plan.budget = input.memory_bytes;
   plan.baseline = input.resident_at_start + memory_allowance(input.threads);
@@ -494,6 +501,8 @@ MemoryPlan make_memory_plan(const Input& input, const Reference& r, const Backen
   }
   return plan;
 }
+
+namespace {
 
 // Molecule input prints its plan before the SCF; the other inputs print nothing until the report.
 void print_plan(const MemoryPlan& plan, const std::function<void(const std::string&)>& progress) {
@@ -528,6 +537,8 @@ void run_scf(const Input& input, linalg::Backend& backend, Calculation& calc, Re
   }
 }
 
+}  // namespace
+
 chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference, const MemoryPlan& plan,
                                  linalg::Comm& comm) {
   chem::DfMp2Options options;
@@ -544,8 +555,6 @@ chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference,
   return options;
 }
 
-// DF-MP2 on one backend in one precision (and, with screening.compare, again without screening, logged apart so that
-// the run's kernel table stays the screened run's).
 BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, chem::Precision precision,
                         const Input& input, const Reference& reference, chem::DfMp2Options options) {
   BackendRun run;
@@ -570,6 +579,8 @@ BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, che
   }
   return run;
 }
+
+namespace {
 
 // The run's peak resident memory (getrusage, and what the phases measured), and every rank's.
 void record_peaks(Calculation& calc, linalg::Comm& comm) {
@@ -598,7 +609,9 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   comm.checked([&] {
     backends = make_backends(input);
     calc.reference = make_reference(input);
-    calc.memory = make_memory_plan(input, calc.reference, backends, comm.size());
+    std::vector<linalg::Backend*> named;
+    for (const auto& b : backends.named) named.push_back(b.get());
+    calc.memory = make_memory_plan(input, calc.reference, named, comm.size());
   });
   if (calc.reference.molecule()) {
     print_plan(calc.memory, progress);

@@ -144,6 +144,20 @@ class ResidentSampler {
 // Number of frozen core orbitals the input asks for; throws InputError when it cannot be honoured.
 int resolve_frozen_core(const Input& input, const Reference& reference);
 
+// The pieces of a run, for the entry points that assemble one themselves (dfmp2 bench runs each cell on a backend it
+// keeps between repetitions): what the calculation is, without any integral, its frozen core resolved; the memory
+// plan for it on these backends (their working copies count), before any three-index integral; whether a backend
+// can run what the input asks (UnsupportedError naming the key, unless the host fallback can); DF-MP2's options as
+// the plan sets them; and one DF-MP2 run (with screening.compare, again unscreened, logged apart).
+Reference make_reference(const Input& input);
+MemoryPlan make_memory_plan(const Input& input, const Reference& reference,
+                            const std::vector<linalg::Backend*>& backends, int ranks);
+void check_backend_can_run(const Input& input, linalg::Backend& backend, linalg::Backend* fallback);
+chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference, const MemoryPlan& plan,
+                                 linalg::Comm& comm);
+BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, chem::Precision precision,
+                        const Input& input, const Reference& reference, chem::DfMp2Options options);
+
 // `progress` (may be empty) receives one line per SCF iteration and per phase as the run goes; `phase_progress`
 // (may be empty) the done/total counts of the DF-MP2 phases. Both are for the terminal.
 Calculation run_calculation(const Input& input, const std::function<void(const std::string&)>& progress = {},

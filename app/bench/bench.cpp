@@ -19,7 +19,9 @@
 #include "app/bench/newton_schulz.hpp"
 #include "app/bench/output.hpp"
 #include "app/bench/trace.hpp"
+#include "app/report.hpp"
 #include "app/results.hpp"
+#include "app/run.hpp"
 #include "chem/dfmp2.hpp"
 #include "chem/synthetic.hpp"
 #include "devices/neuron/calibration.hpp"
@@ -357,77 +359,67 @@ chem::Precision precision_of(const std::string& p) {
   return chem::Precision::bf16;
 }
 
-// Why `backend` cannot run DF-MP2 (Cholesky metric) in `precision`, or "".
-std::string dfmp2_unsupported(linalg::Backend& backend, const std::string& precision) {
-  if (!backend.supports_matmul_mode(matmul_mode_of(precision))) {
-    return fmt::format("backend '{}' has no {} arithmetic (use precision fp32 or fp64)", backend.name(), precision);
-  }
-  using linalg::DType;
-  using linalg::Op;
-  std::vector<std::pair<Op, DType>> needed;
-  const DType main = precision == "fp64" ? DType::fp64 : DType::fp32;
-  for (const Op op : {Op::gemm, Op::gemm_batched, Op::syrk}) needed.emplace_back(op, main);
-  const DType metric = precision == "mixed" ? DType::fp64 : main;
-  for (const Op op : {Op::cholesky, Op::trsm}) needed.emplace_back(op, metric);
-  if (precision == "mixed") needed.emplace_back(Op::gemm, DType::fp64);
-  for (const auto& [op, dtype] : needed) {
-    if (!backend.supports(op, dtype)) {
-      return linalg::unsupported_message(backend, op, dtype, std::string(linalg::dtype_name(dtype))) +
-             fmt::format(" (needed by DF-MP2 in precision {})", precision);
-    }
-  }
-  return {};
+// A cell as the program would run it (app/run.hpp): the synthetic shape as an input on one backend in one precision,
+// within the default `memory`, so that the memory plan, the check of what the backend can run and DF-MP2's options
+// are the command line's.
+Input cell_input(const Dfmp2Result& r, const BenchOptions& o) {
+  Input in;
+  in.path = "dfmp2 bench";
+  in.synthetic = r.dims;
+  in.synthetic_name = r.shape;
+  in.backends = {r.backend};
+  in.precisions = {precision_of(r.precision)};
+  if (o.threads > 0) in.threads = o.threads;
+  in.resident_at_start = resident_bytes();
+  return in;
 }
 
 std::vector<Dfmp2Result> run_dfmp2_mode(const BenchOptions& o) {
-  std::vector<Dfmp2Result> plan;
-  for (const auto& backend_name : o.backends) {
-    BackendSession probe = open_backend(backend_name, o);
-    for (const auto& precision : o.precisions) {
+  std::vector<Dfmp2Result> cells;
+  for (const auto& backend_name : o.backends)
+    for (const auto& precision : o.precisions)
       for (const auto& shape : o.shapes) {
         Dfmp2Result r;
         r.shape = shape, r.backend = backend_name, r.precision = precision;
         r.dims = *chem::named_synthetic_shape(shape);
-        r.note = dfmp2_unsupported(*probe.backend, precision);
-        if (!r.note.empty()) {
-          if (!o.allow_fallback) throw UnsupportedError(r.note + "; --allow-fallback marks such runs instead");
-          r.status = CellStatus::unsupported;
-        }
-        plan.push_back(r);
+        cells.push_back(r);
       }
+  // What a backend cannot run is found for every cell before any runs.
+  for (auto& r : cells) {
+    BackendSession probe = open_backend(r.backend, o);
+    try {
+      check_backend_can_run(cell_input(r, o), *probe.backend, nullptr);
+    } catch (const UnsupportedError& e) {
+      if (!o.allow_fallback) throw UnsupportedError(std::string(e.what()) + "; --allow-fallback marks such runs instead");
+      r.status = CellStatus::unsupported;
+      r.note = e.what();
     }
   }
-  std::map<std::string, std::unique_ptr<chem::SyntheticProblem>> problems;
-  for (auto& r : plan) {
+  linalg::SerialComm alone;
+  for (auto& r : cells) {
     if (r.status != CellStatus::ok) continue;
-    auto& problem = problems[r.shape];
-    if (!problem) problem = std::make_unique<chem::SyntheticProblem>(r.dims);
-    const chem::DfMp2Input input = problem->dfmp2_input();
-    chem::DfMp2Options options;
-    options.precision = precision_of(r.precision);
-
-    BackendSession s = open_backend(r.backend, o);
+    const Input in = cell_input(r, o);
+    BackendSession s = open_backend(r.backend, o);  // kept over the repetitions: the first is cold, the rest warm
+    const Reference reference = make_reference(in);
+    const MemoryPlan plan = make_memory_plan(in, reference, {s.backend.get()}, 1);
+    const chem::DfMp2Options options = dfmp2_options(in, reference, plan, alone);
     std::vector<double> walls, model_totals;
     std::map<std::string, std::vector<double>> steps, model_steps;
     for (int i = 0; i < o.warmup + o.repeat; ++i) {
-      linalg::KernelLog log;
-      linalg::Kernels kernels(*s.backend, log);
-      linalg::Stopwatch wall;
-      const chem::DfMp2Result result = chem::run_dfmp2(input, options, kernels);
-      const double seconds = wall.seconds();
-      const double modelled = log.wall_with_modelled_kernels(seconds);
+      const BackendRun run = run_dfmp2_on(*s.backend, nullptr, in.precisions.front(), in, reference, options);
+      const double modelled = run.log.wall_with_modelled_kernels(run.wall_seconds);
       std::map<std::string, double> step_t, step_m;
-      for (const auto& rec : log.records()) {
+      for (const auto& rec : run.log.records()) {
         step_t[rec.step] += rec.seconds;
         step_m[rec.step] += rec.modelled ? rec.model.total : rec.seconds;
       }
-      r.modelled = log.any_modelled();
+      r.modelled = run.log.any_modelled();
       if (i == 0) r.model_cold = modelled;
-      r.correlation = result.correlation();
-      r.opposite_spin = result.opposite_spin;
-      r.same_spin = result.same_spin;
+      r.correlation = run.result.correlation();
+      r.opposite_spin = run.result.opposite_spin;
+      r.same_spin = run.result.same_spin;
       if (i < o.warmup) continue;
-      walls.push_back(seconds);
+      walls.push_back(run.wall_seconds);
       model_totals.push_back(modelled);
       for (const auto& step : kSteps) {
         steps[step].push_back(step_t[step]);
@@ -445,21 +437,23 @@ std::vector<Dfmp2Result> run_dfmp2_mode(const BenchOptions& o) {
       r.model_steps[step] = median(model_steps[step]);
     }
   }
-  return plan;
+  return cells;
 }
 
-// The run a DF-MP2 result's energy is judged against: an fp64 run of the same shape (the first), else, for bf16
-// and bf16x3, the same backend's fp32 run of the shape; nullptr when there is none (or for the reference itself).
+// The run a result's energy is judged against, by the program's own rule (app/report.hpp accuracy_reference) over
+// the runs of the same shape.
 const Dfmp2Result* energy_reference(const std::vector<Dfmp2Result>& results, const Dfmp2Result& r) {
-  auto find = [&](const std::string& precision, bool same_backend) -> const Dfmp2Result* {
-    for (const auto& o : results)
-      if (o.status == CellStatus::ok && o.shape == r.shape && o.precision == precision && (!same_backend || o.backend == r.backend))
-        return &o;
-    return nullptr;
-  };
-  const Dfmp2Result* ref = find("fp64", false);
-  if (ref == nullptr && (r.precision == "bf16" || r.precision == "bf16x3")) ref = find("fp32", true);
-  return ref == &r ? nullptr : ref;
+  std::vector<RunKey> keys;
+  std::vector<const Dfmp2Result*> same_shape;
+  std::size_t me = 0;
+  for (const auto& o : results) {
+    if (o.status != CellStatus::ok || o.shape != r.shape) continue;
+    if (&o == &r) me = keys.size();
+    keys.push_back({o.backend, precision_of(o.precision)});
+    same_shape.push_back(&o);
+  }
+  const auto i = accuracy_reference(keys, me);
+  return i ? same_shape[*i] : nullptr;
 }
 
 std::string energy_error(const std::vector<Dfmp2Result>& results, const Dfmp2Result& r, bool with_reference) {

@@ -16,6 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "app/input.hpp"
+#include "app/prepare.hpp"
 #include "app/qcschema.hpp"
 #include "app/results.hpp"
 #include "app/run.hpp"
@@ -461,8 +462,7 @@ void check_dimensions(unsigned d, unsigned most, const char* what) {
 py::dict run(const py::object& input) {
   app::Input in;
   if (py::isinstance<py::str>(input)) {
-    const std::string path = input.cast<std::string>();
-    in = app::is_qcschema_path(path) ? app::read_qcschema_input(path) : app::read_input(path);
+    in = app::read_input_file(input.cast<std::string>());
   } else if (py::isinstance<py::dict>(input)) {
     const std::string text = py::module_::import("json").attr("dumps")(input).cast<std::string>();
     YAML::Node root;
@@ -476,13 +476,10 @@ py::dict run(const py::object& input) {
   } else {
     throw py::type_error("argument 'input': expected a dict of input keys or the path of an input file");
   }
-  in.resident_at_start = app::resident_bytes();
-  // As the command line does: the output checked before the run (its folder, and never a file the run reads), the
-  // results file written at the end when the input names one.
-  app::check_output_paths(in, in.output);
-  const app::Calculation calc = app::run_calculation(in);
-  const nlohmann::json j = in.qcschema ? app::qcschema_result(calc) : app::results_json(calc);
-  if (in.output) app::write_atomically(*in.output, j.dump(1) + "\n");
+  // As the command line runs it (app/prepare.hpp): `output` checked before and written after, a QCSchema input's
+  // errors named by its fields.
+  const app::PreparedRun prepared = app::prepare_run(std::move(in));
+  const nlohmann::json j = app::finish_run(prepared, app::run_prepared(prepared));
   return py::module_::import("json").attr("loads")(j.dump()).cast<py::dict>();
 }
 

@@ -197,6 +197,13 @@ def main():
             {"integrals": water, "threads": 1, "output": water}), "an output that is the integral file")
         c.raises(dfmp2.InputError, "key 'basis': sto-3g gives this molecule 1 basis function for 1 occupied orbital",
                  lambda: dfmp2.run({"molecule": {"xyz": "He 0 0 0"}, "basis": "sto-3g"}), "He in STO-3G")
+        # A QCSchema AtomicInput by path: errors found after reading name its fields, as from the command line.
+        qc = os.path.join(d, "he.json")
+        with open(qc, "w") as f:
+            json.dump({"schema_name": "qcschema_input", "driver": "energy", "model": {"method": "mp2", "basis": "sto-3g"},
+                       "molecule": {"symbols": ["He"], "geometry": [0, 0, 0]}}, f)
+        c.raises(dfmp2.InputError, "field 'model.basis': sto-3g gives this molecule 1 basis function",
+                 lambda: dfmp2.run(qc), "a QCSchema input's error names its field")
 
     print("python module: %s" % ("all checks passed" if c.failed == 0 else "%d checks failed" % c.failed))
     return 1 if c.failed else 0

@@ -1,0 +1,38 @@
+#include "app/prepare.hpp"
+
+#include "app/qcschema.hpp"
+#include "app/results.hpp"
+#include "linalg/errors.hpp"
+
+namespace dfmp2::app {
+
+Input read_input_file(const std::string& path) {
+  return is_qcschema_path(path) ? read_qcschema_input(path) : read_input(path);
+}
+
+PreparedRun prepare_run(Input input, const std::optional<std::string>& output_override, bool check_output) {
+  PreparedRun run;
+  input.resident_at_start = resident_bytes();
+  run.output = output_override ? output_override : input.output;
+  if (check_output) check_output_paths(input, run.output);
+  run.input = std::move(input);
+  return run;
+}
+
+Calculation run_prepared(const PreparedRun& run, const std::function<void(const std::string&)>& progress,
+                         const std::function<void(const std::string&, long long, long long)>& phase_progress) {
+  if (!run.input.qcschema) return run_calculation(run.input, progress, phase_progress);
+  try {
+    return run_calculation(run.input, progress, phase_progress);
+  } catch (const InputError& e) {  // found after reading (a basis set name, frozen_core): QCSchema's names
+    throw InputError(qcschema_field_names(e.what()));
+  }
+}
+
+nlohmann::json finish_run(const PreparedRun& run, const Calculation& calc) {
+  nlohmann::json results = run.input.qcschema ? qcschema_result(calc) : results_json(calc);
+  if (run.output) write_atomically(*run.output, results.dump(1) + "\n");
+  return results;
+}
+
+}  // namespace dfmp2::app

@@ -1,0 +1,39 @@
+#pragma once
+// How every entry point starts and finishes a run: the command line (app/main.cpp), dfmp2.run() in Python
+// (app/python/module.cpp) and `dfmp2 bench --dfmp2` (app/bench/bench.cpp). So all of them honour `memory` (the plan
+// of run_calculation), `output` (checked before any work, written at the end), the QCSchema field names in errors,
+// and the same rule for which run an energy is judged against (app/report.hpp).
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "app/input.hpp"
+#include "app/run.hpp"
+
+namespace dfmp2::app {
+
+struct PreparedRun {
+  Input input;
+  std::optional<std::string> output;  // the results file, if any
+};
+
+// A YAML input, or a QCSchema AtomicInput when the name ends in .json.
+Input read_input_file(const std::string& path);
+
+// The run of `input`: the memory in use now measured (the plan counts it against `memory`), and the results file
+// (`output_override` wins over the input's `output`) checked before any work when `check_output` (with several
+// ranks, rank 0 alone writes it).
+PreparedRun prepare_run(Input input, const std::optional<std::string>& output_override = std::nullopt,
+                        bool check_output = true);
+
+// run_calculation, with the errors of a QCSchema input named by its fields (`field 'model.basis'`).
+Calculation run_prepared(const PreparedRun& run, const std::function<void(const std::string&)>& progress = {},
+                         const std::function<void(const std::string&, long long, long long)>& phase_progress = {});
+
+// The results: an AtomicResult for a QCSchema input, else dfmp2's results file; written to run.output when there is
+// one (atomically: never half a file).
+nlohmann::json finish_run(const PreparedRun& run, const Calculation& calc);
+
+}  // namespace dfmp2::app
