@@ -21,7 +21,6 @@
 #include "chem/basis_set.hpp"
 #include "devices/registry.hpp"
 #include "linalg/bytes.hpp"
-#include "linalg/comm.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/inverse_sqrt.hpp"
 
@@ -121,8 +120,8 @@ double available_memory_bytes() {
 }
 
 // With several ranks on a node (mpirun), each rank's share of that.
-double default_memory_bytes() {
-  return kDefaultMemoryShare * available_memory_bytes() / double(linalg::world().node_ranks());
+double default_memory_bytes(int node_ranks) {
+  return kDefaultMemoryShare * available_memory_bytes() / double(std::max(1, node_ranks));
 }
 
 // $TMPDIR, else /tmp: where large temporary files belong on Unix machines and clusters.
@@ -140,8 +139,8 @@ int available_cores() {
 
 // The cores this process may use, shared with the other ranks on its node when they may use the same ones (mpirun
 // binds each rank to its own cores when there are enough, and then the affinity alone says it).
-int default_threads() {
-  const int node = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) / linalg::world().node_ranks();
+int default_threads(int node_ranks) {
+  const int node = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) / std::max(1, node_ranks);
   return std::max(1, std::min(available_cores(), node));
 }
 
@@ -191,8 +190,8 @@ std::string default_basis_dir() {
   return library_basis_dir();
 }
 
-std::string default_memory_text() {
-  return fmt::format("{} (default: {:.0f}% of the {} available)", linalg::format_bytes(default_memory_bytes()),
+std::string default_memory_text(int node_ranks) {
+  return fmt::format("{} (default: {:.0f}% of the {} available)", linalg::format_bytes(default_memory_bytes(node_ranks)),
                      100 * kDefaultMemoryShare, linalg::format_bytes(available_memory_bytes()));
 }
 
@@ -651,19 +650,23 @@ void read_screening(const YAML::Node& node, const YamlReader& ctx, Input& in) {
 
 }  // namespace
 
-Input read_input(const std::string& path) {
+Input read_input(const std::string& path, int node_ranks) {
   YamlReader ctx(path);
   const YAML::Node root = load_yaml_file(path, path);
   if (root.IsNull()) ctx.fail("the input is empty; expected a mapping with at least 'integrals'");
   if (!root.IsMap()) ctx.fail(root, fmt::format("expected a mapping of keys (integrals, backends, ...), got {}", YamlReader::kind(root)));
-  return input_from_mapping(root, ctx);
+  return input_from_mapping(root, ctx, node_ranks);
 }
 
-Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx) {
+Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node_ranks) {
   const std::string& path = ctx.file();
   std::error_code ec;
   Input in;
   in.path = path;
+  // The defaults that share the node with the other ranks on it.
+  in.memory_bytes = default_memory_bytes(node_ranks);
+  in.memory_text = default_memory_text(node_ranks);
+  in.threads = default_threads(node_ranks);
   std::set<std::string> seen;
   for (const auto& kv : root) {
     const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";

@@ -56,11 +56,12 @@ struct FrozenCore {
 // The defaults of the keys that depend on the machine or the environment, in one place: Input's members start
 // from them, so an Input built in code gets the same defaults as a YAML file that leaves the key out.
 double available_memory_bytes();       // MemAvailable of /proc/meminfo, else physical memory
-double default_memory_bytes();         // memory: half of MemAvailable (/proc/meminfo)
-std::string default_memory_text();     // how the report names that default
+// memory: half of MemAvailable (/proc/meminfo), shared by the `node_ranks` ranks on this node; how the report names it.
+double default_memory_bytes(int node_ranks = 1);
+std::string default_memory_text(int node_ranks = 1);
 std::string default_scratch_folder();  // scratch: $TMPDIR, else /tmp
 int available_cores();                 // the limit of threads: the cores this process may run on (its CPU affinity)
-int default_threads();                 // threads: those cores, shared with the other ranks on the node
+int default_threads(int node_ranks = 1);  // threads: those cores, shared with the other ranks on the node
 std::string default_compile_cache();   // device.compile_cache: $XDG_CACHE_HOME/dfmp2/neuron, else ~/.cache/...
 std::string default_basis_dir();       // the basis set library: $DFMP2_BASIS_DIR's folders, then library_basis_dir()
 std::string library_basis_dir();       // the library that came with the program (source tree, or <prefix>/share)
@@ -120,10 +121,11 @@ const std::vector<std::string>& input_keys();
 
 // Reads and checks the whole input; throws InputError (or UnsupportedError for a backend or precision that this
 // build cannot run) with a one-line message naming the file, line:column and key.
-Input read_input(const std::string& path);
+// `node_ranks`: the ranks on this node, which share the default `memory` and `threads`.
+Input read_input(const std::string& path, int node_ranks = 1);
 // The same from a mapping already read (a YAML file's, or one translated from a QCSchema AtomicInput: app/qcschema.hpp),
 // its messages placed by `ctx`.
-Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx);
+Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node_ranks = 1);
 
 // Parses a size such as "2 GiB", "500 MB", "1.5GB" or "1048576" (bytes); nullopt when it is not one.
 std::optional<double> parse_memory_size(const std::string& text);

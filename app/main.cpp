@@ -219,7 +219,9 @@ int run_input(const std::string& input_path, const std::optional<std::string>& o
   // Each rank reads the input itself (a rank that cannot makes every rank stop: Comm::checked); rank 0 alone
   // writes the results, so it alone checks where.
   dfmp2::app::PreparedRun run;
-  comm.checked([&] { run = dfmp2::app::prepare_run(dfmp2::app::read_input_file(input_path), output, rank0); });
+  comm.checked([&] {
+    run = dfmp2::app::prepare_run(dfmp2::app::read_input_file(input_path, comm.node_ranks()), output, rank0);
+  });
 
   // Long phases (the SCF, the DF-MP2 transformation and pair loop) report as they go, from rank 0; the results are
   // printed at the end, in one piece.
@@ -236,7 +238,7 @@ int run_input(const std::string& input_path, const std::optional<std::string>& o
       progress.update(phase, done, total);
     };
   }
-  const dfmp2::app::Calculation calc = dfmp2::app::run_prepared(run, say, phase_progress);
+  const dfmp2::app::Calculation calc = dfmp2::app::run_prepared(run, comm, say, phase_progress);
   progress.finish();
   if (!rank0) return 0;
   std::string text = dfmp2::app::format_header(calc);

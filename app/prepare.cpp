@@ -6,8 +6,8 @@
 
 namespace dfmp2::app {
 
-Input read_input_file(const std::string& path) {
-  return is_qcschema_path(path) ? read_qcschema_input(path) : read_input(path);
+Input read_input_file(const std::string& path, int node_ranks) {
+  return is_qcschema_path(path) ? read_qcschema_input(path, node_ranks) : read_input(path, node_ranks);
 }
 
 PreparedRun prepare_run(Input input, const std::optional<std::string>& output_override, bool check_output) {
@@ -19,11 +19,11 @@ PreparedRun prepare_run(Input input, const std::optional<std::string>& output_ov
   return run;
 }
 
-Calculation run_prepared(const PreparedRun& run, const std::function<void(const std::string&)>& progress,
+Calculation run_prepared(const PreparedRun& run, linalg::Comm& comm, const std::function<void(const std::string&)>& progress,
                          const std::function<void(const std::string&, long long, long long)>& phase_progress) {
-  if (!run.input.qcschema) return run_calculation(run.input, progress, phase_progress);
+  if (!run.input.qcschema) return run_calculation(run.input, comm, progress, phase_progress);
   try {
-    return run_calculation(run.input, progress, phase_progress);
+    return run_calculation(run.input, comm, progress, phase_progress);
   } catch (const InputError& e) {  // found after reading (a basis set name, frozen_core): QCSchema's names
     throw InputError(qcschema_field_names(e.what()));
   }

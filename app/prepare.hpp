@@ -19,8 +19,9 @@ struct PreparedRun {
   std::optional<std::string> output;  // the results file, if any
 };
 
-// A YAML input, or a QCSchema AtomicInput when the name ends in .json.
-Input read_input_file(const std::string& path);
+// A YAML input, or a QCSchema AtomicInput when the name ends in .json; `node_ranks` ranks on this node share the
+// default memory and threads.
+Input read_input_file(const std::string& path, int node_ranks = 1);
 
 // The run of `input`: the memory in use now measured (the plan counts it against `memory`), and the results file
 // (`output_override` wins over the input's `output`) checked before any work when `check_output` (with several
@@ -28,8 +29,10 @@ Input read_input_file(const std::string& path);
 PreparedRun prepare_run(Input input, const std::optional<std::string>& output_override = std::nullopt,
                         bool check_output = true);
 
-// run_calculation, with the errors of a QCSchema input named by its fields (`field 'model.basis'`).
-Calculation run_prepared(const PreparedRun& run, const std::function<void(const std::string&)>& progress = {},
+// run_calculation over the ranks of `comm`, with the errors of a QCSchema input named by its fields
+// (`field 'model.basis'`).
+Calculation run_prepared(const PreparedRun& run, linalg::Comm& comm,
+                         const std::function<void(const std::string&)>& progress = {},
                          const std::function<void(const std::string&, long long, long long)>& phase_progress = {});
 
 // The results: an AtomicResult for a QCSchema input, else dfmp2's results file; written to run.output when there is

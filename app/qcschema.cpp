@@ -384,7 +384,7 @@ void keywords_into(const QcReader& qc, const YAML::Node& root, YAML::Node& out) 
 
 }  // namespace
 
-Input read_qcschema_input(const std::string& path) {
+Input read_qcschema_input(const std::string& path, int node_ranks) {
   YamlReader ctx(path);
   // The bytes first (UTF-8, nesting depth), before any parser recurses into them. JSON is YAML, so the one loader (its
   // node limits, keys given twice) reads it and keeps every value's line:column; but YAML also takes what JSON does not
@@ -421,7 +421,7 @@ Input read_qcschema_input(const std::string& path) {
 
   Input in;
   try {
-    in = input_from_mapping(out, ctx);
+    in = input_from_mapping(out, ctx, node_ranks);
   } catch (const InputError& e) {
     throw InputError(qcschema_field_names(e.what()));
   } catch (const UnsupportedError& e) {

@@ -32,7 +32,7 @@ std::string qcschema_field_names(const std::string& message);
 bool is_qcschema_path(const std::string& path);
 
 // Reads and checks an AtomicInput into the Input its YAML equivalent gives; Input::qcschema keeps the JSON as read.
-Input read_qcschema_input(const std::string& path);
+Input read_qcschema_input(const std::string& path, int node_ranks = 1);
 
 // The AtomicResult of a calculation whose input was an AtomicInput: the results file (results_json) with the input's
 // id, molecule, driver, model, keywords and protocols as given.

@@ -232,8 +232,8 @@ void add_traffic(linalg::PhaseStats& st, const linalg::CommTraffic& t) {
 
 // Integrals, RHF and the MP2 fitting integrals for `molecule:` input, on the first backend named. The DF-J/K may
 // hold `jk_budget` bytes.
-void run_molecule(const Input& input, linalg::Backend& backend, Calculation& calc, double jk_budget,
-                  const std::function<void(const std::string&)>& progress) {
+void run_molecule(const Input& input, linalg::Backend& backend, linalg::Comm& comm, Calculation& calc,
+                  double jk_budget, const std::function<void(const std::string&)>& progress) {
   auto say = [&](const std::string& line) {
     if (progress) progress(line);
   };
@@ -241,7 +241,6 @@ void run_molecule(const Input& input, linalg::Backend& backend, Calculation& cal
   const chem::Molecule& mol = *input.molecule;
   m.backend = backend.name();
   linalg::Kernels kernels(backend, m.log);
-  linalg::Comm& comm = linalg::world();
   jk_budget = comm.min(jk_budget);  // the same blocking on every rank
   comm.set_phase(chem::phase_name(chem::ScfPhase::jk_setup));
   linalg::Stopwatch setup_clock;
@@ -517,8 +516,8 @@ void print_plan(const MemoryPlan& plan, const std::function<void(const std::stri
 }
 
 // The SCF of molecule input within its part of the plan, its peak measured.
-void run_scf(const Input& input, linalg::Backend& backend, Calculation& calc, ResidentSampler& sampler,
-             const std::function<void(const std::string&)>& progress) {
+void run_scf(const Input& input, linalg::Backend& backend, linalg::Comm& comm, Calculation& calc,
+             ResidentSampler& sampler, const std::function<void(const std::string&)>& progress) {
   MemoryPlan& plan = calc.memory;
   const Reference& r = calc.reference;
   // Beside the J/K: the SCF's matrices and, for DF, the J/K's integral engine.
@@ -528,7 +527,7 @@ void run_scf(const Input& input, linalg::Backend& backend, Calculation& calc, Re
                            : 0.0);
   sampler.take_peak();
   within_memory(plan, held, [&] {
-    run_molecule(input, backend, calc, plan.budget - held, progress);
+    run_molecule(input, backend, comm, calc, plan.budget - held, progress);
     return 0;
   });
   plan.measured.emplace_back("SCF and MP2 integral setup", sampler.take_peak());
@@ -594,9 +593,9 @@ void record_peaks(Calculation& calc, linalg::Comm& comm) {
 
 }  // namespace
 
-Calculation run_calculation(const Input& input, const std::function<void(const std::string&)>& progress,
+Calculation run_calculation(const Input& input, linalg::Comm& comm,
+                            const std::function<void(const std::string&)>& progress,
                             const std::function<void(const std::string&, long long, long long)>& phase_progress) {
-  linalg::Comm& comm = linalg::world();
   Calculation calc;
   calc.input = input;
   calc.ranks = comm.size();
@@ -615,7 +614,7 @@ Calculation run_calculation(const Input& input, const std::function<void(const s
   });
   if (calc.reference.molecule()) {
     print_plan(calc.memory, progress);
-    run_scf(input, *backends.scf, calc, sampler, progress);
+    run_scf(input, *backends.scf, comm, calc, sampler, progress);
   }
 
   chem::DfMp2Options options = dfmp2_options(input, calc.reference, calc.memory, comm);

@@ -160,7 +160,8 @@ BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, che
 
 // `progress` (may be empty) receives one line per SCF iteration and per phase as the run goes; `phase_progress`
 // (may be empty) the done/total counts of the DF-MP2 phases. Both are for the terminal.
-Calculation run_calculation(const Input& input, const std::function<void(const std::string&)>& progress = {},
+Calculation run_calculation(const Input& input, linalg::Comm& comm,
+                            const std::function<void(const std::string&)>& progress = {},
                             const std::function<void(const std::string&, long long, long long)>& phase_progress = {});
 
 }  // namespace dfmp2::app

@@ -479,7 +479,8 @@ py::dict run(const py::object& input) {
   // As the command line runs it (app/prepare.hpp): `output` checked before and written after, a QCSchema input's
   // errors named by its fields.
   const app::PreparedRun prepared = app::prepare_run(std::move(in));
-  const nlohmann::json j = app::finish_run(prepared, app::run_prepared(prepared));
+  linalg::SerialComm alone;  // the module runs as one process
+  const nlohmann::json j = app::finish_run(prepared, app::run_prepared(prepared, alone));
   return py::module_::import("json").attr("loads")(j.dump()).cast<py::dict>();
 }
 

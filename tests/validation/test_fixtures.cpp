@@ -37,7 +37,8 @@ dfmp2::app::Calculation run(const Fixture& f, const std::vector<std::string>& ba
   in.memory_bytes = dfmp2::app::memory_allowance(2) + held + f.memory_bytes;
   in.mp2_storage = f.storage;
   in.threads = 2;
-  return dfmp2::app::run_calculation(in);
+  dfmp2::linalg::SerialComm alone;
+  return dfmp2::app::run_calculation(in, alone);
 }
 
 class FixtureEnergies : public ::testing::TestWithParam<Fixture> {};
@@ -176,7 +177,8 @@ TEST(Screening, TightThresholdKeepsTheEnergyLooseOneSkipsTiles) {
     std::vector<long long> kept;
     for (double threshold : {1e-12, 1e-3, 1e-2, 3e-2}) {
       in.screening.threshold = threshold;
-      const auto calc = dfmp2::app::run_calculation(in);
+      dfmp2::linalg::SerialComm alone;
+      const auto calc = dfmp2::app::run_calculation(in, alone);
       const auto& r = calc.runs[0];
       ASSERT_TRUE(r.unscreened_correlation);
       EXPECT_NEAR(*r.unscreened_correlation, calc.reference.integral_file()->references().at(1).correlation, 1e-9);
