@@ -239,7 +239,7 @@ double positive_number(const YAML::Node& n, const YamlReader& ctx, const std::st
     if (used == value.size() && std::isfinite(v) && v > 0) return v;
   } catch (const std::exception&) {
   }
-  ctx.fail(n, fmt::format("key '{}': expected a positive number, got '{}'", key, value));
+  ctx.fail_key(n, key, fmt::format("{{key}}: expected a positive number, got '{}'", value));
 }
 
 // The fitting set Psi4 1.3.2 uses when none is named: <basis>-ri / <basis>-jkfit, except for orbital bases that have
@@ -255,8 +255,7 @@ std::string default_fitting(const std::string& basis, const std::string& kind) {
 void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& in) {
   const YAML::Node node = root["molecule"];
   if (!node.IsMap()) {
-    ctx.fail(node, fmt::format("key 'molecule': expected a mapping {{xyz: ..., units: angstrom, charge: 0}}, got {}",
-                               YamlReader::kind(node)));
+    ctx.fail_key(node, "molecule", fmt::format("{{key}}: expected a mapping {{xyz: ..., units: angstrom, charge: 0}}, got {}", YamlReader::kind(node)));
   }
   check_keys(node, ctx, "molecule", kMoleculeKeys);
   if (node["xyz"] && node["file"]) ctx.fail(node["file"], "keys 'molecule.xyz' and 'molecule.file' exclude each other");
@@ -266,9 +265,9 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
     in.molecule_source = ctx.where(n) + " (molecule.xyz)";
   } else if (const YAML::Node n = node["file"]) {
     const fs::path path = ctx.resolve(ctx.scalar(n, "molecule.file", "a file path"));
-    require_regular_file(path, [&](const std::string& what) { ctx.fail(n, "key 'molecule.file': " + what); });
+    require_regular_file(path, [&](const std::string& what) { ctx.fail_key(n, "molecule.file", "{key}: " + what); });
     std::ifstream f(path);
-    if (!f) ctx.fail(n, fmt::format("key 'molecule.file': cannot read '{}'", path.string()));
+    if (!f) ctx.fail_key(n, "molecule.file", fmt::format("{{key}}: cannot read '{}'", path.string()));
     in.molecule_file = path.string();
     text.assign(std::istreambuf_iterator<char>(f), {});
     // A standard .xyz file starts with the atom count and a comment line.
@@ -281,7 +280,7 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
     }
     in.molecule_source = path.string();
   } else {
-    ctx.fail(node, "key 'molecule': missing 'xyz' (inline lines) or 'file' (an .xyz file)");
+    ctx.fail_key(node, "molecule", "{key}: missing 'xyz' (inline lines) or 'file' (an .xyz file)");
   }
   chem::Molecule mol = chem::parse_xyz_lines(text, in.molecule_source);
   if (const YAML::Node n = node["units"]) {
@@ -293,31 +292,28 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
         a.z /= chem::kBohrPerAngstrom;
       }
     } else if (units != "angstrom") {
-      ctx.fail(n, fmt::format("key 'molecule.units': expected angstrom or bohr, got '{}'", units));
+      ctx.fail_key(n, "molecule.units", fmt::format("{{key}}: expected angstrom or bohr, got '{}'", units));
     }
   }
   chem::check_geometry(mol, in.molecule_source);
   if (const YAML::Node n = node["charge"]) {
     const auto q = as_integer(ctx.scalar(n, "molecule.charge", "an integer"));
-    if (!q || std::abs(*q) > 1000) ctx.fail(n, fmt::format("key 'molecule.charge': expected an integer, got '{}'", n.Scalar()));
+    if (!q || std::abs(*q) > 1000) ctx.fail_key(n, "molecule.charge", fmt::format("{{key}}: expected an integer, got '{}'", n.Scalar()));
     mol.charge = static_cast<int>(*q);
   }
   if (const YAML::Node n = node["multiplicity"]) {
     const auto m = as_integer(ctx.scalar(n, "molecule.multiplicity", "1"));
     if (!m || *m != 1) {
-      ctx.fail(n, fmt::format("key 'molecule.multiplicity': {} is not supported; dfmp2 does closed-shell RHF "
-                              "(multiplicity 1) only",
-                              n.Scalar()));
+      ctx.fail_key(n, "molecule.multiplicity", fmt::format("{{key}}: {} is not supported; dfmp2 does closed-shell RHF "
+                              "(multiplicity 1) only", n.Scalar()));
     }
   }
   int electrons = -mol.charge;
   for (const auto& a : mol.atoms) electrons += a.atomic_number;
   if (electrons <= 0 || electrons % 2 != 0) {
-    ctx.fail(node["charge"] ? node["charge"] : node,
-             fmt::format("key 'molecule.charge': charge {} leaves {} electron{}, {}; dfmp2 does closed-shell RHF only "
-                         "(an even number of electrons)",
-                         mol.charge, electrons, std::abs(electrons) == 1 ? "" : "s",
-                         electrons <= 0 ? "none at all" : "an open shell"));
+    ctx.fail_key(node["charge"] ? node["charge"] : node, "molecule.charge",
+             fmt::format("{{key}}: charge {} leaves {} electron{}, {}; dfmp2 does closed-shell RHF only "
+                         "(an even number of electrons)", mol.charge, electrons, std::abs(electrons) == 1 ? "" : "s", electrons <= 0 ? "none at all" : "an open shell"));
   }
   in.molecule = mol;
 
@@ -336,42 +332,42 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
   resolve_basis(in.aux_basis);
 
   if (const YAML::Node scf = root["scf"]) {
-    if (!scf.IsMap()) ctx.fail(scf, fmt::format("key 'scf': expected a mapping {{type: df, ...}}, got {}", YamlReader::kind(scf)));
+    if (!scf.IsMap()) ctx.fail_key(scf, "scf", fmt::format("{{key}}: expected a mapping {{type: df, ...}}, got {}", YamlReader::kind(scf)));
     check_keys(scf, ctx, "scf", kScfKeys);
     if (const YAML::Node n = scf["type"]) {
       const std::string type = ctx.scalar(n, "scf.type", "df or exact");
       if (type == "df") in.scf.type = chem::ScfType::df;
       else if (type == "exact" || type == "pk") in.scf.type = chem::ScfType::exact;
-      else ctx.fail(n, fmt::format("key 'scf.type': expected df or exact, got '{}'", type));
+      else ctx.fail_key(n, "scf.type", fmt::format("{{key}}: expected df or exact, got '{}'", type));
     }
     if (const YAML::Node n = scf["jk_basis"]) {
-      if (in.scf.type != chem::ScfType::df) ctx.fail(n, "key 'scf.jk_basis' applies to scf type df only");
+      if (in.scf.type != chem::ScfType::df) ctx.fail_key(n, "scf.jk_basis", "{key} applies to scf type df only");
       in.jk_basis = ctx.scalar(n, "scf.jk_basis", "a basis set name");
     }
     if (const YAML::Node n = scf["e_convergence"]) in.scf.e_convergence = positive_number(n, ctx, "scf.e_convergence");
     if (const YAML::Node n = scf["d_convergence"]) in.scf.d_convergence = positive_number(n, ctx, "scf.d_convergence");
     if (const YAML::Node n = scf["max_iterations"]) {
       const auto v = as_integer(ctx.scalar(n, "scf.max_iterations", "a count >= 1"));
-      if (!v || *v < 1 || *v > 10000) ctx.fail(n, fmt::format("key 'scf.max_iterations': expected a count >= 1, got '{}'", n.Scalar()));
+      if (!v || *v < 1 || *v > 10000) ctx.fail_key(n, "scf.max_iterations", fmt::format("{{key}}: expected a count >= 1, got '{}'", n.Scalar()));
       in.scf.max_iterations = static_cast<int>(*v);
     }
     if (const YAML::Node n = scf["jk_storage"]) {
-      if (in.scf.type != chem::ScfType::df) ctx.fail(n, "key 'scf.jk_storage' applies to scf type df only");
+      if (in.scf.type != chem::ScfType::df) ctx.fail_key(n, "scf.jk_storage", "{key} applies to scf type df only");
       in.jk_storage = ctx.choice(n, "scf.jk_storage", chem::jk_storage_names(), "storage");
     }
     if (const YAML::Node n = scf["guess"]) {
       const std::string guess = ctx.scalar(n, "scf.guess", "sad or core");
       if (guess == "sad") in.scf.guess = chem::ScfGuess::sad;
       else if (guess == "core") in.scf.guess = chem::ScfGuess::core;
-      else ctx.fail(n, fmt::format("key 'scf.guess': expected sad or core, got '{}'", guess));
+      else ctx.fail_key(n, "scf.guess", fmt::format("{{key}}: expected sad or core, got '{}'", guess));
     }
     if (const YAML::Node n = scf["precision"]) {
       in.scf.precision = ctx.choice(n, "scf.precision", chem::scf_precision_names(), "precision");
       // The fp32 exchange is the DF K build of the stored tensor (chem/scf.hpp).
       if (in.scf.precision == chem::ScfPrecision::mixed && in.scf.type != chem::ScfType::df)
-        ctx.fail(n, "key 'scf.precision': mixed applies to scf type df only (the exact J/K is fp64)");
+        ctx.fail_key(n, "scf.precision", "{key}: mixed applies to scf type df only (the exact J/K is fp64)");
       if (in.scf.precision == chem::ScfPrecision::mixed && in.jk_storage == chem::JkStorage::recompute)
-        ctx.fail(n, "key 'scf.precision': mixed needs scf.jk_storage memory or scratch (recompute builds K in fp64)");
+        ctx.fail_key(n, "scf.precision", "{key}: mixed needs scf.jk_storage memory or scratch (recompute builds K in fp64)");
     }
   }
   resolve_basis(in.jk_basis);
@@ -401,7 +397,7 @@ void read_synthetic(const YAML::Node& node, const YamlReader& ctx, Input& in) {
   auto count = [&](const YAML::Node& n, const std::string& key, long long min) {
     const auto v = as_integer(ctx.scalar(n, key, "an integer"));
     if (!v || *v < min || *v > 1000000) {
-      ctx.fail(n, fmt::format("key '{}': expected an integer >= {}, got '{}'", key, min, n.Scalar()));
+      ctx.fail_key(n, key, fmt::format("{{key}}: expected an integer >= {}, got '{}'", min, n.Scalar()));
     }
     return *v;
   };
@@ -410,21 +406,20 @@ void read_synthetic(const YAML::Node& node, const YamlReader& ctx, Input& in) {
     check_keys(node, ctx, "synthetic", kSyntheticKeys);
     const bool explicit_shape = node["nbasis"] || node["nocc"] || node["naux"];
     if (node["shape"] && explicit_shape) {
-      ctx.fail(node, "key 'synthetic': give either 'shape' or 'nbasis', 'nocc' and 'naux', not both");
+      ctx.fail_key(node, "synthetic", "{key}: give either 'shape' or 'nbasis', 'nocc' and 'naux', not both");
     }
     if (node["shape"]) {
       shape = named(node["shape"], "synthetic.shape");
     } else {
       for (const char* key : {"nbasis", "nocc", "naux"}) {
-        if (!node[key]) ctx.fail(node, fmt::format("key 'synthetic': missing '{}' (or give a 'shape')", key));
+        if (!node[key]) ctx.fail_key(node, "synthetic", fmt::format("{{key}}: missing '{}' (or give a 'shape')", key));
       }
       shape.nbasis = count(node["nbasis"], "synthetic.nbasis", 2);
       shape.nocc = count(node["nocc"], "synthetic.nocc", 1);
       shape.naux = count(node["naux"], "synthetic.naux", 1);
       shape.seed = chem::kDefaultSyntheticSeed;
       if (shape.nocc >= shape.nbasis) {
-        ctx.fail(node["nocc"], fmt::format("key 'synthetic.nocc': {} leaves no virtual orbitals (nbasis {})",
-                                           shape.nocc, shape.nbasis));
+        ctx.fail_key(node["nocc"], "synthetic.nocc", fmt::format("{{key}}: {} leaves no virtual orbitals (nbasis {})", shape.nocc, shape.nbasis));
       }
     }
     if (node["seed"]) shape.seed = static_cast<std::uint64_t>(count(node["seed"], "synthetic.seed", 0));
@@ -437,10 +432,9 @@ void read_synthetic(const YAML::Node& node, const YamlReader& ctx, Input& in) {
 // Key `backends`.
 void read_backends(const YAML::Node& node, const YamlReader& ctx, Input& in) {
   if (!node.IsSequence()) {
-    ctx.fail(node, fmt::format("key 'backends': expected a list such as [openblas, eigen], got {}",
-                               YamlReader::kind(node)));
+    ctx.fail_key(node, "backends", fmt::format("{{key}}: expected a list such as [openblas, eigen], got {}", YamlReader::kind(node)));
   }
-  if (node.size() == 0) ctx.fail(node, "key 'backends': the list is empty; name at least one backend");
+  if (node.size() == 0) ctx.fail_key(node, "backends", "{key}: the list is empty; name at least one backend");
   in.backends.clear();
   const auto built = devices::built_backends();
   const auto known = devices::known_backends();
@@ -449,17 +443,17 @@ void read_backends(const YAML::Node& node, const YamlReader& ctx, Input& in) {
     if (std::find(built.begin(), built.end(), name) == built.end()) {
       if (std::find(known.begin(), known.end(), name) != known.end()) {
         const std::string why = devices::unavailable_reason(name);
-        throw UnsupportedError(fmt::format("{}: key 'backends': backend '{}' {} (built: {})", ctx.where(item), name,
+        throw UnsupportedError(ctx.where(item), "backends",
+                               fmt::format("{{key}}: backend '{}' {} (built: {})", name,
                                            why.empty() ? std::string("is not built into this dfmp2")
                                                        : "cannot run here: " + why,
                                            fmt::join(built, ", ")));
       }
       const auto guess = nearest(name, known);
-      ctx.fail(item, fmt::format("key 'backends': unknown backend '{}'{} (built: {})", name,
-                                 guess ? fmt::format(" (did you mean '{}'?)", *guess) : "", fmt::join(built, ", ")));
+      ctx.fail_key(item, "backends", fmt::format("{{key}}: unknown backend '{}'{} (built: {})", name, guess ? fmt::format(" (did you mean '{}'?)", *guess) : "", fmt::join(built, ", ")));
     }
     if (std::find(in.backends.begin(), in.backends.end(), name) != in.backends.end()) {
-      ctx.fail(item, fmt::format("key 'backends': backend '{}' is named twice", name));
+      ctx.fail_key(item, "backends", fmt::format("{{key}}: backend '{}' is named twice", name));
     }
     in.backends.push_back(name);
   }
@@ -475,7 +469,7 @@ void read_precision(const YAML::Node& node, const YamlReader& ctx, Input& in) {
       if (n.size() == 0) {
         std::vector<std::string> names;
         for (const auto& [p, name] : chem::precision_names()) names.push_back(name);
-        ctx.fail(n, fmt::format("key '{}': the list is empty; name at least one of {}", key, fmt::join(names, ", ")));
+        ctx.fail_key(n, key, fmt::format("{{key}}: the list is empty; name at least one of {}", fmt::join(names, ", ")));
       }
       for (const auto& item : n) items.push_back(item);
     } else {
@@ -485,7 +479,7 @@ void read_precision(const YAML::Node& node, const YamlReader& ctx, Input& in) {
     for (const auto& item : items) {
       const auto p = ctx.choice(item, key, chem::precision_names(), "precision");
       if (std::find(out.begin(), out.end(), p) != out.end()) {
-        ctx.fail(item, fmt::format("key '{}': '{}' is named twice", key, item.Scalar()));
+        ctx.fail_key(item, key, fmt::format("{{key}}: '{}' is named twice", item.Scalar()));
       }
       out.push_back(p);
     }
@@ -495,8 +489,7 @@ void read_precision(const YAML::Node& node, const YamlReader& ctx, Input& in) {
     for (const auto& kv : node) {
       const std::string backend = ctx.scalar(kv.first, "precision", "a backend name");
       if (std::find(in.backends.begin(), in.backends.end(), backend) == in.backends.end()) {
-        ctx.fail(kv.first, fmt::format("key 'precision': '{}' is not one of the backends ({})", backend,
-                                       fmt::join(in.backends, ", ")));
+        ctx.fail_key(kv.first, "precision", fmt::format("{{key}}: '{}' is not one of the backends ({})", backend, fmt::join(in.backends, ", ")));
       }
       in.backend_precisions[backend] = parse_list(kv.second, "precision." + backend);
     }
@@ -512,12 +505,13 @@ void read_metric(const YAML::Node& node, const YamlReader& ctx, Input& in) {
   };
   if (node.IsMap()) {
     check_keys(node, ctx, "metric", kMetricKeys);
-    if (!node["method"]) ctx.fail(node, "key 'metric': missing 'method' (cholesky, eigh or newton-schulz)");
+    if (!node["method"]) ctx.fail_key(node, "metric", "{key}: missing 'method' (cholesky, eigh or newton-schulz)");
     in.metric = method(node["method"]);
     const auto only_for = [&](const char* key, chem::MetricMethod m) {
       if (node[key] && in.metric != m) {
-        ctx.fail(node[key], fmt::format("key 'metric.{}' applies to method {} only, not {}", key,
-                                        chem::metric_name(m), chem::metric_name(in.metric)));
+        ctx.fail_key(node[key], std::string("metric.") + key,
+                     fmt::format("{{key}} applies to method {} only, not {}", chem::metric_name(m),
+                                 chem::metric_name(in.metric)));
       }
     };
     only_for("threshold", chem::MetricMethod::eigh);
@@ -526,13 +520,13 @@ void read_metric(const YAML::Node& node, const YamlReader& ctx, Input& in) {
     if (node["threshold"]) {
       in.eigh_threshold = positive_number(node["threshold"], ctx, "metric.threshold");
       if (const std::string why = linalg::eigh_threshold_problem(in.eigh_threshold); !why.empty())
-        ctx.fail(node["threshold"], "key 'metric.threshold': " + why);
+        ctx.fail_key(node["threshold"], "metric.threshold", "{key}: " + why);
     }
     if (node["tolerance"]) in.newton_schulz.tolerance = positive_number(node["tolerance"], ctx, "metric.tolerance");
     if (const YAML::Node n = node["max_iterations"]) {
       const auto count = as_integer(ctx.scalar(n, "metric.max_iterations", "a count >= 1"));
       if (!count || *count < 1 || *count > linalg::kMaxNewtonSchulzIterations) {
-        ctx.fail(n, fmt::format("key 'metric.max_iterations': expected a count >= 1, got '{}'", n.Scalar()));
+        ctx.fail_key(n, "metric.max_iterations", fmt::format("{{key}}: expected a count >= 1, got '{}'", n.Scalar()));
       }
       in.newton_schulz.max_iterations = static_cast<int>(*count);
     }
@@ -544,9 +538,8 @@ void read_metric(const YAML::Node& node, const YamlReader& ctx, Input& in) {
 // Key `device`.
 void read_device(const YAML::Node& node, const YamlReader& ctx, Input& in) {
   if (!node.IsMap()) {
-    ctx.fail(node, fmt::format("key 'device': expected a mapping {{compile_cache, host_fallback, step_precision, trn1, "
-                               "trn2}}, got {}",
-                               YamlReader::kind(node)));
+    ctx.fail_key(node, "device", fmt::format("{{key}}: expected a mapping {{compile_cache, host_fallback, step_precision, trn1, "
+                               "trn2}}, got {}", YamlReader::kind(node)));
   }
   check_keys(node, ctx, "device", kDeviceKeys);
   if (const YAML::Node n = node["compile_cache"]) {
@@ -554,23 +547,22 @@ void read_device(const YAML::Node& node, const YamlReader& ctx, Input& in) {
     if (const auto b = as_bool(value); b && !*b) {
       in.device.compile_cache.clear();
     } else if (b) {
-      ctx.fail(n, "key 'device.compile_cache': expected a folder or false, got 'true'");
+      ctx.fail_key(n, "device.compile_cache", "{key}: expected a folder or false, got 'true'");
     } else {
       in.device.compile_cache = ctx.resolve(value).string();
     }
   }
   if (const YAML::Node n = node["host_fallback"]) {
     const auto b = as_bool(ctx.scalar(n, "device.host_fallback", "true or false"));
-    if (!b) ctx.fail(n, fmt::format("key 'device.host_fallback': expected true or false, got '{}'", n.Scalar()));
+    if (!b) ctx.fail_key(n, "device.host_fallback", fmt::format("{{key}}: expected true or false, got '{}'", n.Scalar()));
     in.host_fallback = *b;
   }
   if (const YAML::Node steps = node["step_precision"]) {
     // Per-step operand format of bf16 and bf16x3 runs, e.g. {metric: bf16} for an all-bf16 metric, which is
     // never the default (chem::step_matmul_modes).
     if (!steps.IsMap()) {
-      ctx.fail(steps, fmt::format("key 'device.step_precision': expected a mapping of step: precision ({} to fp32, "
-                                  "bf16, bf16x3), got {}",
-                                  fmt::join(chem::matmul_steps(), ", "), YamlReader::kind(steps)));
+      ctx.fail_key(steps, "device.step_precision", fmt::format("{{key}}: expected a mapping of step: precision ({} to fp32, "
+                                  "bf16, bf16x3), got {}", fmt::join(chem::matmul_steps(), ", "), YamlReader::kind(steps)));
     }
     for (const auto& kv : steps) {
       const auto& steps = chem::matmul_steps();
@@ -583,8 +575,8 @@ void read_device(const YAML::Node& node, const YamlReader& ctx, Input& in) {
       for (const auto p : in.precisions_of(b))
         any_device_precision = any_device_precision || p == chem::Precision::bf16 || p == chem::Precision::bf16x3;
     if (!any_device_precision) {
-      ctx.fail(steps, "key 'device.step_precision': it applies to bf16 and bf16x3 runs, and no backend runs in "
-                      "either (key 'precision')");
+      ctx.fail_key(steps, "device.step_precision", "{key}: it applies to bf16 and bf16x3 runs, and no backend runs in "
+                      "either precision");
     }
   }
   for (const char* device : {"trn1", "trn2"}) {
@@ -592,8 +584,7 @@ void read_device(const YAML::Node& node, const YamlReader& ctx, Input& in) {
     if (!params) continue;
     const std::string key = fmt::format("device.{}", device);
     if (!params.IsMap()) {
-      ctx.fail(params, fmt::format("key '{}': expected a mapping of parameter: value, got {}", key,
-                                   YamlReader::kind(params)));
+      ctx.fail_key(params, key, fmt::format("{{key}}: expected a mapping of parameter: value, got {}", YamlReader::kind(params)));
     }
     for (const auto& kv : params) {
       const std::string name = ctx.scalar(kv.first, key, "a parameter name");
@@ -604,7 +595,7 @@ void read_device(const YAML::Node& node, const YamlReader& ctx, Input& in) {
         if (used != value.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(value);
         in.device.overrides[device][name] = v;
       } catch (const std::exception&) {
-        ctx.fail(kv.second, fmt::format("key '{}.{}': expected a number >= 0, got '{}'", key, name, value));
+        ctx.fail_key(kv.second, key + "." + name, fmt::format("{{key}}: expected a number >= 0, got '{}'", value));
       }
     }
   }
@@ -623,25 +614,25 @@ void read_screening(const YAML::Node& node, const YamlReader& ctx, Input& in) {
         if (used != value.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(value);
         in.screening.threshold = v;
       } catch (const std::exception&) {
-        ctx.fail(n, fmt::format("key 'screening.threshold': expected a number >= 0, got '{}'", value));
+        ctx.fail_key(n, "screening.threshold", fmt::format("{{key}}: expected a number >= 0, got '{}'", value));
       }
     }
     if (const YAML::Node n = node["block"]) {
       const auto v = as_integer(ctx.scalar(n, "screening.block", "a block size >= 1"));
       if (!v || *v < 1 || *v > 4096) {
-        ctx.fail(n, fmt::format("key 'screening.block': expected a block size from 1 to 4096, got '{}'", n.Scalar()));
+        ctx.fail_key(n, "screening.block", fmt::format("{{key}}: expected a block size from 1 to 4096, got '{}'", n.Scalar()));
       }
       in.screening.block = static_cast<linalg::Index>(*v);
     }
     if (const YAML::Node n = node["compare"]) {
       const auto b = as_bool(ctx.scalar(n, "screening.compare", "true or false"));
-      if (!b) ctx.fail(n, fmt::format("key 'screening.compare': expected true or false, got '{}'", n.Scalar()));
+      if (!b) ctx.fail_key(n, "screening.compare", fmt::format("{{key}}: expected true or false, got '{}'", n.Scalar()));
       in.screening_compare = *b;
     }
   } else {
     const auto b = as_bool(ctx.scalar(node, "screening", "true, false or a mapping {threshold, block, compare}"));
     if (!b) {
-      ctx.fail(node, fmt::format("key 'screening': expected true, false or a mapping {{threshold, block, compare}}, "
+      ctx.fail_key(node, "screening", fmt::format("{{key}}: expected true, false or a mapping {{threshold, block, compare}}, "
                                  "got '{}'", node.Scalar()));
     }
     in.screening.enabled = *b;
@@ -675,7 +666,7 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
       ctx.fail(kv.first, guess ? fmt::format("unknown key '{}' (did you mean '{}'?)", key, *guess)
                                : fmt::format("unknown key '{}' (valid keys: {})", key, fmt::join(kKeys, ", ")));
     }
-    if (!seen.insert(key).second) ctx.fail(kv.first, fmt::format("key '{}' is given twice", key));
+    if (!seen.insert(key).second) ctx.fail_key(kv.first, key, "{key} is given twice");
   }
   in.as_read = to_json(root);
 
@@ -694,19 +685,19 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
     }
     if (!root["molecule"]) {
       for (const char* key : {"basis", "aux_basis", "scf", "save_integrals"}) {
-        if (root[key]) ctx.fail(root[key], fmt::format("key '{}' applies to 'molecule' input only", key));
+        if (root[key]) ctx.fail_key(root[key], key, "{key} applies to 'molecule' input only");
       }
     }
   }
   if (root["molecule"]) read_molecule_input(root, ctx, in);
   if (const YAML::Node node = root["integrals"]) {
     const std::string value = ctx.scalar(node, "integrals", "a file path");
-    if (value.empty()) ctx.fail(node, "key 'integrals': expected a file path, got an empty string");
+    if (value.empty()) ctx.fail_key(node, "integrals", "{key}: expected a file path, got an empty string");
     const fs::path resolved = ctx.resolve(value);
     if (!fs::exists(resolved, ec)) {
-      ctx.fail(node, fmt::format("key 'integrals': file '{}' does not exist", resolved.string()));
+      ctx.fail_key(node, "integrals", fmt::format("{{key}}: file '{}' does not exist", resolved.string()));
     }
-    require_regular_file(resolved, [&](const std::string& what) { ctx.fail(node, "key 'integrals': " + what); });
+    require_regular_file(resolved, [&](const std::string& what) { ctx.fail_key(node, "integrals", "{key}: " + what); });
     in.integrals = resolved.string();
   }
   if (const YAML::Node node = root["synthetic"]) read_synthetic(node, ctx, in);
@@ -718,7 +709,7 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
     } else if (auto n = as_integer(value); n && *n >= 0 && *n <= 1000000) {
       in.frozen_core = {FrozenCore::Kind::count, static_cast<int>(*n)};
     } else {
-      ctx.fail(node, fmt::format("key 'frozen_core': expected true, false or a number of orbitals >= 0, got '{}'", value));
+      ctx.fail_key(node, "frozen_core", fmt::format("{{key}}: expected true, false or a number of orbitals >= 0, got '{}'", value));
     }
   }
 
@@ -744,10 +735,9 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
   if (const YAML::Node node = root["memory"]) {
     const std::string value = ctx.scalar(node, "memory", "a size such as '2 GiB'");
     const auto bytes = parse_memory_size(value);
-    if (!bytes) ctx.fail(node, fmt::format("key 'memory': expected a size such as '2 GiB' or '500 MB', got '{}'", value));
+    if (!bytes) ctx.fail_key(node, "memory", fmt::format("{{key}}: expected a size such as '2 GiB' or '500 MB', got '{}'", value));
     if (*bytes > kMaxMemoryBytes) {
-      ctx.fail(node, fmt::format("key 'memory': '{}' is {}, beyond any machine (at most {})", value,
-                                 linalg::format_bytes(*bytes), linalg::format_bytes(kMaxMemoryBytes)));
+      ctx.fail_key(node, "memory", fmt::format("{{key}}: '{}' is {}, beyond any machine (at most {})", value, linalg::format_bytes(*bytes), linalg::format_bytes(kMaxMemoryBytes)));
     }
     in.memory_bytes = *bytes;
     in.memory_text = value;
@@ -755,7 +745,7 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
 
   if (const YAML::Node node = root["scratch"]) {
     const std::string value = ctx.scalar(node, "scratch", "a folder");
-    if (value.empty()) ctx.fail(node, "key 'scratch': expected a folder, got an empty string");
+    if (value.empty()) ctx.fail_key(node, "scratch", "{key}: expected a folder, got an empty string");
     in.scratch = ctx.resolve(value).string();
   }
   if (const YAML::Node node = root["mp2_storage"]) {
@@ -766,20 +756,19 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
   if (const YAML::Node node = root["threads"]) {
     const std::string value = ctx.scalar(node, "threads", "a number of threads >= 1");
     const auto n = as_integer(value);
-    if (!n || *n < 1) ctx.fail(node, fmt::format("key 'threads': expected a number of threads >= 1, got '{}'", value));
+    if (!n || *n < 1) ctx.fail_key(node, "threads", fmt::format("{{key}}: expected a number of threads >= 1, got '{}'", value));
     // More threads than cores only slows the kernels down (they contend for the same cores); a larger number is
     // far more likely a slip than a wish.
     if (*n > cores) {
-      ctx.fail(node, fmt::format("key 'threads': {} is more than the {} cores this run may use; give at most {} (or "
-                                 "leave 'threads' out to use them all)",
-                                 value, cores, cores));
+      ctx.fail_key(node, "threads", fmt::format("{{key}}: {} is more than the {} cores this run may use; give at most {} (or "
+                                 "leave 'threads' out to use them all)", value, cores, cores));
     }
     in.threads = static_cast<int>(*n);
   }
 
   if (const YAML::Node node = root["output"]) {
     const std::string value = ctx.scalar(node, "output", "a file path");
-    if (value.empty()) ctx.fail(node, "key 'output': expected a file path, got an empty string");
+    if (value.empty()) ctx.fail_key(node, "output", "{key}: expected a file path, got an empty string");
     in.output = ctx.resolve(value).string();
   }
   return in;

@@ -25,7 +25,9 @@ Calculation run_prepared(const PreparedRun& run, linalg::Comm& comm, const std::
   try {
     return run_calculation(run.input, comm, progress, phase_progress);
   } catch (const InputError& e) {  // found after reading (a basis set name, frozen_core): QCSchema's names
-    throw InputError(qcschema_field_names(e.what()));
+    throw in_qcschema_names(e);
+  } catch (const UnsupportedError& e) {
+    throw in_qcschema_names(e);
   }
 }
 

@@ -10,7 +10,6 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <regex>
 #include <sstream>
 
 #include "app/results.hpp"
@@ -162,36 +161,19 @@ class QcReader {
 
 }  // namespace
 
-// "key 'scf.type'" in a message of the input reader becomes the AtomicInput's field, "field 'keywords.scf_type'".
-std::string qcschema_field_names(const std::string& message) {
-  std::map<std::string, std::string> fields = {{"basis", "model.basis"},
-                                               {"molecule", "molecule"},
-                                               {"molecule.xyz", "molecule.geometry"},
-                                               {"molecule.charge", "molecule.molecular_charge"},
-                                               {"molecule.multiplicity", "molecule.molecular_multiplicity"}};
-  for (const auto& [qc, key] : kQcKeywords)
-    if (!key.empty()) fields[key] = "keywords." + qc;
-  std::string out;
-  const std::regex key_re("key '([^']*)'");
-  std::sregex_iterator it(message.begin(), message.end(), key_re), end;
-  std::size_t last = 0;
-  for (; it != end; ++it) {
-    const auto& m = *it;
-    out += message.substr(last, std::size_t(m.position()) - last);
-    const std::string key = m[1].str();
-    std::string field;
-    if (auto f = fields.find(key); f != fields.end()) {
-      field = f->second;
-    } else if (key.rfind("scf.", 0) == 0) {
-      field = "keywords.dfmp2_scf." + key.substr(4);
-    } else {
-      const auto dot = key.find('.');
-      field = "keywords.dfmp2_" + (dot == std::string::npos ? key : key.substr(0, dot) + key.substr(dot));
-    }
-    out += fmt::format("field '{}'", field);
-    last = std::size_t(m.position() + m.length());
-  }
-  return out + message.substr(last);
+std::string qcschema_field(const std::string& key) {
+  static const std::map<std::string, std::string> fields = [] {
+    std::map<std::string, std::string> f = {{"basis", "model.basis"},
+                                            {"molecule", "molecule"},
+                                            {"molecule.xyz", "molecule.geometry"},
+                                            {"molecule.charge", "molecule.molecular_charge"},
+                                            {"molecule.multiplicity", "molecule.molecular_multiplicity"}};
+    for (const auto& [qc, input_key] : kQcKeywords)
+      if (!input_key.empty()) f[input_key] = "keywords." + qc;
+    return f;
+  }();
+  if (auto f = fields.find(key); f != fields.end()) return f->second;
+  return "keywords.dfmp2_" + key;  // scf.guess: keywords.dfmp2_scf.guess
 }
 
 bool is_qcschema_path(const std::string& path) {
@@ -423,9 +405,9 @@ Input read_qcschema_input(const std::string& path, int node_ranks) {
   try {
     in = input_from_mapping(out, ctx, node_ranks);
   } catch (const InputError& e) {
-    throw InputError(qcschema_field_names(e.what()));
+    throw in_qcschema_names(e);
   } catch (const UnsupportedError& e) {
-    throw UnsupportedError(qcschema_field_names(e.what()));
+    throw in_qcschema_names(e);
   }
   in.molecule_source = path + " (QCSchema molecule, bohr)";
   in.as_read = as_json;

@@ -24,9 +24,15 @@
 
 namespace dfmp2::app {
 
-// A message of the input reader in the AtomicInput's names: "key 'scf.type'" becomes "field 'keywords.scf_type'",
-// "key 'basis'" "field 'model.basis'", a dfmp2 key without a QCSchema name "field 'keywords.dfmp2_<key>'".
-std::string qcschema_field_names(const std::string& message);
+// The AtomicInput's field for a dfmp2 input key: `scf.type` is `keywords.scf_type`, `basis` `model.basis`, a key
+// without a QCSchema name `keywords.dfmp2_<key>`.
+std::string qcschema_field(const std::string& key);
+// An error about an input key (linalg/errors.hpp: the key is data) with the key named as the AtomicInput's field;
+// an error that names no key, unchanged.
+template <class E>
+E in_qcschema_names(const E& e) {
+  return e.key().empty() ? e : renamed(e, qcschema_field(e.key()), "field");
+}
 
 // A file named *.json is a QCSchema AtomicInput.
 bool is_qcschema_path(const std::string& path);

@@ -31,18 +31,15 @@ int resolve_frozen_core(const Input& input, const Reference& problem) {
     case FrozenCore::Kind::count: n = input.frozen_core.count; break;
     case FrozenCore::Kind::psi4_rule:
       if (!problem.metadata.molecule) {
-        throw InputError(fmt::format(
-            "{}: key 'frozen_core': true needs the molecule, and {} has none (integral files: metadata attribute "
-            "'molecule'); give the number of frozen orbitals instead",
-            input.path, problem.description));
+        throw InputError(input.path, "frozen_core", fmt::format("{{key}}: true needs the molecule, and {} has none (integral files: metadata attribute "
+            "'molecule'); give the number of frozen orbitals instead", problem.description));
       }
       n = chem::frozen_core_orbitals(*problem.metadata.molecule);
       break;
   }
   if (n >= problem.nocc) {
-    throw InputError(fmt::format("{}: key 'frozen_core': freezing {} orbitals leaves none of the {} occupied orbitals "
-                                 "of {} to correlate",
-                                 input.path, n, problem.nocc, problem.description));
+    throw InputError(input.path, "frozen_core", fmt::format("{{key}}: freezing {} orbitals leaves none of the {} occupied orbitals "
+                                 "of {} to correlate", n, problem.nocc, problem.description));
   }
   return n;
 }
@@ -80,22 +77,15 @@ void check_backend_can_run(const Input& input, linalg::Backend& backend, linalg:
   for (const chem::Precision precision : input.precisions_of(backend.name())) {
     for (const auto& [step, mode] : chem::step_matmul_modes(precision, input.step_modes)) {
       if (backend.supports_matmul_mode(mode)) continue;
-      throw UnsupportedError(fmt::format("{}: key 'precision': backend '{}' has no {} arithmetic ({} is for the device "
-                                         "models trn1 and trn2; use fp64, fp32 or mixed)",
-                                         input.path, backend.name(), linalg::matmul_mode_name(mode),
-                                         chem::precision_name(precision)));
+      throw UnsupportedError(input.path, "precision", fmt::format("{{key}}: backend '{}' has no {} arithmetic ({} is for the device "
+                                         "models trn1 and trn2; use fp64, fp32 or mixed)", backend.name(), linalg::matmul_mode_name(mode), chem::precision_name(precision)));
     }
     for (const auto& [op, dtype] : required_ops(input, precision)) {
       if (backend.supports(op, dtype)) continue;
       if (fallback != nullptr && fallback->supports(op, dtype)) continue;  // allowed, and counted in the report
       const bool metric_op = op == linalg::Op::eigh || op == linalg::Op::cholesky || op == linalg::Op::trsm;
-      throw UnsupportedError(fmt::format(
-          "{}: key '{}': backend '{}' cannot run {} in {} (needed by precision {}{}); choose another {}, or set "
-          "device.host_fallback: true to run such ops on the host",
-          input.path, metric_op ? "metric" : "precision", backend.name(), linalg::op_name(op),
-          linalg::dtype_name(dtype), chem::precision_name(precision),
-          metric_op ? fmt::format(" with metric {}", chem::metric_name(input.metric)) : std::string(),
-          metric_op ? "metric" : "precision"));
+      throw UnsupportedError(input.path, metric_op ? "metric" : "precision", fmt::format("{{key}}: backend '{}' cannot run {} in {} (needed by precision {}{}); choose another {}, or set "
+          "device.host_fallback: true to run such ops on the host", backend.name(), linalg::op_name(op), linalg::dtype_name(dtype), chem::precision_name(precision), metric_op ? fmt::format(" with metric {}", chem::metric_name(input.metric)) : std::string(), metric_op ? "metric" : "precision"));
     }
   }
 }
@@ -190,10 +180,8 @@ Reference molecule_reference(const Input& input) {
   p.naux = m->aux_basis.nbf();
   // MP2 correlates occupied with virtual orbitals: without a virtual one there is nothing to compute (He in STO-3G).
   if (p.nocc >= p.nbf) {
-    throw InputError(fmt::format("{}: key 'basis': {} gives this molecule {} basis function{} for {} occupied "
-                                 "orbital{}, so no virtual orbital to correlate; choose a larger basis",
-                                 input.path, m->basis.name, p.nbf, p.nbf == 1 ? "" : "s", p.nocc,
-                                 p.nocc == 1 ? "" : "s"));
+    throw InputError(input.path, "basis", fmt::format("{{key}}: {} gives this molecule {} basis function{} for {} occupied "
+                                 "orbital{}, so no virtual orbital to correlate; choose a larger basis", m->basis.name, p.nbf, p.nbf == 1 ? "" : "s", p.nocc, p.nocc == 1 ? "" : "s"));
   }
   p.metadata.molecule = mol;
   p.metadata.basis = m->basis.name;
@@ -383,7 +371,7 @@ Backends make_backends(const Input& input) {
     try {
       b.named.push_back(devices::make_backend(name, input.device));
     } catch (const InputError& e) {  // a device parameter override the model does not know
-      throw InputError(fmt::format("{}: key 'device.{}': {}", input.path, name, e.what()));
+      throw InputError(input.path, "device." + name, std::string("{key}: ") + e.what());
     }
     b.named.back()->set_threads(input.threads);
   }
@@ -425,8 +413,7 @@ Reference make_reference(const Input& input) {
   }
   reference.nfrozen = resolve_frozen_core(input, reference);
   if (input.screening.enabled && reference.form != chem::ThreeIndexForm::ao) {
-    throw InputError(fmt::format("{}: key 'screening': screens AO integrals (P|mn), and {} holds MO-form (P|ia)",
-                                 input.path, reference.description));
+    throw InputError(input.path, "screening", fmt::format("{{key}}: screens AO integrals (P|mn), and {} holds MO-form (P|ia)", reference.description));
   }
   return reference;
 }

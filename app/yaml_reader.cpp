@@ -78,6 +78,10 @@ void YamlReader::fail(const YAML::Node& node, const std::string& what) const {
 
 void YamlReader::fail(const std::string& what) const { throw InputError(fmt::format("{}: {}", file_, what)); }
 
+void YamlReader::fail_key(const YAML::Node& node, const std::string& key, const std::string& text) const {
+  throw InputError(where(node), key, text);
+}
+
 std::string YamlReader::kind(const YAML::Node& node) {
   if (node.IsMap()) return "a mapping";
   if (node.IsSequence()) return "a list";
@@ -86,27 +90,27 @@ std::string YamlReader::kind(const YAML::Node& node) {
 }
 
 std::string YamlReader::scalar(const YAML::Node& node, const std::string& key, const char* expected) const {
-  if (!node.IsScalar()) fail(node, fmt::format("key '{}': expected {}, got {}", key, expected, kind(node)));
+  if (!node.IsScalar()) fail_key(node, key, fmt::format("{{key}}: expected {}, got {}", expected, kind(node)));
   return node.Scalar();
 }
 
 bool YamlReader::boolean(const YAML::Node& node, const std::string& key) const {
   const std::string s = scalar(node, key, "true or false");
   if (const auto b = as_bool(s)) return *b;
-  fail(node, fmt::format("key '{}': expected true or false, got '{}'", key, s));
+  fail_key(node, key, fmt::format("{{key}}: expected true or false, got '{}'", s));
 }
 
 long long YamlReader::integer(const YAML::Node& node, const std::string& key, long long min) const {
   const std::string s = scalar(node, key, "an integer");
   const auto v = as_integer(s);
-  if (!v || *v < min) fail(node, fmt::format("key '{}': expected an integer >= {}, got '{}'", key, min, s));
+  if (!v || *v < min) fail_key(node, key, fmt::format("{{key}}: expected an integer >= {}, got '{}'", min, s));
   return *v;
 }
 
 double YamlReader::number(const YAML::Node& node, const std::string& key) const {
   const std::string s = scalar(node, key, "a number");
   const auto v = as_number(s);
-  if (!v) fail(node, fmt::format("key '{}': expected a number, got '{}'", key, s));
+  if (!v) fail_key(node, key, fmt::format("{{key}}: expected a number, got '{}'", s));
   return *v;
 }
 
@@ -122,8 +126,7 @@ std::size_t YamlReader::choice_index(const YAML::Node& node, const std::string& 
   const auto it = std::find(names.begin(), names.end(), value);
   if (it == names.end()) {
     const auto guess = nearest(value, names);
-    fail(node, fmt::format("key '{}': unknown {} '{}'{} (expected one of {})", key, noun, value,
-                           guess ? fmt::format(" (did you mean '{}'?)", *guess) : "", fmt::join(names, ", ")));
+    fail_key(node, key, fmt::format("{{key}}: unknown {} '{}'{} (expected one of {})", noun, value, guess ? fmt::format(" (did you mean '{}'?)", *guess) : "", fmt::join(names, ", ")));
   }
   return static_cast<std::size_t>(it - names.begin());
 }

@@ -35,6 +35,9 @@ class YamlReader {
   std::string where(const YAML::Node& node) const;
   [[noreturn]] void fail(const YAML::Node& node, const std::string& what) const;
   [[noreturn]] void fail(const std::string& what) const;
+  // About one key: `text` with `{key}` where the key is named ("{key}: expected a number, got 'x'"); the InputError
+  // carries the key as data (linalg/errors.hpp).
+  [[noreturn]] void fail_key(const YAML::Node& node, const std::string& key, const std::string& text) const;
   // "a mapping", "a list", "nothing" or the scalar in quotes, for "expected X, got Y".
   static std::string kind(const YAML::Node& node);
 

@@ -460,13 +460,13 @@ std::string basis_file_name(const std::string& name) {
 
 BasisSet load_basis(const std::string& name, const Molecule& molecule, const std::string& library_dir,
                     const std::string& key, int max_l) {
-  if (name.empty()) throw InputError(fmt::format("key '{}': empty basis set name", key));
+  if (name.empty()) throw InputError("", key, "{key}: empty basis set name");
   fs::path path;
   if (is_basis_file_path(name)) {
     path = name;
     std::error_code ec;
     if (!fs::is_regular_file(path, ec)) {
-      throw InputError(fmt::format("key '{}': no basis set file '{}'", key, name));
+      throw InputError("", key, fmt::format("{{key}}: no basis set file '{}'", name));
     }
   } else {
     // The library's folders in order (a ':'-separated list, as PATH); the first that has the file wins.
@@ -489,8 +489,7 @@ BasisSet load_basis(const std::string& name, const Molecule& molecule, const std
       }
     }
     if (!found) {
-      throw InputError(fmt::format("key '{}': no basis set '{}' (no file {} in {})", key, name, file,
-                                   fmt::join(folders, ", ")));
+      throw InputError("", key, fmt::format("{{key}}: no basis set '{}' (no file {} in {})", name, file, fmt::join(folders, ", ")));
     }
   }
   const auto parsed = load_file(path);
@@ -502,26 +501,24 @@ BasisSet load_basis(const std::string& name, const Molecule& molecule, const std
     const Atom& atom = molecule.atoms[a];
     const int z = atom.atomic_number != 0 ? atom.atomic_number : atomic_number(atom.symbol);
     if (z == 0) {
-      throw InputError(fmt::format("key '{}': atom {} ('{}') is not an element", key, a + 1, atom.symbol));
+      throw InputError("", key, fmt::format("{{key}}: atom {} ('{}') is not an element", a + 1, atom.symbol));
     }
     const auto it = parsed->elements.find(z);
     if (it != parsed->elements.end() && !it->second.error.empty()) throw InputError(it->second.error);
     if (it == parsed->elements.end() || !it->second.has_basis) {
-      throw InputError(
-          fmt::format("key '{}': basis set '{}' has no functions for element {}", key, name, element_symbol(z)));
+      throw InputError("", key, fmt::format("{{key}}: basis set '{}' has no functions for element {}", name, element_symbol(z)));
     }
     if (it->second.ecp_core > 0) {
-      throw InputError(fmt::format(
-          "key '{}': basis set '{}' replaces {} core electrons of element {} by an effective core potential, "
-          "which dfmp2 does not support",
-          key, name, it->second.ecp_core, element_symbol(z)));
+      throw InputError("", key, fmt::format("{{key}}: basis set '{}' replaces {} core electrons of element {} by an effective core potential, "
+          "which dfmp2 does not support", name, it->second.ecp_core, element_symbol(z)));
     }
     const std::array<double, 3> center{atom.x * kBohrPerAngstrom, atom.y * kBohrPerAngstrom, atom.z * kBohrPerAngstrom};
     for (const RawShell& raw : it->second.shells) {
       if (raw.l > max_l) {
-        throw InputError(fmt::format("{}:{}: {} shell of {}: angular momentum {} is beyond what the integral library "
-                                     "of this build supports for key '{}' (at most {})",
-                                     path.string(), raw.line, l_letter(raw.l), element_symbol(z), raw.l, key, max_l));
+        throw InputError(fmt::format("{}:{}", path.string(), raw.line), key,
+                         fmt::format("{} shell of {}: angular momentum {} is beyond what the integral library of this "
+                                     "build supports for {{key}} (at most {})",
+                                     l_letter(raw.l), element_symbol(z), raw.l, max_l));
       }
       Shell s;
       s.l = raw.l;

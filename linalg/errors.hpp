@@ -3,14 +3,40 @@
 // message is a single line naming the input at fault (file, key or dataset) and what was expected.
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace dfmp2 {
 
+// An error about one input key carries the key as data, beside where it is (file:line:column, or the file) and what
+// is wrong, so that another front end can name it its own way: a QCSchema AtomicInput calls `scf.type` the field
+// `keywords.scf_type` (app/qcschema.cpp). `text` says what is wrong with `{key}` standing where the key is named
+// ("{key}: expected df or exact, got 'x'"); the message is `<where>: <text>` with `{key}` as "key 'scf.type'".
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  Error(std::string where, std::string key, std::string text, const std::string& noun = "key")
+      : std::runtime_error(compose(where, key, text, noun)), where_(std::move(where)), key_(std::move(key)),
+        text_(std::move(text)) {}
   virtual int exit_code() const { return 1; }
+  const std::string& key() const { return key_; }  // empty: the error names no single key
+  const std::string& where() const { return where_; }
+  const std::string& text() const { return text_; }
+
+ private:
+  static std::string compose(const std::string& where, const std::string& key, const std::string& text,
+                             const std::string& noun) {
+    std::string out = text;
+    if (const auto at = out.find("{key}"); at != std::string::npos) out.replace(at, 5, noun + " '" + key + "'");
+    return where.empty() ? out : where + ": " + out;
+  }
+  std::string where_, key_, text_;
 };
+
+// The same error with its key named otherwise: `field 'keywords.scf_type'`.
+template <class E>
+E renamed(const E& e, const std::string& name, const std::string& noun) {
+  return E(e.where(), name, e.text(), noun);
+}
 
 // The YAML input or the command line: unknown key, wrong type, bad value, missing file.
 class InputError : public Error {
