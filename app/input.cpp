@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "chem/basis_set.hpp"
+#include "chem/molecule.hpp"
 #include "devices/registry.hpp"
 #include "linalg/bytes.hpp"
 #include "linalg/errors.hpp"
@@ -73,12 +74,7 @@ nlohmann::json to_json(const YAML::Node& node) {
   if (node.Tag() == "!") return s;  // quoted: a string whatever it looks like
   if (auto i = as_integer(s)) return *i;
   if (auto b = as_bool(s)) return *b;
-  try {
-    std::size_t used = 0;
-    const double d = std::stod(s, &used);
-    if (used == s.size()) return d;
-  } catch (const std::exception&) {
-  }
+  if (auto d = as_number(s)) return *d;
   return s;
 }
 
@@ -233,12 +229,7 @@ void check_keys(const YAML::Node& node, const YamlReader& ctx, const std::string
 
 double positive_number(const YAML::Node& n, const YamlReader& ctx, const std::string& key) {
   const std::string value = ctx.scalar(n, key, "a positive number");
-  try {
-    std::size_t used = 0;
-    const double v = std::stod(value, &used);
-    if (used == value.size() && std::isfinite(v) && v > 0) return v;
-  } catch (const std::exception&) {
-  }
+  if (const auto v = as_number(value); v && std::isfinite(*v) && *v > 0) return *v;
   ctx.fail_key(n, key, fmt::format("{{key}}: expected a positive number, got '{}'", value));
 }
 
@@ -308,12 +299,10 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
                               "(multiplicity 1) only", n.Scalar()));
     }
   }
-  int electrons = -mol.charge;
-  for (const auto& a : mol.atoms) electrons += a.atomic_number;
-  if (electrons <= 0 || electrons % 2 != 0) {
-    ctx.fail_key(node["charge"] ? node["charge"] : node, "molecule.charge",
-             fmt::format("{{key}}: charge {} leaves {} electron{}, {}; dfmp2 does closed-shell RHF only "
-                         "(an even number of electrons)", mol.charge, electrons, std::abs(electrons) == 1 ? "" : "s", electrons <= 0 ? "none at all" : "an open shell"));
+  try {
+    chem::closed_shell_occupied(mol);
+  } catch (const InputError& e) {
+    ctx.fail_key(node["charge"] ? node["charge"] : node, e.key(), e.text());
   }
   in.molecule = mol;
 
@@ -589,14 +578,11 @@ void read_device(const YAML::Node& node, const YamlReader& ctx, Input& in) {
     for (const auto& kv : params) {
       const std::string name = ctx.scalar(kv.first, key, "a parameter name");
       const std::string value = ctx.scalar(kv.second, key + "." + name, "a number");
-      try {
-        std::size_t used = 0;
-        const double v = std::stod(value, &used);
-        if (used != value.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(value);
-        in.device.overrides[device][name] = v;
-      } catch (const std::exception&) {
+      const auto v = as_number(value);
+      if (!v || !std::isfinite(*v) || *v < 0) {
         ctx.fail_key(kv.second, key + "." + name, fmt::format("{{key}}: expected a number >= 0, got '{}'", value));
       }
+      in.device.overrides[device][name] = *v;
     }
   }
 }
@@ -608,14 +594,11 @@ void read_screening(const YAML::Node& node, const YamlReader& ctx, Input& in) {
     in.screening.enabled = true;
     if (const YAML::Node n = node["threshold"]) {
       const std::string value = ctx.scalar(n, "screening.threshold", "a number >= 0");
-      try {
-        std::size_t used = 0;
-        const double v = std::stod(value, &used);
-        if (used != value.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(value);
-        in.screening.threshold = v;
-      } catch (const std::exception&) {
+      const auto v = as_number(value);
+      if (!v || !std::isfinite(*v) || *v < 0) {
         ctx.fail_key(n, "screening.threshold", fmt::format("{{key}}: expected a number >= 0, got '{}'", value));
       }
+      in.screening.threshold = *v;
     }
     if (const YAML::Node n = node["block"]) {
       const auto v = as_integer(ctx.scalar(n, "screening.block", "a block size >= 1"));

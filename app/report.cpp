@@ -44,8 +44,6 @@ std::string one_line(std::string_view message) {
 
 
 namespace {
-constexpr double kSameSpinScale = 1.0 / 3.0;
-constexpr double kOppositeSpinScale = 6.0 / 5.0;
 
 std::string line(const char* label, double value, const char* unit) {
   return fmt::format("\t {:<26}= {:24.16f} [{}]\n", label, value, unit);
@@ -197,10 +195,10 @@ std::string format_energies(const Calculation& calc, const BackendRun& run) {
   out += rule;
   out += "\t ================> DF-SCS-MP2 Energies <================== \n";
   out += rule;
-  out += line("SCS Same-Spin Scale", kSameSpinScale, "-");
-  out += line("SCS Opposite-Spin Scale", kOppositeSpinScale, "-");
-  out += line("SCS Same-Spin Energy", kSameSpinScale * r.same_spin, "Eh");
-  out += line("SCS Opposite-Spin Energy", kOppositeSpinScale * r.opposite_spin, "Eh");
+  out += line("SCS Same-Spin Scale", chem::kScsSameSpinScale, "-");
+  out += line("SCS Opposite-Spin Scale", chem::kScsOppositeSpinScale, "-");
+  out += line("SCS Same-Spin Energy", chem::kScsSameSpinScale * r.same_spin, "Eh");
+  out += line("SCS Opposite-Spin Energy", chem::kScsOppositeSpinScale * r.opposite_spin, "Eh");
   out += line("SCS Correlation Energy", r.scs_correlation(), "Eh");
   out += scf ? line("SCS Total Energy", *scf + r.scs_correlation(), "Eh") : missing("SCS Total Energy");
   out += rule;

@@ -218,21 +218,70 @@ void add_traffic(linalg::PhaseStats& st, const linalg::CommTraffic& t) {
   st.wait_seconds += t.wait_seconds;
 }
 
-// Integrals, RHF and the MP2 fitting integrals for `molecule:` input, on the first backend named. The DF-J/K may
-// hold `jk_budget` bytes.
-void run_molecule(const Input& input, linalg::Backend& backend, linalg::Comm& comm, Calculation& calc,
-                  double jk_budget, const std::function<void(const std::string&)>& progress) {
+// The SCF's J/K as planned before any three-index or four-centre integral: DF keeps its integral engine for the
+// build (plan_df_jk planned over it); exact is made with its plan (Schwarz bounds and what its cache holds: no
+// integral is computed before the first build). Both log into the molecule run through the SCF backend's kernels.
+struct ScfJk {
+  std::unique_ptr<linalg::Kernels> kernels;
+  std::unique_ptr<chem::ThreeCenterEngine> df_engine;
+  std::unique_ptr<chem::JkBuilder> exact;
+  double seconds = 0;  // planning, counted in the J/K set-up
+};
+
+chem::DfJkOptions df_jk_options(const Input& input, double memory_bytes, linalg::Comm& comm) {
+  chem::DfJkOptions options;
+  options.storage = input.jk_storage;
+  options.memory_bytes = memory_bytes;
+  options.scratch_folder = input.scratch;
+  options.comm = &comm;
+  return options;
+}
+
+// The SCF J/K's row of the memory plan, within what the plan leaves it beside the SCF's matrices (and the DF
+// engine): the same budget on every rank, since the plan's baseline is the largest of any rank.
+ScfJk plan_scf_jk(const Input& input, linalg::Backend& backend, linalg::Comm& comm, Calculation& calc) {
+  MemoryPlan& plan = calc.memory;
+  const Reference& r = calc.reference;
+  MoleculeRun& m = *calc.reference.molecule();
+  const bool df = input.scf.type == chem::ScfType::df;
+  const double held = plan.baseline + scf_matrix_bytes(r.nbf, input.scf.diis_vectors) +
+                      (df ? chem::ThreeCenterEngine::bytes(m.jk_basis, m.basis) : 0.0);
+  ScfJk jk;
+  jk.kernels = std::make_unique<linalg::Kernels>(backend, m.log);
+  comm.set_phase(chem::phase_name(chem::ScfPhase::jk_setup));
+  linalg::Stopwatch clock;
+  const PhasePlan phase = within_memory(plan, held, [&] {
+    if (df) {
+      jk.df_engine = std::make_unique<chem::ThreeCenterEngine>(m.jk_basis, m.basis);
+      m.jk_plan = chem::plan_df_jk(*jk.df_engine, m.jk_basis, r.nocc, df_jk_options(input, plan.budget - held, comm));
+      const auto& jp = m.jk_plan;
+      return PhasePlan{"SCF J/K", chem::jk_storage_name(jp.storage),
+                       fmt::format("aux block {}, {} packed pairs", jp.aux_block, jp.npacked), jp.memory_bytes,
+                       jp.scratch_bytes, jp.reason};
+    }
+    jk.exact = chem::make_exact_jk(m.basis, plan.budget - held, *jk.kernels, m.exact_plan, &comm);
+    const auto& ep = m.exact_plan;
+    return PhasePlan{"SCF J/K", ep.storage, fmt::format("{:.3g} integrals", ep.integrals), ep.memory_bytes, 0,
+                     ep.reason};
+  });
+  plan.phases.insert(plan.phases.begin() + 1, phase);
+  jk.seconds = clock.seconds();
+  return jk;
+}
+
+// Integrals, RHF and the MP2 fitting integrals for `molecule:` input, with the J/K as planned.
+void run_molecule(const Input& input, ScfJk& planned, linalg::Comm& comm, Calculation& calc,
+                  const std::function<void(const std::string&)>& progress) {
   auto say = [&](const std::string& line) {
     if (progress) progress(line);
   };
   MoleculeRun& m = *calc.reference.molecule();
   const chem::Molecule& mol = *input.molecule;
-  m.backend = backend.name();
-  linalg::Kernels kernels(backend, m.log);
-  jk_budget = comm.min(jk_budget);  // the same blocking on every rank
+  m.backend = planned.kernels->backend().name();
+  linalg::Kernels& kernels = *planned.kernels;
   comm.set_phase(chem::phase_name(chem::ScfPhase::jk_setup));
   linalg::Stopwatch setup_clock;
-  const int nocc = chem::closed_shell_occupied(mol);
+  const int nocc = calc.reference.nocc;
   say(fmt::format("  SCF: RHF, {} J/K{}, {} guess; nbf {}, {} occupied",
                   input.scf.type == chem::ScfType::df ? "density-fitted" : "exact",
                   input.scf.type == chem::ScfType::df ? fmt::format(" ({}, {} functions)", m.jk_basis.name,
@@ -242,30 +291,20 @@ void run_molecule(const Input& input, linalg::Backend& backend, linalg::Comm& co
   linalg::Stopwatch scf_clock;
   std::unique_ptr<chem::JkBuilder> jk;
   if (input.scf.type == chem::ScfType::df) {
-    chem::DfJkOptions options;
-    options.storage = input.jk_storage;
-    options.memory_bytes = jk_budget;
-    options.scratch_folder = input.scratch;
-    options.comm = &comm;
-    jk = chem::make_df_jk(m.basis, m.jk_basis, nocc, kernels, options, m.jk_plan);
+    jk = chem::make_df_jk(std::move(planned.df_engine), m.jk_basis, nocc, kernels,
+                          df_jk_options(input, m.jk_plan.memory_bytes, comm), m.jk_plan);
     const auto& jp = m.jk_plan;
-    PhasePlan phase{"SCF J/K", chem::jk_storage_name(jp.storage),
-                    fmt::format("aux block {}, {} packed pairs", jp.aux_block, jp.npacked), jp.memory_bytes,
-                    jp.scratch_bytes, jp.reason};
-    calc.memory.phases.insert(calc.memory.phases.begin() + 1, phase);
-    say(fmt::format("  SCF J/K: {} ({}); holds {}{}", phase.storage, jp.reason, linalg::format_bytes(jp.memory_bytes),
+    say(fmt::format("  SCF J/K: {} ({}); holds {}{}", chem::jk_storage_name(jp.storage), jp.reason,
+                    linalg::format_bytes(jp.memory_bytes),
                     jp.scratch_bytes > 0 ? fmt::format(", scratch {}", linalg::format_bytes(jp.scratch_bytes))
                                          : std::string()));
   } else {
+    jk = std::move(planned.exact);
     const chem::ExactJkPlan& ep = m.exact_plan;
-    jk = chem::make_exact_jk(m.basis, jk_budget, kernels, m.exact_plan, &comm);
-    PhasePlan phase{"SCF J/K", ep.storage, fmt::format("{:.3g} integrals", ep.integrals), ep.memory_bytes, 0,
-                    ep.reason};
-    calc.memory.phases.insert(calc.memory.phases.begin() + 1, phase);
     say(fmt::format("  SCF J/K: exact, {} ({}); holds {}; incremental builds, rebuilt every {}", ep.storage,
                     ep.reason, linalg::format_bytes(ep.memory_bytes), chem::kExactFullBuildEvery));
   }
-  const double setup_seconds = setup_clock.seconds();
+  const double setup_seconds = planned.seconds + setup_clock.seconds();
   // The iterations: J and K shared by the ranks (TimedJk), the rest (Fock matrix, DIIS, diagonalisation) done by
   // every rank alike.
   TimedJk timed(*jk, comm);
@@ -420,10 +459,11 @@ Reference make_reference(const Input& input) {
 
 namespace {
 
-// DF-MP2's part of the plan: the blocking of every run (backend and precision), and its phases as the largest of them
-// needs them. `mp2_budget` is what DF-MP2 may hold beside the orbitals, the metric and the integral engine.
-chem::BlockPlan plan_dfmp2(const Input& input, const Reference& r, const std::vector<linalg::Backend*>& backends,
-                           MemoryPlan& plan, int ranks) {
+// DF-MP2's part of the plan: the blocking of every run (backend and precision), each in the storage the largest of
+// them needs, and its phases as the largest needs them. `mp2_budget` is what DF-MP2 may hold beside the orbitals,
+// the metric and the integral engine.
+void plan_dfmp2(const Input& input, const Reference& r, const std::vector<linalg::Backend*>& backends,
+                MemoryPlan& plan, int ranks) {
   // The orbitals C (nbf x nmo) and the MP2 metric stay for all of DF-MP2: read from the integral file or generated
   // now (after the start was measured), or computed after the SCF; molecule input also holds the MP2 integral engine.
   const double later = 8.0 * (double(r.nbf) * double(r.nmo) + double(r.nmo) + double(r.naux) * double(r.naux)) +
@@ -434,15 +474,26 @@ chem::BlockPlan plan_dfmp2(const Input& input, const Reference& r, const std::ve
   linalg::Index aux_unit = 1;
   if (r.molecule())
     for (const auto& sh : r.molecule()->aux_basis.shells) aux_unit = std::max<linalg::Index>(aux_unit, sh.size());
+  auto blocks = [&](const linalg::Backend& backend, chem::Precision precision, chem::Mp2Storage storage) {
+    return within_memory(plan, plan.baseline + later, [&] {
+      return chem::plan_blocks(r.form, r.form == chem::ThreeIndexForm::ao ? r.nbf : 0, r.nocc, nact, nvir, r.naux,
+                               plan.mp2_budget, precision, input.metric, input.screening.enabled, storage,
+                               chem::working_copies_of(backend, precision, input.step_modes), ranks, aux_unit);
+    });
+  };
   chem::BlockPlan largest;
   for (const linalg::Backend* backend : backends) {
     for (const chem::Precision precision : input.precisions_of(backend->name())) {
-      const chem::BlockPlan bp = within_memory(plan, plan.baseline + later, [&] {
-        return chem::plan_blocks(r.form, r.form == chem::ThreeIndexForm::ao ? r.nbf : 0, r.nocc, nact, nvir, r.naux,
-                                 plan.mp2_budget, precision, input.metric, input.screening.enabled, input.mp2_storage,
-                                 chem::working_copies_of(*backend, precision, input.step_modes), ranks, aux_unit);
-      });
-      if (bp.peak_bytes > largest.peak_bytes) largest = bp;
+      plan.mp2_runs.push_back({backend->name(), precision, blocks(*backend, precision, input.mp2_storage)});
+      if (plan.mp2_runs.back().blocks.peak_bytes > largest.peak_bytes) largest = plan.mp2_runs.back().blocks;
+    }
+  }
+  // One storage for all runs: a run whose tensor would fit in memory keeps it on scratch when another's does not.
+  std::size_t i = 0;
+  for (const linalg::Backend* backend : backends) {
+    for (const chem::Precision precision : input.precisions_of(backend->name())) {
+      chem::BlockPlan& run = plan.mp2_runs[i++].blocks;
+      if (run.storage != largest.storage) run = blocks(*backend, precision, largest.storage);
     }
   }
   const std::string storage = chem::mp2_storage_name(largest.storage);
@@ -460,19 +511,17 @@ chem::BlockPlan plan_dfmp2(const Input& input, const Reference& r, const std::ve
   plan.phases.push_back({chem::mp2_phase_name(Mp2Step::pair_energy), storage,
                          fmt::format("occupied block {}", largest.occupied_block), largest.pair_bytes,
                          largest.scratch_bytes, ""});
-  if (largest.storage == chem::Mp2Storage::scratch) chem::check_scratch_folder(input.scratch);
-  return largest;
 }
 
 }  // namespace
 
 MemoryPlan make_memory_plan(const Input& input, const Reference& r, const std::vector<linalg::Backend*>& backends,
-                            int ranks) {
+                            int ranks, double resident_at_start) {
   MemoryPlan plan;
   plan.budget = input.memory_bytes;
-  plan.baseline = input.resident_at_start + memory_allowance(input.threads);
+  plan.baseline = resident_at_start + memory_allowance(input.threads);
   plan.scratch_folder = input.scratch;
-  plan.mp2_storage = plan_dfmp2(input, r, backends, plan, ranks).storage;
+  plan_dfmp2(input, r, backends, plan, ranks);
   if (!r.molecule()) return plan;
   plan.phases.insert(plan.phases.begin(), {"SCF", "", "", scf_matrix_bytes(r.nbf, input.scf.diis_vectors), 0, ""});
   if (input.save_integrals) {
@@ -486,6 +535,30 @@ MemoryPlan make_memory_plan(const Input& input, const Reference& r, const std::v
     }
   }
   return plan;
+}
+
+void check_scratch(const MemoryPlan& plan) {
+  // The phases run one after another, and each frees its scratch files before the next: the largest counts.
+  const PhasePlan* largest = nullptr;
+  for (const auto& ph : plan.phases)
+    if (ph.scratch_bytes > 0 && (largest == nullptr || ph.scratch_bytes > largest->scratch_bytes)) largest = &ph;
+  if (largest == nullptr) return;
+  chem::check_scratch_folder(plan.scratch_folder);
+  const double free = chem::free_bytes(plan.scratch_folder);
+  // 5 % beside the files: the file system's own blocks.
+  if (free >= 0 && free < 1.05 * largest->scratch_bytes) {
+    throw ResourceError(fmt::format("scratch: the {} needs {} in '{}', which has {} free; use another folder (key "
+                                    "'scratch') or more 'memory'",
+                                    largest->phase, linalg::format_bytes(largest->scratch_bytes), plan.scratch_folder,
+                                    linalg::format_bytes(free)));
+  }
+}
+
+const chem::BlockPlan& MemoryPlan::mp2_blocks(const std::string& backend, chem::Precision precision) const {
+  for (const auto& run : mp2_runs)
+    if (run.backend == backend && run.precision == precision) return run.blocks;
+  throw std::logic_error(fmt::format("memory plan: no DF-MP2 run planned for {} in {}", backend,
+                                     chem::precision_name(precision)));
 }
 
 namespace {
@@ -503,20 +576,11 @@ void print_plan(const MemoryPlan& plan, const std::function<void(const std::stri
 }
 
 // The SCF of molecule input within its part of the plan, its peak measured.
-void run_scf(const Input& input, linalg::Backend& backend, linalg::Comm& comm, Calculation& calc,
-             ResidentSampler& sampler, const std::function<void(const std::string&)>& progress) {
+void run_scf(const Input& input, ScfJk& planned, linalg::Comm& comm, Calculation& calc, ResidentSampler& sampler,
+             const std::function<void(const std::string&)>& progress) {
   MemoryPlan& plan = calc.memory;
-  const Reference& r = calc.reference;
-  // Beside the J/K: the SCF's matrices and, for DF, the J/K's integral engine.
-  const double held = plan.baseline + scf_matrix_bytes(r.nbf, input.scf.diis_vectors) +
-                      (input.scf.type == chem::ScfType::df
-                           ? chem::ThreeCenterEngine::bytes(r.molecule()->jk_basis, r.molecule()->basis)
-                           : 0.0);
   sampler.take_peak();
-  within_memory(plan, held, [&] {
-    run_molecule(input, backend, comm, calc, plan.budget - held, progress);
-    return 0;
-  });
+  run_molecule(input, planned, comm, calc, progress);
   plan.measured.emplace_back("SCF and MP2 integral setup", sampler.take_peak());
   for (auto& ph : plan.phases) {
     if (ph.phase == "SCF J/K" || ph.phase == "SCF") ph.measured_bytes = plan.measured.back().second;
@@ -525,16 +589,13 @@ void run_scf(const Input& input, linalg::Backend& backend, linalg::Comm& comm, C
 
 }  // namespace
 
-chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference, const MemoryPlan& plan,
-                                 linalg::Comm& comm) {
+chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference, linalg::Comm& comm) {
   chem::DfMp2Options options;
   options.nfrozen = reference.nfrozen;
   options.metric = input.metric;
   options.eigh_threshold = input.eigh_threshold;
   options.newton_schulz = input.newton_schulz;
   options.screening = input.screening;
-  options.storage = plan.mp2_storage;
-  options.memory_bytes = plan.mp2_budget;
   options.scratch_folder = input.scratch;
   options.step_modes = input.step_modes;
   options.comm = &comm;
@@ -542,7 +603,8 @@ chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference,
 }
 
 BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, chem::Precision precision,
-                        const Input& input, const Reference& reference, chem::DfMp2Options options) {
+                        const Input& input, const Reference& reference, const MemoryPlan& plan,
+                        chem::DfMp2Options options) {
   BackendRun run;
   run.backend = backend.name();
   run.details = backend.details();
@@ -554,14 +616,16 @@ BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, che
   linalg::Kernels kernels(backend, run.log);
   kernels.set_fallback(fallback);
   linalg::Stopwatch wall;
-  run.result = chem::run_dfmp2(reference.dfmp2_input(), options, kernels);
+  const chem::BlockPlan& blocks = plan.mp2_blocks(backend.name(), precision);
+  run.result = chem::run_dfmp2(reference.dfmp2_input(), blocks, options, kernels);
   run.wall_seconds = wall.seconds();
   if (input.screening.enabled && input.screening_compare) {
     linalg::KernelLog reference_log;
     linalg::Kernels reference_kernels(backend, reference_log);
     reference_kernels.set_fallback(fallback);
     options.screening.enabled = false;
-    run.unscreened_correlation = chem::run_dfmp2(reference.dfmp2_input(), options, reference_kernels).correlation();
+    run.unscreened_correlation =
+        chem::run_dfmp2(reference.dfmp2_input(), blocks, options, reference_kernels).correlation();
   }
   return run;
 }
@@ -595,16 +659,23 @@ Calculation run_calculation(const Input& input, linalg::Comm& comm,
   comm.checked([&] {
     backends = make_backends(input);
     calc.reference = make_reference(input);
+  });
+  // One plan for all ranks, made on the largest resident memory at the start of any.
+  const double resident_at_start = comm.max(input.resident_at_start);
+  comm.checked([&] {
     std::vector<linalg::Backend*> named;
     for (const auto& b : backends.named) named.push_back(b.get());
-    calc.memory = make_memory_plan(input, calc.reference, named, comm.size());
+    calc.memory = make_memory_plan(input, calc.reference, named, comm.size(), resident_at_start);
   });
+  ScfJk scf_jk;
+  if (calc.reference.molecule()) scf_jk = plan_scf_jk(input, *backends.scf, comm, calc);
+  comm.checked([&] { check_scratch(calc.memory); });  // each rank's own folder
   if (calc.reference.molecule()) {
     print_plan(calc.memory, progress);
-    run_scf(input, *backends.scf, comm, calc, sampler, progress);
+    run_scf(input, scf_jk, comm, calc, sampler, progress);
   }
 
-  chem::DfMp2Options options = dfmp2_options(input, calc.reference, calc.memory, comm);
+  chem::DfMp2Options options = dfmp2_options(input, calc.reference, comm);
   options.progress = phase_progress;
   // Each DF-MP2 phase's measured peak resident memory, next to what the plan gave it (the largest over the runs).
   options.phase_done = [&](chem::Mp2Step step) {
@@ -617,7 +688,8 @@ Calculation run_calculation(const Input& input, linalg::Comm& comm,
     backend->set_threads(input.threads);
     for (const chem::Precision precision : input.precisions_of(backend->name())) {
       sampler.take_peak();  // each DF-MP2 phase measures its own peak (options.phase_done)
-      calc.runs.push_back(run_dfmp2_on(*backend, backends.fallback.get(), precision, input, calc.reference, options));
+      calc.runs.push_back(run_dfmp2_on(*backend, backends.fallback.get(), precision, input, calc.reference, calc.memory,
+                                          options));
     }
     backend->release();
   }

@@ -54,7 +54,14 @@ struct MemoryPlan {
   std::string scratch_folder;
   std::vector<PhasePlan> phases;
   double mp2_budget = 0;  // what DF-MP2's blocks may hold (beside the orbitals, the metric, the integral engine)
-  chem::Mp2Storage mp2_storage = chem::Mp2Storage::memory;  // where its tensor lives, as planned
+  // The blocking of each DF-MP2 run (backend and precision), made once for all ranks: run_dfmp2 reads it.
+  struct Mp2Run {
+    std::string backend;
+    chem::Precision precision;
+    chem::BlockPlan blocks;
+  };
+  std::vector<Mp2Run> mp2_runs;
+  const chem::BlockPlan& mp2_blocks(const std::string& backend, chem::Precision precision) const;
   double peak_resident = 0;  // measured at the end (getrusage), for the report
   // Measured peak resident memory of each part of the run (the SCF, each DF-MP2 run), where Linux lets the peak be
   // reset between parts (/proc/self/clear_refs).
@@ -148,15 +155,18 @@ int resolve_frozen_core(const Input& input, const Reference& reference);
 // keeps between repetitions): what the calculation is, without any integral, its frozen core resolved; the memory
 // plan for it on these backends (their working copies count), before any three-index integral; whether a backend
 // can run what the input asks (UnsupportedError naming the key, unless the host fallback can); DF-MP2's options as
-// the plan sets them; and one DF-MP2 run (with screening.compare, again unscreened, logged apart).
+// the plan sets them; and one DF-MP2 run, blocked as the plan says (with screening.compare, again unscreened, logged apart).
 Reference make_reference(const Input& input);
 MemoryPlan make_memory_plan(const Input& input, const Reference& reference,
-                            const std::vector<linalg::Backend*>& backends, int ranks);
+                            const std::vector<linalg::Backend*>& backends, int ranks, double resident_at_start);
+// The scratch folder, checked once for the whole plan: it exists, is writable, and has room for the largest phase on
+// scratch (ResourceError naming the phase otherwise). Nothing to check when no phase is on scratch.
+void check_scratch(const MemoryPlan& plan);
 void check_backend_can_run(const Input& input, linalg::Backend& backend, linalg::Backend* fallback);
-chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference, const MemoryPlan& plan,
-                                 linalg::Comm& comm);
+chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference, linalg::Comm& comm);
 BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, chem::Precision precision,
-                        const Input& input, const Reference& reference, chem::DfMp2Options options);
+                        const Input& input, const Reference& reference, const MemoryPlan& plan,
+                        chem::DfMp2Options options);
 
 // `progress` (may be empty) receives one line per SCF iteration and per phase as the run goes; `phase_progress`
 // (may be empty) the done/total counts of the DF-MP2 phases. Both are for the terminal.

@@ -1,6 +1,7 @@
 #include "chem/df_jk.hpp"
 #include "linalg/name_table.hpp"
 
+#include <Eigen/Cholesky>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -108,19 +109,160 @@ double df_jk_minimum_bytes(JkStorage storage, Index nbf, Index naux, Index npack
 
 namespace {
 
+// The sizes of the DF-J/K of `engine` on `ranks` ranks.
+JkShape shape_of(const ThreeCenterEngine& engine, Index nocc, int ranks) {
+  Index max_shell = 1;
+  const auto& starts = engine.shell_starts();
+  for (std::size_t s = 0; s + 1 < starts.size(); ++s) max_shell = std::max(max_shell, starts[s + 1] - starts[s]);
+  return {engine.nbf(), engine.naux(), engine.npacked(), nocc, max_shell, ranks};
+}
+
+// The machine's rate for the fit of recompute: that of the metric's Cholesky factorisation (naux^3 / 3 flops), timed.
+double factor_flop_rate(const BasisSet& jk_basis) {
+  Matrix metric = coulomb_metric(jk_basis);
+  Stopwatch clock;
+  const Eigen::LLT<Eigen::Ref<Matrix>> factor(metric);
+  const double n = double(metric.rows());
+  return n * n * n / 3.0 / std::max(clock.seconds(), 1e-9);
+}
+
+// Scratch or recompute, by their measured costs over the expected iterations: one block of integrals is timed
+// (and kept for the build), and a probe of the scratch folder's write rate is made with that block.
+JkStorage measured_choice(const ThreeCenterEngine& engine, const BasisSet& jk_basis, const JkShape& z,
+                          const DfJkOptions& options, DfJkPlan& plan) {
+  const double budget = options.memory_bytes;
+  const double b_bytes = kDouble * double(z.npacked) * double(z.columns());
+  const double recompute_need =
+      df_jk_minimum_bytes(JkStorage::recompute, z.nbf, z.naux, z.npacked, z.nocc, z.max_shell, z.ranks);
+  const bool recompute_fits = recompute_need <= budget;
+  bool scratch_possible = !options.scratch_folder.empty();
+  double free = -1;
+  if (scratch_possible) {
+    check_scratch_folder(options.scratch_folder);
+    free = free_bytes(options.scratch_folder);
+    if (free >= 0 && free < b_bytes * 1.05) scratch_possible = false;
+  }
+  if (!scratch_possible && recompute_fits) {
+    plan.reason = fmt::format("the fitted tensor ({}) fits neither in memory nor in the scratch folder ({} free)",
+                              linalg::format_bytes(b_bytes), linalg::format_bytes(free));
+    return JkStorage::recompute;
+  }
+  if (!recompute_fits) {
+    plan.reason = fmt::format("the fitted tensor ({}) does not fit in memory, and recomputing needs {} of it",
+                              linalg::format_bytes(b_bytes), linalg::format_bytes(recompute_need));
+    return JkStorage::scratch;
+  }
+  // Time one block of integrals, and the scratch folder's write rate on it.
+  const auto probe = engine.blocks(std::max<Index>(z.max_shell, z.naux / 16)).front();
+  std::vector<double> block(static_cast<std::size_t>((probe.second - probe.first) * z.npacked));
+  Stopwatch integral_clock;
+  engine.compute_packed(probe.first, probe.second, block.data());
+  // One rank's pass: its share of the functions.
+  const double per_pass =
+      integral_clock.seconds() * double(z.columns()) / double(probe.second - probe.first);
+  double rate = 0;
+  {
+    ScratchFile test(options.scratch_folder, "probe");
+    Stopwatch io_clock;
+    test.write(block.data(), block.size(), 0);
+    test.sync();  // the disk's rate, not the page cache's
+    rate = kDouble * double(block.size()) / std::max(io_clock.seconds(), 1e-6);
+  }
+  // Recompute: two passes of integrals and the fit of H (naux^2 nbf nocc flops at the metric factor's rate,
+  // shared by the ranks).
+  const double fit_rate = std::max(1e9, factor_flop_rate(jk_basis));
+  const double recompute = options.expected_iterations *
+                           (2.0 * per_pass + double(z.naux) * double(z.naux) * double(z.nbf) * double(z.nocc) /
+                                                 double(z.ranks) / fit_rate);
+  // Scratch: one pass, written once, read and written once by the fitting, read once per iteration.
+  const double scratch = per_pass + (3.0 + options.expected_iterations) * b_bytes / rate;
+  plan.reason = fmt::format(
+      "the fitted tensor ({}) does not fit in memory; measured: integrals {:.2f} s per pass, scratch writes {:.2f} "
+      "GB/s, so over {} iterations scratch {:.1f} s against recompute {:.1f} s",
+      linalg::format_bytes(b_bytes), per_pass, rate / 1e9, options.expected_iterations, scratch, recompute);
+  return scratch <= recompute ? JkStorage::scratch : JkStorage::recompute;
+}
+
+// The storage, the auxiliary block and what is held within options.memory_bytes on each rank.
+void decide_storage(const ThreeCenterEngine& engine, const BasisSet& jk_basis, const JkShape& z,
+                    const DfJkOptions& options, DfJkPlan& plan) {
+  const double budget = options.memory_bytes;
+  auto minimum = [&](JkStorage s) {
+    return df_jk_minimum_bytes(s, z.nbf, z.naux, z.npacked, z.nocc, z.max_shell, z.ranks);
+  };
+  const double b_bytes = kDouble * double(z.npacked) * double(z.columns());  // this rank's share
+  JkStorage s = options.storage;
+  if (s == JkStorage::automatic) {
+    if (minimum(JkStorage::memory) <= budget) {
+      s = JkStorage::memory;
+      plan.reason = fmt::format("the fitted tensor ({}{}) fits in memory", linalg::format_bytes(b_bytes),
+                                z.ranks > 1 ? " on each rank" : "");
+    } else {
+      s = measured_choice(engine, jk_basis, z, options, plan);
+    }
+  } else {
+    plan.reason = "asked for (scf.jk_storage)";
+  }
+  if (minimum(s) > budget) {
+    throw PhaseTooLarge(fmt::format("SCF J/K ({} storage)", jk_storage_name(s)), minimum(s), fmt::format(
+        "memory: {} is too small for the SCF's J/K with storage '{}' ({} auxiliary x {} packed functions); it needs at "
+        "least {}, raise 'memory'{}",
+        linalg::format_bytes(budget), jk_storage_name(s), z.naux, z.npacked, linalg::format_bytes(minimum(s)),
+        s == JkStorage::memory ? " or let scf.jk_storage be auto" : ""));
+  }
+  if (s == JkStorage::scratch) plan.scratch_bytes = b_bytes;
+  plan.storage = s;
+  plan.aux_block = choose_block(s, budget, z);
+  Index largest = 0;
+  for (const auto& [p0, p1] : engine.blocks(plan.aux_block)) largest = std::max(largest, p1 - p0);
+  plan.aux_block = largest;
+  plan.memory_bytes = fixed_bytes(s, z) + block_bytes(s, largest, z);
+  if (s == JkStorage::scratch) {
+    // The fitting reads all auxiliary functions of a range of rows: as many rows as the budget allows.
+    const double left = budget - fixed_bytes(s, z);
+    plan.fit_rows = std::clamp<Index>(static_cast<Index>(left / z.fit_bytes_per_row()), 1, z.npacked);
+  }
+  plan.memory_bytes = std::max(plan.memory_bytes, fixed_bytes(s, z) + build_bytes(s, z, plan.fit_rows));
+}
+
+// Rank 0's plan to every rank.
+void share_plan(DfJkPlan& plan, linalg::Comm& comm) {
+  if (comm.size() == 1) return;
+  struct Wire {
+    int storage;
+    Index aux_block, fit_rows;
+    double memory_bytes, scratch_bytes;
+    char reason[1024];
+  } w{};
+  w.storage = static_cast<int>(plan.storage);
+  w.aux_block = plan.aux_block;
+  w.fit_rows = plan.fit_rows;
+  w.memory_bytes = plan.memory_bytes;
+  w.scratch_bytes = plan.scratch_bytes;
+  std::strncpy(w.reason, plan.reason.c_str(), sizeof w.reason - 1);
+  comm.broadcast(&w, sizeof w, 0);
+  plan.storage = static_cast<JkStorage>(w.storage);
+  plan.aux_block = w.aux_block;
+  plan.fit_rows = w.fit_rows;
+  plan.memory_bytes = w.memory_bytes;
+  plan.scratch_bytes = w.scratch_bytes;
+  plan.reason = w.reason;
+}
+
+
 class BlockedDfJk final : public JkBuilder {
  public:
-  BlockedDfJk(const BasisSet& basis, const BasisSet& jk_basis, Index nocc, linalg::Kernels& kernels,
-              const DfJkOptions& options, DfJkPlan& plan)
-      : kernels_(kernels), engine_(jk_basis, basis), jk_name_(jk_basis.name),
-        comm_(options.comm != nullptr ? *options.comm : alone_) {
-    nbf_ = engine_.nbf();
-    naux_ = engine_.naux();
-    npacked_ = engine_.npacked();
-    Index max_shell = 1;
-    const auto& starts = engine_.shell_starts();
-    for (std::size_t s = 0; s + 1 < starts.size(); ++s) max_shell = std::max(max_shell, starts[s + 1] - starts[s]);
-    shape_ = {nbf_, naux_, npacked_, nocc, max_shell, comm_.size()};
+  BlockedDfJk(std::unique_ptr<ThreeCenterEngine> engine, const BasisSet& jk_basis, Index nocc,
+              linalg::Kernels& kernels, const DfJkOptions& options, const DfJkPlan& plan)
+      : kernels_(kernels), engine_(std::move(engine)), comm_(options.comm != nullptr ? *options.comm : alone_) {
+    nbf_ = engine_->nbf();
+    naux_ = engine_->naux();
+    npacked_ = engine_->npacked();
+    if (plan.ranks != comm_.size() || plan.npacked != npacked_ || plan.nocc != nocc) {
+      throw std::logic_error("DF-J/K: built on a plan made for another problem or rank count");
+    }
+    plan_ = plan;
+    scratch_folder_ = options.scratch_folder;
 
     // The metric and its factor on every rank: each fits its share of the rows with all of it.
     comm_.checked([&] {
@@ -128,18 +270,14 @@ class BlockedDfJk final : public JkBuilder {
       factor_ = coulomb_metric(jk_basis);
       kernels_.record_host(step_name(ScfStep::integrals), "metric", metric_clock.seconds(), {0, kDouble * double(factor_.size())});
       try {
-        Stopwatch factor_clock;
         kernels_.cholesky(step_name(ScfStep::fitting), linalg::Uplo::lower, linalg::view(factor_));
-        // The machine's rate for the cost of recomputing (measured_choice): the factorisation's own.
-        measured_flop_rate_ =
-            double(naux_) * double(naux_) * double(naux_) / 3.0 / std::max(factor_clock.seconds(), 1e-9);
       } catch (const NumericalError& e) {
         throw NumericalError(fmt::format("JK fitting metric (P|Q) of '{}': {}", jk_basis.name, e.what()));
       }
     });
 
     // Each rank's contiguous share of the auxiliary shells.
-    const auto runs = share_units(engine_.blocks(1), naux_, comm_.size());
+    const auto runs = share_units(engine_->blocks(1), naux_, comm_.size());
     col0_.assign(static_cast<std::size_t>(comm_.size()) + 1, naux_);
     for (int r = comm_.size() - 1; r >= 0; --r) {
       const auto& run = runs[static_cast<std::size_t>(r)];
@@ -147,14 +285,6 @@ class BlockedDfJk final : public JkBuilder {
     }
     my_col0_ = col0_[static_cast<std::size_t>(comm_.rank())];
     my_cols_ = columns(comm_.rank());
-
-    plan.nbf = nbf_;
-    plan.naux = naux_;
-    plan.npacked = npacked_;
-    plan.nocc = nocc;
-    plan.ranks = comm_.size();
-    decide(options, plan);
-    plan_ = plan;
     blocks_ = cut_blocks(runs[static_cast<std::size_t>(comm_.rank())], plan_.aux_block);
     build();
   }
@@ -165,8 +295,8 @@ class BlockedDfJk final : public JkBuilder {
   void compute(const Matrix& c_occ, Matrix& j, Matrix& k, bool fp32_exchange) override {
     if (fp32_exchange && !has_fp32_exchange()) throw std::logic_error("DF-J/K: no fp32 exchange with recompute");
     const Index nocc = c_occ.cols();
-    const auto& pm = engine_.packed_m();
-    const auto& pn = engine_.packed_n();
+    const auto& pm = engine_->packed_m();
+    const auto& pn = engine_->packed_n();
     Matrix dp(npacked_, 1), jp = Matrix::Zero(npacked_, 1);
     k.setZero(nbf_, nbf_);
     linalg::MatrixF c_occ_f, k_f;
@@ -229,149 +359,6 @@ class BlockedDfJk final : public JkBuilder {
     kernels_.record_host(step, "sum_ranks", clock.seconds(), {0, double(sizeof(T)) * double(count)});
   }
 
-  // The storage, the auxiliary block and what is held, within options.memory_bytes (on each rank): decided by rank 0
-  // for all (the automatic choice measures this machine) on the smallest budget of any rank, then each rank checks
-  // its own scratch folder.
-  void decide(const DfJkOptions& options, DfJkPlan& plan) {
-    const double budget = comm_.min(options.memory_bytes);
-    comm_.checked([&] {
-      if (comm_.rank() == 0) decide_here(options, budget, plan);
-    });
-    share_plan(plan);
-    comm_.checked([&] {
-      if (plan.storage != JkStorage::scratch) return;
-      check_scratch_folder(options.scratch_folder);
-      const double free = free_bytes(options.scratch_folder);
-      if (free >= 0 && free < plan.scratch_bytes * 1.05) {
-        throw ResourceError(fmt::format("scratch: the SCF's J/K needs {} in '{}', which has {} free; use another "
-                                        "folder (key 'scratch') or scf.jk_storage: recompute",
-                                        linalg::format_bytes(plan.scratch_bytes), options.scratch_folder,
-                                        linalg::format_bytes(free)));
-      }
-      scratch_folder_ = options.scratch_folder;
-    });
-  }
-
-  // Rank 0's plan to every rank.
-  void share_plan(DfJkPlan& plan) {
-    if (comm_.size() == 1) return;
-    struct Wire {
-      int storage;
-      Index aux_block, fit_rows;
-      double memory_bytes, scratch_bytes;
-      char reason[1024];
-    } w{};
-    w.storage = static_cast<int>(plan.storage);
-    w.aux_block = plan.aux_block;
-    w.fit_rows = plan.fit_rows;
-    w.memory_bytes = plan.memory_bytes;
-    w.scratch_bytes = plan.scratch_bytes;
-    std::strncpy(w.reason, plan.reason.c_str(), sizeof w.reason - 1);
-    comm_.broadcast(&w, sizeof w, 0);
-    plan.storage = static_cast<JkStorage>(w.storage);
-    plan.aux_block = w.aux_block;
-    plan.fit_rows = w.fit_rows;
-    plan.memory_bytes = w.memory_bytes;
-    plan.scratch_bytes = w.scratch_bytes;
-    plan.reason = w.reason;
-  }
-
-  void decide_here(const DfJkOptions& options, double budget, DfJkPlan& plan) {
-    const JkShape& z = shape_;
-    auto minimum = [&](JkStorage s) {
-      return df_jk_minimum_bytes(s, nbf_, naux_, npacked_, z.nocc, z.max_shell, z.ranks);
-    };
-    const double b_bytes = kDouble * double(npacked_) * double(z.columns());  // this rank's share
-    JkStorage s = options.storage;
-    if (s == JkStorage::automatic) {
-      if (minimum(JkStorage::memory) <= budget) {
-        s = JkStorage::memory;
-        plan.reason = fmt::format("the fitted tensor ({}{}) fits in memory", linalg::format_bytes(b_bytes),
-                                  z.ranks > 1 ? " on each rank" : "");
-      } else {
-        s = measured_choice(options, budget, plan);
-      }
-    } else {
-      plan.reason = "asked for (scf.jk_storage)";
-    }
-    if (minimum(s) > budget) {
-      throw PhaseTooLarge(fmt::format("SCF J/K ({} storage)", jk_storage_name(s)), minimum(s), fmt::format(
-          "memory: {} is too small for the SCF's J/K with storage '{}' ({} auxiliary x {} packed functions); it needs at "
-          "least {}, raise 'memory'{}",
-          linalg::format_bytes(budget), jk_storage_name(s), naux_, npacked_, linalg::format_bytes(minimum(s)),
-          s == JkStorage::memory ? " or let scf.jk_storage be auto" : ""));
-    }
-    if (s == JkStorage::scratch) plan.scratch_bytes = b_bytes;
-    plan.storage = s;
-    plan.aux_block = choose_block(s, budget, z);
-    Index largest = 0;
-    for (const auto& [p0, p1] : engine_.blocks(plan.aux_block)) largest = std::max(largest, p1 - p0);
-    plan.aux_block = largest;
-    plan.memory_bytes = fixed_bytes(s, z) + block_bytes(s, largest, z);
-    if (s == JkStorage::scratch) {
-      // The fitting reads all auxiliary functions of a range of rows: as many rows as the budget allows.
-      const double left = budget - fixed_bytes(s, z);
-      plan.fit_rows = std::clamp<Index>(static_cast<Index>(left / z.fit_bytes_per_row()), 1, npacked_);
-    }
-    plan.memory_bytes = std::max(plan.memory_bytes, fixed_bytes(s, z) + build_bytes(s, z, plan.fit_rows));
-  }
-
-  // Scratch or recompute, by their measured costs over the expected iterations: one block of integrals is timed
-  // (and kept for the build), and a probe of the scratch folder's write rate is made with that block.
-  JkStorage measured_choice(const DfJkOptions& options, double budget, DfJkPlan& plan) {
-    const JkShape& z = shape_;
-    const double b_bytes = kDouble * double(npacked_) * double(z.columns());
-    const double recompute_need =
-        df_jk_minimum_bytes(JkStorage::recompute, nbf_, naux_, npacked_, z.nocc, z.max_shell, z.ranks);
-    const bool recompute_fits = recompute_need <= budget;
-    bool scratch_possible = !options.scratch_folder.empty();
-    double free = -1;
-    if (scratch_possible) {
-      check_scratch_folder(options.scratch_folder);
-      free = free_bytes(options.scratch_folder);
-      if (free >= 0 && free < b_bytes * 1.05) scratch_possible = false;
-    }
-    if (!scratch_possible && recompute_fits) {
-      plan.reason = fmt::format("the fitted tensor ({}) fits neither in memory nor in the scratch folder ({} free)",
-                                linalg::format_bytes(b_bytes), linalg::format_bytes(free));
-      return JkStorage::recompute;
-    }
-    if (!recompute_fits) {
-      plan.reason = fmt::format("the fitted tensor ({}) does not fit in memory, and recomputing needs {} of it",
-                                linalg::format_bytes(b_bytes), linalg::format_bytes(recompute_need));
-      return JkStorage::scratch;
-    }
-    // Time one block of integrals, and the scratch folder's write rate on it.
-    const auto probe = engine_.blocks(std::max<Index>(z.max_shell, naux_ / 16)).front();
-    std::vector<double> block(static_cast<std::size_t>((probe.second - probe.first) * npacked_));
-    Stopwatch integral_clock;
-    engine_.compute_packed(probe.first, probe.second, block.data());
-    // One rank's pass: its share of the functions.
-    const double per_pass =
-        integral_clock.seconds() * double(z.columns()) / double(probe.second - probe.first);
-    double rate = 0;
-    {
-      ScratchFile test(options.scratch_folder, "probe");
-      Stopwatch io_clock;
-      test.write(block.data(), block.size(), 0);
-      test.sync();  // the disk's rate, not the page cache's
-      rate = kDouble * double(block.size()) / std::max(io_clock.seconds(), 1e-6);
-    }
-    // Recompute: two passes of integrals and the fit of H (naux^2 nbf nocc flops at the metric factor's rate,
-    // shared by the ranks).
-    const double fit_rate = std::max(1e9, measured_flop_rate_);
-    const double recompute = options.expected_iterations *
-                             (2.0 * per_pass + double(naux_) * double(naux_) * double(nbf_) * double(z.nocc) /
-                                                   double(z.ranks) / fit_rate);
-    // Scratch: one pass, written once, read and written once by the fitting, read once per iteration.
-    const double scratch = per_pass + (3.0 + options.expected_iterations) * b_bytes / rate;
-    plan.reason = fmt::format(
-        "the fitted tensor ({}) does not fit in memory; measured: integrals {:.2f} s per pass, scratch writes {:.2f} "
-        "GB/s, so over {} iterations scratch {:.1f} s against recompute {:.1f} s",
-        linalg::format_bytes(b_bytes), per_pass, rate / 1e9, options.expected_iterations, scratch, recompute);
-    return scratch <= recompute ? JkStorage::scratch : JkStorage::recompute;
-  }
-
   // B = A L^-T for `nr` rows of A of which this rank holds its columns at `mine` (leading dimension ld): on one
   // rank in place; with ranks each rank solves an even share of the rows with every column, sent there and back.
   void fit_rows(double* mine, Index nr, Index ld) {
@@ -418,7 +405,7 @@ class BlockedDfJk final : public JkBuilder {
     if (plan_.storage == JkStorage::memory) {
       comm_.checked([&] {
         b_.resize(npacked_, my_cols_);
-        for (const auto& [p0, p1] : blocks_) engine_.compute_packed(p0, p1, b_.data() + (p0 - my_col0_) * npacked_);
+        for (const auto& [p0, p1] : blocks_) engine_->compute_packed(p0, p1, b_.data() + (p0 - my_col0_) * npacked_);
         kernels_.record_host(step_name(ScfStep::integrals), "three_center", clock.seconds(), {0, kDouble * double(b_.size())});
       });
       // B = A L^-T: rows (packed pairs) are independent right-hand sides.
@@ -433,7 +420,7 @@ class BlockedDfJk final : public JkBuilder {
         for (const auto& [p0, p1] : blocks_) {
           block.resize(static_cast<std::size_t>((p1 - p0) * npacked_));
           Stopwatch c;
-          engine_.compute_packed(p0, p1, block.data());
+          engine_->compute_packed(p0, p1, block.data());
           seconds += c.seconds();
           write(block.data(), block.size(), static_cast<std::size_t>((p0 - my_col0_) * npacked_), step_name(ScfStep::integrals));
         }
@@ -521,8 +508,8 @@ class BlockedDfJk final : public JkBuilder {
       std::fill(squares.begin() + w.zeroed * nbf_ * nbf_, squares.begin() + q * nbf_ * nbf_, T(0));
       w.zeroed = q;
     }
-    const auto& pm = engine_.packed_m();
-    const auto& pn = engine_.packed_n();
+    const auto& pm = engine_->packed_m();
+    const auto& pn = engine_->packed_n();
 #pragma omp parallel for schedule(static)
     for (Index p = 0; p < q; ++p) {
       T* square = squares.data() + p * nbf_ * nbf_;
@@ -557,7 +544,7 @@ class BlockedDfJk final : public JkBuilder {
   double integrals(Index p0, Index p1, std::vector<double>& block) const {
     block.resize(static_cast<std::size_t>((p1 - p0) * npacked_));
     Stopwatch clock;
-    engine_.compute_packed(p0, p1, block.data());
+    engine_->compute_packed(p0, p1, block.data());
     return clock.seconds();
   }
 
@@ -565,8 +552,8 @@ class BlockedDfJk final : public JkBuilder {
   void compute_recompute(const Matrix& c_occ, const Matrix& dp, Matrix& jp, Matrix& k) {
     const Index nocc = c_occ.cols();
     const int ranks = comm_.size(), me = comm_.rank();
-    const auto& pm = engine_.packed_m();
-    const auto& pn = engine_.packed_n();
+    const auto& pm = engine_->packed_m();
+    const auto& pn = engine_->packed_n();
     Matrix c = Matrix::Zero(naux_, 1);
     std::vector<double> h;  // this rank's columns of H as (nbf nocc) x columns
     std::vector<double> block;
@@ -645,19 +632,16 @@ class BlockedDfJk final : public JkBuilder {
   }
 
   linalg::Kernels& kernels_;
-  ThreeCenterEngine engine_;
-  std::string jk_name_;
+  std::unique_ptr<ThreeCenterEngine> engine_;
   linalg::SerialComm alone_;
   linalg::Comm& comm_;
   Index nbf_ = 0, naux_ = 0, npacked_ = 0;
-  JkShape shape_{};
   std::vector<Index> col0_;  // per rank its first auxiliary function; col0_[ranks] = naux
   Index my_col0_ = 0, my_cols_ = 0;
   Matrix factor_;  // Cholesky factor L of the metric
   DfJkPlan plan_;
   std::vector<std::pair<Index, Index>> blocks_;  // this rank's
   std::string scratch_folder_;
-  double measured_flop_rate_ = 0;
   Matrix b_;                           // memory: this rank's columns of the fitted B, npacked x columns
   std::unique_ptr<ScratchFile> file_;  // scratch: the same, on disk
   Work<double> work_d_;
@@ -667,9 +651,29 @@ class BlockedDfJk final : public JkBuilder {
 
 }  // namespace
 
-std::unique_ptr<JkBuilder> make_df_jk(const BasisSet& basis, const BasisSet& jk_basis, Index nocc,
-                                      linalg::Kernels& kernels, const DfJkOptions& options, DfJkPlan& plan) {
-  return std::make_unique<BlockedDfJk>(basis, jk_basis, nocc, kernels, options, plan);
+DfJkPlan plan_df_jk(const ThreeCenterEngine& engine, const BasisSet& jk_basis, Index nocc,
+                    const DfJkOptions& options) {
+  linalg::SerialComm alone;
+  linalg::Comm& comm = options.comm != nullptr ? *options.comm : alone;
+  const JkShape z = shape_of(engine, nocc, comm.size());
+  DfJkPlan plan;
+  plan.nbf = z.nbf;
+  plan.naux = z.naux;
+  plan.npacked = z.npacked;
+  plan.nocc = nocc;
+  plan.ranks = z.ranks;
+  // Decided by rank 0 for all: the automatic choice measures this machine, and every rank must cut alike.
+  comm.checked([&] {
+    if (comm.rank() == 0) decide_storage(engine, jk_basis, z, options, plan);
+  });
+  share_plan(plan, comm);
+  return plan;
+}
+
+std::unique_ptr<JkBuilder> make_df_jk(std::unique_ptr<ThreeCenterEngine> engine, const BasisSet& jk_basis,
+                                      Index nocc, linalg::Kernels& kernels, const DfJkOptions& options,
+                                      const DfJkPlan& plan) {
+  return std::make_unique<BlockedDfJk>(std::move(engine), jk_basis, nocc, kernels, options, plan);
 }
 
 }  // namespace dfmp2::chem

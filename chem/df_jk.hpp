@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "chem/basis_set.hpp"
+#include "chem/integrals.hpp"
 #include "chem/scf.hpp"
 #include "linalg/comm.hpp"
 #include "linalg/kernels.hpp"
@@ -38,7 +39,7 @@ std::string jk_storage_name(JkStorage s);
 
 struct DfJkOptions {
   JkStorage storage = JkStorage::automatic;  // `scf.jk_storage` in the input; a forced choice is not second-guessed
-  double memory_bytes = 2.0 * double(1 << 30);  // what the DF-J/K may hold at its peak
+  double memory_bytes = 2.0 * double(1 << 30);  // what the DF-J/K may hold at its peak (each rank, every rank alike)
   std::string scratch_folder;                   // for JkStorage::scratch
   int expected_iterations = 15;                 // for the scratch/recompute cost comparison
   linalg::Comm* comm = nullptr;                 // the ranks sharing the work; none: this process alone
@@ -61,10 +62,18 @@ struct DfJkPlan {
 double df_jk_minimum_bytes(JkStorage storage, linalg::Index nbf, linalg::Index naux, linalg::Index npacked,
                            linalg::Index nocc, linalg::Index max_shell, int ranks = 1);
 
-// The DF-J/K over `jk_basis`: makes its plan (throws ResourceError naming the phase and the minimum `memory` when
-// nothing fits; OutputError when the scratch folder cannot be written), then computes and fits what the plan
-// stores. `nocc` is the number of occupied orbitals the SCF will pass (columns of c_occ).
-std::unique_ptr<JkBuilder> make_df_jk(const BasisSet& basis, const BasisSet& jk_basis, linalg::Index nocc,
-                                      linalg::Kernels& kernels, const DfJkOptions& options, DfJkPlan& plan);
+// Where the DF-J/K over `engine` (its (P|mn), the JK fitting basis over the orbital basis) keeps B, and in what
+// blocks, within options.memory_bytes on each rank (the same budget on every rank): decided before any three-index
+// integral by rank 0 for all. `automatic` between scratch and recompute measures this machine (one block of
+// integrals, the scratch folder's write rate, the metric's factorisation). Throws PhaseTooLarge when no storage
+// fits. The scratch folder's space is the caller's to check (app/run.cpp check_scratch: once for every phase).
+DfJkPlan plan_df_jk(const ThreeCenterEngine& engine, const BasisSet& jk_basis, linalg::Index nocc,
+                    const DfJkOptions& options);
+
+// The DF-J/K as `plan` says: computes and fits what the plan stores. `nocc` is the number of occupied orbitals the
+// SCF will pass (columns of c_occ).
+std::unique_ptr<JkBuilder> make_df_jk(std::unique_ptr<ThreeCenterEngine> engine, const BasisSet& jk_basis,
+                                      linalg::Index nocc, linalg::Kernels& kernels, const DfJkOptions& options,
+                                      const DfJkPlan& plan);
 
 }  // namespace dfmp2::chem

@@ -766,7 +766,19 @@ template PairEnergy block_pair_energy<float, float>(const OccupiedBlockPair&, li
                                                     linalg::ConstMatrixViewF, const Vector&, const Vector&,
                                                     linalg::Kernels&, linalg::MatrixF&);
 
-DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernels& kernels) {
+BlockPlan plan_for(const DfMp2Input& in, const DfMp2Options& options, const linalg::Backend& backend,
+                   double memory_bytes, Mp2Storage storage, int ranks) {
+  const bool ao = in.three_index->form() == ThreeIndexForm::ao;
+  const Index nmo = in.orbital_energies->size(), nact = in.nocc - options.nfrozen;
+  return plan_blocks(in.three_index->form(), ao ? in.mo_coefficients->rows() : 0, in.nocc, nact, nmo - in.nocc,
+                     in.three_index->naux(), memory_bytes, options.precision, options.metric,
+                     options.screening.enabled, storage,
+                     working_copies_of(backend, options.precision, options.step_modes), ranks,
+                     in.three_index->largest_block(1));
+}
+
+DfMp2Result run_dfmp2(const DfMp2Input& in, const BlockPlan& plan, const DfMp2Options& options,
+                      linalg::Kernels& kernels) {
   const Vector& eps = *in.orbital_energies;
   const Index nmo = eps.size(), nocc = in.nocc, nvir = nmo - nocc;
   if (options.nfrozen < 0 || options.nfrozen >= nocc) {
@@ -794,29 +806,15 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const DfMp2Options& options, linalg:
   result.eigh_threshold = options.eigh_threshold;
   const bool ao = in.three_index->form() == ThreeIndexForm::ao;
   if (ao && in.mo_coefficients == nullptr) throw std::logic_error("run_dfmp2: AO-form integrals need MO coefficients");
-  const Index nbf = ao ? in.mo_coefficients->rows() : 0;
   if (options.screening.enabled && !ao) {
     throw std::logic_error("run_dfmp2: screening applies to AO-form integrals only");
   }
-  // Every rank must cut the work the same way: the plan is made for the smallest budget of any rank.
   linalg::SerialComm alone;
-  linalg::Comm& comm = options.comm != nullptr ? *options.comm : alone;
-  const double memory_bytes = comm.min(options.memory_bytes);
-  result.plan = plan_blocks(in.three_index->form(), nbf, nocc, nact, nvir, result.naux, memory_bytes,
-                            options.precision, options.metric, options.screening.enabled, options.storage,
-                            working_copies_of(kernels.backend(), options.precision, options.step_modes), comm.size(),
-                            in.three_index->largest_block(1));
-  comm.checked([&] {  // each rank's own scratch folder
-    if (result.plan.storage != Mp2Storage::scratch) return;
-    check_scratch_folder(options.scratch_folder);
-    const double free = free_bytes(options.scratch_folder);
-    if (free >= 0 && free < 1.05 * result.plan.scratch_bytes) {
-      throw ResourceError(fmt::format("scratch: DF-MP2 needs {} in '{}', which has {} free; use another folder (key "
-                                      "'scratch') or more 'memory'",
-                                      linalg::format_bytes(result.plan.scratch_bytes), options.scratch_folder,
-                                      linalg::format_bytes(free)));
-    }
-  });
+  const linalg::Comm& comm = options.comm != nullptr ? *options.comm : alone;
+  if (plan.ranks != comm.size() || plan.occupied_block < 1 || plan.aux_block < 1) {
+    throw std::logic_error(fmt::format("run_dfmp2: a plan for {} ranks run on {}", plan.ranks, comm.size()));
+  }
+  result.plan = plan;
   switch (options.precision) {
     case Precision::fp64: run_typed<double, double, double>(in, options, kernels, result); break;
     case Precision::fp32: run_typed<float, float, float>(in, options, kernels, result); break;

@@ -85,23 +85,21 @@ struct ScreeningReport {
 };
 
 struct DfMp2Options {
-  int nfrozen = 0;                        // lowest occupied orbitals left out of the correlation treatment
-  double memory_bytes = 2.0 * (1 << 30);  // bound on the working set; chooses the block sizes
+  int nfrozen = 0;  // lowest occupied orbitals left out of the correlation treatment
   Precision precision = Precision::fp64;
   MetricMethod metric = MetricMethod::cholesky;
   double eigh_threshold = linalg::kDefaultEighThreshold;  // relative to the largest metric eigenvalue
   linalg::NewtonSchulzOptions newton_schulz;
   ScreeningOptions screening;  // AO-form integrals only
-  Mp2Storage storage = Mp2Storage::automatic;
   // bf16 and bf16x3 runs: steps whose operand format differs from the default (step_matmul_modes).
   std::map<std::string, linalg::MatmulMode> step_modes;
-  std::string scratch_folder = "/tmp";  // for Mp2Storage::scratch
+  std::string scratch_folder = "/tmp";  // for scratch storage, checked by the planner (its space, writable)
   // (optional) Told after each block of the transformation and each occupied block pair: phase, done, total.
   std::function<void(const std::string&, long long, long long)> progress;
   // (optional) Told when a step ends (the memory plan measures each phase's peak resident memory with it).
   std::function<void(Mp2Step)> phase_done;
   // The ranks the run is spread over (linalg/comm.hpp); none: this process alone. Every rank calls run_dfmp2 with
-  // the same input and options (memory_bytes included: the blocking must be the same everywhere).
+  // the same input and options.
   linalg::Comm* comm = nullptr;
 };
 
@@ -183,12 +181,18 @@ double working_copies_of(const linalg::Backend& backend, Precision precision,
 // Block pairs I >= J over `nact` active occupied orbitals in blocks of `block`.
 std::vector<OccupiedBlockPair> occupied_block_pairs(linalg::Index nact, linalg::Index block);
 
+// SCS-MP2 (Grimme, J. Chem. Phys. 118, 9095 (2003)): the correlation energy as 6/5 of the opposite-spin part
+// plus 1/3 of the same-spin part.
+inline constexpr double kScsOppositeSpinScale = 6.0 / 5.0;
+inline constexpr double kScsSameSpinScale = 1.0 / 3.0;
+
 struct DfMp2Result {
   double opposite_spin = 0;
   double same_spin = 0;
   double correlation() const { return opposite_spin + same_spin; }
-  // SCS-MP2 (Grimme 2003): 6/5 opposite-spin + 1/3 same-spin.
-  double scs_correlation() const { return 1.2 * opposite_spin + same_spin / 3.0; }
+  double scs_correlation() const {
+    return kScsOppositeSpinScale * opposite_spin + kScsSameSpinScale * same_spin;
+  }
 
   linalg::Index nfrozen = 0, nact = 0, nvir = 0, naux = 0;
   Precision precision = Precision::fp64;
@@ -215,6 +219,15 @@ PairEnergy block_pair_energy(const OccupiedBlockPair& pair, linalg::ConstMatrixV
                              linalg::ConstMatrixViewT<W> b_j, const linalg::Vector& eps_active_occ,
                              const linalg::Vector& eps_vir, linalg::Kernels& kernels, linalg::MatrixT<W>& workspace);
 
-DfMp2Result run_dfmp2(const DfMp2Input& input, const DfMp2Options& options, linalg::Kernels& kernels);
+// The blocking of a run of `options.precision` on `backend` for a caller that holds the input already (tests,
+// benchmarks): plan_blocks with the input's sizes. The program plans every run before its SCF, from the reference's
+// sizes (app/run.cpp make_memory_plan).
+BlockPlan plan_for(const DfMp2Input& input, const DfMp2Options& options, const linalg::Backend& backend,
+                   double memory_bytes, Mp2Storage storage = Mp2Storage::automatic, int ranks = 1);
+
+// DF-MP2 cut as `plan` says (plan_blocks: the same plan on every rank, made for `options.comm`'s rank count; its
+// scratch folder checked by the planner).
+DfMp2Result run_dfmp2(const DfMp2Input& input, const BlockPlan& plan, const DfMp2Options& options,
+                      linalg::Kernels& kernels);
 
 }  // namespace dfmp2::chem

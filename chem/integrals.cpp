@@ -104,8 +104,10 @@ libint2::Engine make_coulomb_engine(const char* what, BraKet braket, std::size_t
 
 int thread_count() { return std::max(1, omp_get_max_threads()); }
 
-// One-electron operator matrix over shell pairs s1 >= s2, both triangles filled.
-linalg::Matrix one_body_matrix(const LibintBasis& b, libint2::Engine proto) {
+// A symmetric matrix over the shell pairs s1 >= s2 of `b`, both triangles filled; `compute(engine, s1, s2)` puts
+// the pair's integrals in the engine's first result buffer (one-electron operators, the two-centre metric).
+template <class Compute>
+linalg::Matrix symmetric_shell_pair_matrix(const LibintBasis& b, const libint2::Engine& proto, Compute compute) {
   const auto nbf = static_cast<linalg::Index>(b.nbf);
   linalg::Matrix out = linalg::Matrix::Zero(nbf, nbf);
   std::vector<libint2::Engine> engines(static_cast<std::size_t>(thread_count()), proto);
@@ -119,9 +121,9 @@ linalg::Matrix one_body_matrix(const LibintBasis& b, libint2::Engine proto) {
       const int n1 = b.sizes[s1];
       const auto o1 = static_cast<linalg::Index>(b.offsets[s1]);
       for (int s2 = 0; s2 <= s1; ++s2) {
-        engine.compute1(b.shells[s1], b.shells[s2]);
+        compute(engine, s1, s2);
         const double* ints = buf[0];
-        if (ints == nullptr) continue;
+        if (ints == nullptr) continue;  // screened out: zero
         const int n2 = b.sizes[s2];
         const auto o2 = static_cast<linalg::Index>(b.offsets[s2]);
         for (int f1 = 0; f1 < n1; ++f1) {
@@ -135,6 +137,12 @@ linalg::Matrix one_body_matrix(const LibintBasis& b, libint2::Engine proto) {
     }
   }
   return out;
+}
+
+// One-electron operator matrix.
+linalg::Matrix one_body_matrix(const LibintBasis& b, const libint2::Engine& proto) {
+  return symmetric_shell_pair_matrix(
+      b, proto, [&](libint2::Engine& engine, int s1, int s2) { engine.compute1(b.shells[s1], b.shells[s2]); });
 }
 
 // Shell pairs (s1 >= s2) of one basis with libint2's precomputed primitive-pair data and the Schwarz factor
@@ -235,37 +243,11 @@ linalg::Matrix nuclear_attraction_matrix(const BasisSet& basis, const Molecule& 
 
 linalg::Matrix coulomb_metric(const BasisSet& aux) {
   const LibintBasis a = to_libint(aux);
-  const auto naux = static_cast<linalg::Index>(a.nbf);
-  linalg::Matrix out = linalg::Matrix::Zero(naux, naux);
   const libint2::Engine proto = make_coulomb_engine("two-centre integrals", BraKet::xs_xs, a.max_nprim, a.max_l);
-  std::vector<libint2::Engine> engines(static_cast<std::size_t>(thread_count()), proto);
   const libint2::Shell& unit = libint2::Shell::unit();
-  const int nsh = a.nshells();
-#pragma omp parallel
-  {
-    libint2::Engine& engine = engines[static_cast<std::size_t>(omp_get_thread_num())];
-    const auto& buf = engine.results();
-#pragma omp for schedule(dynamic)
-    for (int s1 = 0; s1 < nsh; ++s1) {
-      const int n1 = a.sizes[s1];
-      const auto o1 = static_cast<linalg::Index>(a.offsets[s1]);
-      for (int s2 = 0; s2 <= s1; ++s2) {
-        engine.compute2<Operator::coulomb, BraKet::xs_xs, 0>(a.shells[s1], unit, a.shells[s2], unit);
-        const double* ints = buf[0];
-        if (ints == nullptr) continue;
-        const int n2 = a.sizes[s2];
-        const auto o2 = static_cast<linalg::Index>(a.offsets[s2]);
-        for (int f1 = 0; f1 < n1; ++f1) {
-          for (int f2 = 0; f2 < n2; ++f2) {
-            const double v = ints[f1 * n2 + f2];
-            out(o1 + f1, o2 + f2) = v;
-            out(o2 + f2, o1 + f1) = v;
-          }
-        }
-      }
-    }
-  }
-  return out;
+  return symmetric_shell_pair_matrix(a, proto, [&](libint2::Engine& engine, int s1, int s2) {
+    engine.compute2<Operator::coulomb, BraKet::xs_xs, 0>(a.shells[s1], unit, a.shells[s2], unit);
+  });
 }
 
 struct ThreeCenterEngine::Impl {

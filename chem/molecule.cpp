@@ -7,6 +7,7 @@
 #include <vector>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "linalg/errors.hpp"
@@ -126,6 +127,19 @@ int frozen_core_orbitals(const Molecule& molecule) {
   int n = 0;
   for (const auto& atom : molecule.atoms) n += frozen_core_orbitals(atom.atomic_number);
   return n;
+}
+
+int closed_shell_occupied(const Molecule& molecule) {
+  int electrons = -molecule.charge;
+  for (const auto& a : molecule.atoms) electrons += a.atomic_number;
+  if (electrons <= 0 || electrons % 2 != 0) {
+    throw InputError("", "molecule.charge",
+                     fmt::format("{{key}}: charge {} leaves {} electron{}, {}; dfmp2 does closed-shell RHF only (an "
+                                 "even number of electrons)",
+                                 molecule.charge, electrons, std::abs(electrons) == 1 ? "" : "s",
+                                 electrons <= 0 ? "none at all" : "an open shell"));
+  }
+  return electrons / 2;
 }
 
 }  // namespace dfmp2::chem

@@ -35,6 +35,10 @@ inline constexpr double kMaxCoordinate = 1e4;  // 1 micrometre: far beyond any m
 inline constexpr double kMinDistance = 0.1;    // the shortest bond (H2) is 0.74 angstrom
 void check_geometry(const Molecule& molecule, const std::string& where);
 
+// Doubly occupied orbitals of the closed-shell reference: half the electrons (nuclear charges minus `charge`).
+// Throws InputError about the key `molecule.charge` when no electron is left or the count is odd (an open shell).
+int closed_shell_occupied(const Molecule& molecule);
+
 // Psi4's `freeze_core true`: each atom freezes the orbitals of the previous noble-gas shell.
 int frozen_core_orbitals(int atomic_number);
 int frozen_core_orbitals(const Molecule& molecule);

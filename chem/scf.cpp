@@ -257,18 +257,6 @@ std::unique_ptr<JkBuilder> make_exact_jk(const BasisSet& basis, double memory_by
   return jk;
 }
 
-int closed_shell_occupied(const Molecule& molecule) {
-  int electrons = -molecule.charge;
-  for (const auto& a : molecule.atoms) electrons += a.atomic_number;
-  if (electrons <= 0) throw InputError(fmt::format("molecule: {} electrons (charge {})", electrons, molecule.charge));
-  if (electrons % 2 != 0) {
-    throw InputError(fmt::format("molecule: {} electrons (charge {}) is an open shell; dfmp2 does closed-shell RHF "
-                                 "only",
-                                 electrons, molecule.charge));
-  }
-  return electrons / 2;
-}
-
 ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk, const ScfOptions& options,
                   linalg::Kernels& kernels, const std::function<void(const ScfIteration&)>& on_iteration) {
   ScfResult result;

@@ -141,8 +141,6 @@ std::unique_ptr<JkBuilder> make_exact_jk(const BasisSet& basis, double memory_by
 // What make_exact_jk needs at least (no cache), for the memory plan.
 double exact_jk_minimum_bytes(const BasisSet& basis, int threads);
 
-// Electrons of a neutral molecule minus the charge; throws InputError for an odd count (open shell).
-int closed_shell_occupied(const Molecule& molecule);
 
 // Runs RHF; `on_iteration` (may be empty) sees each iteration as it finishes. Throws NumericalError when it does
 // not converge within max_iterations.

@@ -401,12 +401,13 @@ std::vector<Dfmp2Result> run_dfmp2_mode(const BenchOptions& o) {
     const Input in = cell_input(r, o);
     BackendSession s = open_backend(r.backend, o);  // kept over the repetitions: the first is cold, the rest warm
     const Reference reference = make_reference(in);
-    const MemoryPlan plan = make_memory_plan(in, reference, {s.backend.get()}, 1);
-    const chem::DfMp2Options options = dfmp2_options(in, reference, plan, alone);
+    const MemoryPlan plan = make_memory_plan(in, reference, {s.backend.get()}, 1, in.resident_at_start);
+    check_scratch(plan);
+    const chem::DfMp2Options options = dfmp2_options(in, reference, alone);
     std::vector<double> walls, model_totals;
     std::map<std::string, std::vector<double>> steps, model_steps;
     for (int i = 0; i < o.warmup + o.repeat; ++i) {
-      const BackendRun run = run_dfmp2_on(*s.backend, nullptr, in.precisions.front(), in, reference, options);
+      const BackendRun run = run_dfmp2_on(*s.backend, nullptr, in.precisions.front(), in, reference, plan, options);
       const double modelled = run.log.wall_with_modelled_kernels(run.wall_seconds);
       std::map<std::string, double> step_t, step_m;
       for (const auto& rec : run.log.records()) {

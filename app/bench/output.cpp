@@ -6,21 +6,11 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "app/yaml_reader.hpp"
+
 namespace dfmp2::app::bench {
 
 namespace {
-
-bool is_number(const std::string& s, double* value = nullptr) {
-  if (s.empty()) return false;
-  std::size_t used = 0;
-  try {
-    const double v = std::stod(s, &used);
-    if (value) *value = v;
-  } catch (const std::exception&) {
-    return false;
-  }
-  return used == s.size();
-}
 
 std::string csv_cell(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -68,13 +58,13 @@ nlohmann::json Table::json_rows() const {
     nlohmann::json obj = nlohmann::json::object();
     for (std::size_t c = 0; c < columns.size(); ++c) {
       const std::string& cell = row[c];
-      double v = 0;
+      const auto number = as_number(cell);
       if (cell.empty()) {
         obj[columns[c]] = nullptr;
       } else if (cell == "true" || cell == "false") {
         obj[columns[c]] = cell == "true";
-      } else if (is_number(cell, &v) && std::isfinite(v)) {
-        obj[columns[c]] = v;
+      } else if (number && std::isfinite(*number)) {
+        obj[columns[c]] = *number;
       } else {
         obj[columns[c]] = cell;
       }
@@ -91,7 +81,7 @@ std::string format_text_table(const std::vector<std::string>& header, const std:
   for (const auto& row : rows) {
     for (std::size_t c = 0; c < header.size() && c < row.size(); ++c) {
       width[c] = std::max(width[c], row[c].size());
-      if (!row[c].empty() && row[c] != "-" && !is_number(row[c]) && row[c].back() != '%') numeric[c] = false;
+      if (!row[c].empty() && row[c] != "-" && !as_number(row[c]) && row[c].back() != '%') numeric[c] = false;
     }
   }
   auto line = [&](const std::vector<std::string>& cells) {

@@ -17,6 +17,13 @@ using dfmp2::linalg::Index;
 using dfmp2::linalg::Matrix;
 using dfmp2::linalg::Vector;
 
+// DF-MP2 blocked for `memory_bytes` on this process alone, as the program plans a run.
+dfmp2::chem::DfMp2Result run_planned(const dfmp2::chem::DfMp2Input& in, const dfmp2::chem::DfMp2Options& options,
+                                     dfmp2::linalg::Kernels& kernels, double memory_bytes = 2.0 * (1 << 30)) {
+  const auto plan = dfmp2::chem::plan_for(in, options, kernels.backend(), memory_bytes);
+  return dfmp2::chem::run_dfmp2(in, plan, options, kernels);
+}
+
 struct Problem {
   Index nbf = 14, nocc = 5, naux = 31;
   Matrix c, metric;
@@ -104,11 +111,10 @@ TEST_P(DfMp2Random, MatchesNaiveImplementation) {
                                                              : &mo_source;
   dfmp2::chem::DfMp2Options options;
   options.nfrozen = c.nfrozen;
-  options.memory_bytes = c.memory_bytes;
   auto backend = dfmp2::devices::make_backend(c.backend);
   dfmp2::linalg::KernelLog log;
   dfmp2::linalg::Kernels kernels(*backend, log);
-  const auto result = dfmp2::chem::run_dfmp2(in, options, kernels);
+  const auto result = run_planned(in, options, kernels, c.memory_bytes);
   const auto [os, ss] = naive_energy(p, c.nfrozen);
   EXPECT_NEAR(result.opposite_spin, os, 1e-12 * std::abs(os));
   EXPECT_NEAR(result.same_spin, ss, 1e-12 * std::abs(ss) + 1e-14);
@@ -212,7 +218,7 @@ TEST(DfMp2, HomoAboveLumoIsANumericalError) {
   auto backend = dfmp2::devices::make_backend("eigen");
   dfmp2::linalg::KernelLog log;
   dfmp2::linalg::Kernels kernels(*backend, log);
-  EXPECT_THROW(dfmp2::chem::run_dfmp2(in, {}, kernels), dfmp2::NumericalError);
+  EXPECT_THROW(run_planned(in, {}, kernels), dfmp2::NumericalError);
 }
 
 TEST(DfMp2, IndefiniteMetricIsANumericalErrorNamingTheMetric) {
@@ -226,7 +232,7 @@ TEST(DfMp2, IndefiniteMetricIsANumericalErrorNamingTheMetric) {
     dfmp2::linalg::KernelLog log;
     dfmp2::linalg::Kernels kernels(*backend, log);
     try {
-      dfmp2::chem::run_dfmp2(in, {}, kernels);
+      run_planned(in, {}, kernels);
       FAIL() << "expected NumericalError on " << name;
     } catch (const dfmp2::NumericalError& e) {
       EXPECT_NE(std::string(e.what()).find("metric (P|Q)"), std::string::npos) << e.what();
@@ -278,7 +284,7 @@ TEST(DfMp2, OverflowIsANumericalErrorNamingTheStep) {
   dfmp2::linalg::KernelLog log;
   dfmp2::linalg::Kernels kernels(*backend, log);
   try {
-    dfmp2::chem::run_dfmp2(in, {}, kernels);
+    run_planned(in, {}, kernels);
     FAIL() << "expected NumericalError";
   } catch (const dfmp2::NumericalError& e) {
     EXPECT_NE(std::string(e.what()).find("DF-MP2 step '"), std::string::npos) << e.what();

@@ -228,8 +228,8 @@ dfmp2::chem::DfMp2Result run(const SyntheticProblem& p, const std::string& backe
   dfmp2::linalg::Kernels kernels(*backend, log);
   const dfmp2::chem::DfMp2Input input = p.dfmp2_input();
   dfmp2::chem::DfMp2Options options;
-  options.memory_bytes = 64.0 * (1 << 20);
-  return dfmp2::chem::run_dfmp2(input, options, kernels);
+  const auto plan = dfmp2::chem::plan_for(input, options, *backend, 64.0 * (1 << 20));
+  return dfmp2::chem::run_dfmp2(input, plan, options, kernels);
 }
 
 TEST(Synthetic, DfMp2SameEnergyOnThreadsAndBackends) {

@@ -1,0 +1,82 @@
+// The run's one plan (app/run.hpp make_memory_plan): every DF-MP2 run gets its blocking from it, the scratch folder is
+// checked once for the largest phase on scratch, and run_dfmp2 refuses a plan made for another rank count.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "app/input.hpp"
+#include "app/run.hpp"
+#include "chem/dfmp2.hpp"
+#include "devices/registry.hpp"
+#include "linalg/errors.hpp"
+#include "../support/test_support.hpp"
+
+namespace {
+
+namespace app = dfmp2::app;
+namespace chem = dfmp2::chem;
+
+app::MemoryPlan plan_with_scratch(const std::string& folder, double scratch_bytes) {
+  app::MemoryPlan plan;
+  plan.scratch_folder = folder;
+  plan.phases.push_back({"SCF J/K", "scratch", "", 1e6, scratch_bytes, ""});
+  plan.phases.push_back({"MP2 transform", "scratch", "", 1e6, scratch_bytes / 2, ""});
+  return plan;
+}
+
+TEST(Plan, ScratchIsCheckedOnlyWhenAPhaseIsOnScratch) {
+  app::MemoryPlan plan = plan_with_scratch("/nonexistent/dfmp2", 0);
+  for (auto& ph : plan.phases) ph.storage = "memory";
+  EXPECT_NO_THROW(app::check_scratch(plan));
+}
+
+TEST(Plan, ScratchFolderMustExist) {
+  EXPECT_THROW(app::check_scratch(plan_with_scratch("/nonexistent/dfmp2", 1e6)), dfmp2::OutputError);
+}
+
+TEST(Plan, ScratchSpaceNamesTheLargestPhase) {
+  dfmp2::testing::TempDir dir;
+  EXPECT_NO_THROW(app::check_scratch(plan_with_scratch(dir.path().string(), 1e3)));
+  try {
+    app::check_scratch(plan_with_scratch(dir.path().string(), 1e18));  // an exabyte: no disk has it free
+    FAIL() << "expected ResourceError";
+  } catch (const dfmp2::ResourceError& e) {
+    EXPECT_NE(std::string(e.what()).find("scratch: the SCF J/K needs"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Plan, EveryDfMp2RunHasItsBlockingForTheRankCount) {
+  dfmp2::testing::TempDir dir;
+  const app::Input in = app::read_input(dir.file(
+      "s.yaml", "synthetic: {nbasis: 40, nocc: 8, naux: 120, seed: 3}\nbackends: [eigen, trn1]\n"
+                "precision: {eigen: fp64, trn1: [fp32, bf16]}\nmemory: 1 GiB\n"));
+  const app::Reference reference = app::make_reference(in);
+  auto eigen = dfmp2::devices::make_backend("eigen");
+  auto trn1 = dfmp2::devices::make_backend("trn1");
+  const app::MemoryPlan plan = app::make_memory_plan(in, reference, {eigen.get(), trn1.get()}, 3, 0.0);
+  ASSERT_EQ(plan.mp2_runs.size(), 3u);
+  for (const auto& [backend, precision] : {std::pair{"eigen", chem::Precision::fp64},
+                                           std::pair{"trn1", chem::Precision::fp32},
+                                           std::pair{"trn1", chem::Precision::bf16}}) {
+    const chem::BlockPlan& blocks = plan.mp2_blocks(backend, precision);
+    EXPECT_EQ(blocks.ranks, 3);
+    EXPECT_GE(blocks.occupied_block, 1);
+    EXPECT_LE(blocks.peak_bytes, plan.mp2_budget);
+  }
+  EXPECT_THROW(plan.mp2_blocks("eigen", chem::Precision::fp32), std::logic_error);
+}
+
+TEST(Plan, RunDfmp2RefusesAPlanForAnotherRankCount) {
+  dfmp2::testing::TempDir dir;
+  const app::Input in =
+      app::read_input(dir.file("s.yaml", "synthetic: {nbasis: 30, nocc: 6, naux: 90, seed: 4}\nmemory: 1 GiB\n"));
+  const app::Reference reference = app::make_reference(in);
+  auto eigen = dfmp2::devices::make_backend("eigen");
+  const app::MemoryPlan plan = app::make_memory_plan(in, reference, {eigen.get()}, 2, 0.0);
+  dfmp2::linalg::KernelLog log;
+  dfmp2::linalg::Kernels kernels(*eigen, log);
+  EXPECT_THROW(chem::run_dfmp2(reference.dfmp2_input(), plan.mp2_blocks("eigen", chem::Precision::fp64), {}, kernels),
+               std::logic_error);
+}
+
+}  // namespace
