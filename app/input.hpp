@@ -15,8 +15,8 @@
 //   save_integrals path, true or false   false        integral file written after the SCF, for reruns (true:
 //                                                     <input>.h5 beside the input)
 //   frozen_core  bool or integer >= 0    false        true: Psi4's rule (previous noble-gas shell); n: n orbitals
-//   backends     list of strings         [eigen]      backends to run, in order; the first one's energies are
-//                                                     the reported result ([openblas] in a portable build)
+//   backends     list of strings         the faster   backends to run, in order; the first one's energies are
+//                                        CPU backend  the reported result (devices/registry.hpp default_backend)
 //   precision    string, list or mapping fp64         fp64, fp32, mixed, bf16 or bf16x3 (device models); a list runs
 //                                                     each backend in each; a mapping gives each backend its own
 //   metric       string or mapping       cholesky     cholesky | eigh | newton-schulz, or {method, threshold (eigh),

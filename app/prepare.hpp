@@ -1,8 +1,10 @@
 #pragma once
-// How every entry point starts and finishes a run: the command line (app/main.cpp), dfmp2.run() in Python
-// (app/python/module.cpp) and `dfmp2 bench --dfmp2` (app/bench/bench.cpp). So all of them honour `memory` (the plan
-// of run_calculation), `output` (checked before any work, written at the end), the QCSchema field names in errors,
-// and the same rule for which run an energy is judged against (app/report.hpp).
+// How an entry point starts and finishes a run: the command line (app/main.cpp) and dfmp2.run() in Python
+// (app/python/module.cpp). So both honour `memory` (the plan of run_calculation), `output` (checked before any
+// work, written at the end) and the QCSchema field names in errors. `dfmp2 bench --dfmp2` (app/bench/bench.cpp),
+// which keeps a backend open over repetitions, runs each cell through run_calculation's own pieces (app/run.hpp:
+// make_reference, make_memory_plan, check_scratch, dfmp2_options, run_dfmp2_on) and judges its energies by the same
+// rule (app/report.hpp accuracy_reference).
 #include <functional>
 #include <optional>
 #include <string>

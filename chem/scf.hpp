@@ -120,7 +120,7 @@ class JkBuilder {
 
 // What the exact J/K holds, decided before any four-centre integral is computed.
 struct ExactJkPlan {
-  std::string storage;          // "semi-direct" (every integral kept), "direct" (none) or "semi-direct, partial"
+  std::string storage;          // "semi-direct" (some or all integrals kept; `reason` says how many) or "direct"
   double memory_bytes = 0;      // peak held: shell pairs, accumulators, the integral cache
   double cache_bytes = 0;       // of which the integral cache
   double integrals = 0;         // integrals of the unique quartets that pass the Schwarz screening

@@ -1,6 +1,7 @@
 #pragma once
 // The avx512 backend: dfmp2's own packed GEMM for CPUs with AVX-512F (devices/avx512/packed_gemm.hpp) for gemm,
-// gemm_batched and syrk in fp64 and fp32; trsm, cholesky, eigh and SpMM through the eigen backend. On a CPU
+// gemm_batched, syrk and trsm in fp64 and fp32 (trsm blocked: the diagonal blocks solved with Eigen, the rest
+// updated with the packed GEMM); cholesky, eigh and SpMM through the eigen backend. On a CPU
 // without AVX-512F it cannot be made (UnsupportedError), never a quiet substitute.
 #include <memory>
 
