@@ -196,10 +196,11 @@ Reference molecule_reference(const Input& input) {
 class TimedJk final : public chem::JkBuilder {
  public:
   TimedJk(chem::JkBuilder& inner, linalg::Comm& comm) : inner_(inner), comm_(comm) {}
-  void compute(const linalg::Matrix& c_occ, linalg::Matrix& j, linalg::Matrix& k, bool fp32_exchange) override {
+  void compute(const linalg::Matrix& c_occ, linalg::Matrix& j, linalg::Matrix& k, bool fp32_exchange,
+               int density) override {
     comm_.set_phase(chem::phase_name(chem::ScfPhase::jk_builds));
     linalg::Stopwatch clock;
-    inner_.compute(c_occ, j, k, fp32_exchange);
+    inner_.compute(c_occ, j, k, fp32_exchange, density);
     seconds += clock.seconds();
     comm_.set_phase(chem::phase_name(chem::ScfPhase::other));
   }

@@ -292,7 +292,7 @@ class BlockedDfJk final : public JkBuilder {
   // The fp32 K lives in the exchange() of the stored tensor; recompute builds K through H's fit in fp64 only.
   bool has_fp32_exchange() const override { return plan_.storage != JkStorage::recompute; }
 
-  void compute(const Matrix& c_occ, Matrix& j, Matrix& k, bool fp32_exchange) override {
+  void compute(const Matrix& c_occ, Matrix& j, Matrix& k, bool fp32_exchange, int /*density*/) override {
     if (fp32_exchange && !has_fp32_exchange()) throw std::logic_error("DF-J/K: no fp32 exchange with recompute");
     const Index nocc = c_occ.cols();
     const auto& pm = engine_->packed_m();

@@ -142,4 +142,22 @@ int closed_shell_occupied(const Molecule& molecule) {
   return electrons / 2;
 }
 
+std::pair<int, int> spin_occupied(const Molecule& molecule, int multiplicity) {
+  int electrons = -molecule.charge;
+  for (const auto& a : molecule.atoms) electrons += a.atomic_number;
+  const int unpaired = multiplicity - 1;
+  if (electrons <= 0 || multiplicity < 1 || unpaired > electrons || (electrons - unpaired) % 2 != 0) {
+    throw InputError("", "molecule.multiplicity",
+                     fmt::format("{{key}}: multiplicity {} with charge {} ({} electron{}) is impossible; {}",
+                                 multiplicity, molecule.charge, electrons, std::abs(electrons) == 1 ? "" : "s",
+                                 electrons <= 0 ? "no electron is left"
+                                 : unpaired > electrons
+                                     ? fmt::format("{} unpaired electrons need at least as many", unpaired)
+                                     : fmt::format("an {} count of electrons needs an {} multiplicity",
+                                                   electrons % 2 == 0 ? "even" : "odd",
+                                                   electrons % 2 == 0 ? "odd" : "even")));
+  }
+  return {(electrons + unpaired) / 2, (electrons - unpaired) / 2};
+}
+
 }  // namespace dfmp2::chem

@@ -2,6 +2,7 @@
 // Atoms of a molecule and what the method needs to know about them: nuclear charges (for frozen-core counts)
 // and positions.
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dfmp2::chem {
@@ -38,6 +39,10 @@ void check_geometry(const Molecule& molecule, const std::string& where);
 // Doubly occupied orbitals of the closed-shell reference: half the electrons (nuclear charges minus `charge`).
 // Throws InputError about the key `molecule.charge` when no electron is left or the count is odd (an open shell).
 int closed_shell_occupied(const Molecule& molecule);
+// Alpha and beta electrons of `molecule` in spin multiplicity `multiplicity` (2S + 1): n_alpha - n_beta = 2S. Throws
+// InputError about `molecule.multiplicity` naming the charge too when the two cannot go together (an even electron
+// count with an even multiplicity, or more unpaired electrons than electrons).
+std::pair<int, int> spin_occupied(const Molecule& molecule, int multiplicity);
 
 // Psi4's `freeze_core true`: each atom freezes the orbitals of the previous noble-gas shell.
 int frozen_core_orbitals(int atomic_number);

@@ -36,11 +36,13 @@ class ExactJk final : public JkBuilder {
       : four_(basis, cache_bytes, kExactScreening, comm != nullptr ? comm->rank() : 0,
               comm != nullptr ? comm->size() : 1),
         kernels_(kernels), comm_(comm) {}
-  void compute(const Matrix& c_occ, Matrix& j, Matrix& k, bool fp32_exchange) override {
+  void compute(const Matrix& c_occ, Matrix& j, Matrix& k, bool fp32_exchange, int which) override {
     if (fp32_exchange) throw std::logic_error("exact J/K has no fp32 exchange");
     Stopwatch clock;
+    if (which >= int(last_.size())) last_.resize(std::size_t(which) + 1);
+    Build& last = last_[std::size_t(which)];
     const Matrix density = c_occ * c_occ.transpose();
-    const bool full = builds_ % kExactFullBuildEvery == 0;
+    const bool full = last.builds % kExactFullBuildEvery == 0;
     // This rank's share of J and K (of the density's change, after the first build), summed over the ranks.
     Matrix dj, dk;
     auto share = [&](const Matrix& d) {
@@ -54,17 +56,17 @@ class ExactJk final : public JkBuilder {
     };
     if (full) {
       share(density);
-      j_ = dj;
-      k_ = dk;
+      last.j = dj;
+      last.k = dk;
     } else {
-      share(density - density_);
-      j_ += dj;
-      k_ += dk;
+      share(density - last.density);
+      last.j += dj;
+      last.k += dk;
     }
-    density_ = density;
-    ++builds_;
-    j = j_;
-    k = k_;
+    last.density = density;
+    ++last.builds;
+    j = last.j;
+    k = last.k;
     if (kernels_) {
       const auto& st = four_.stats();
       // Bytes: the cache streamed. No flop count: the time is mostly libint2's integrals, which have none to give.
@@ -78,8 +80,12 @@ class ExactJk final : public JkBuilder {
   FourCenterJk four_;
   linalg::Kernels* kernels_;  // where the time is recorded; none for the atomic guesses
   linalg::Comm* comm_;        // the ranks sharing the bras; none for the atomic guesses (every rank does them alike)
-  Matrix density_, j_, k_;    // the last build's D, J[D], K[D]
-  int builds_ = 0;
+  // Per density (UHF: alpha and beta) the last build's D, J[D], K[D], and how many builds it has had.
+  struct Build {
+    Matrix density, j, k;
+    int builds = 0;
+  };
+  std::vector<Build> last_;
 };
 
 // Pulay's DIIS: extrapolates the Fock matrix from the last few (F, error) pairs.
@@ -170,7 +176,7 @@ Matrix atomic_density_factor(const Atom& atom, const BasisSet& atom_basis, linal
   Matrix j, k;
   for (int it = 0; it < 40; ++it) {
     const Matrix c_occ = weighted_occupied(orb.c, weights);
-    jk.compute(c_occ, j, k, false);
+    jk.compute(c_occ, j, k, false, 0);
     const Matrix fock = h + 2.0 * j - k;
     const Matrix d = c_occ * c_occ.transpose();
     const Matrix error = x.transpose() * (fock * d * s - s * d * fock) * x;
@@ -257,62 +263,75 @@ std::unique_ptr<JkBuilder> make_exact_jk(const BasisSet& basis, double memory_by
   return jk;
 }
 
-ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk, const ScfOptions& options,
-                  linalg::Kernels& kernels, const std::function<void(const ScfIteration&)>& on_iteration) {
-  ScfResult result;
-  result.nocc = closed_shell_occupied(molecule);
-  if (result.nocc > basis.nbf()) {
-    throw InputError(fmt::format("molecule: {} occupied orbitals but only {} basis functions", result.nocc, basis.nbf()));
-  }
-  result.nuclear_repulsion = nuclear_repulsion_energy(molecule);
-  Stopwatch one_clock;
-  const Matrix s = overlap_matrix(basis);
-  const Matrix h = kinetic_matrix(basis) + nuclear_attraction_matrix(basis, molecule);
-  kernels.record_host(step_name(ScfStep::integrals), "one_electron", one_clock.seconds(), {0, 24.0 * double(s.size())});
-  const Matrix x = orthogonaliser(s);
+namespace {
 
+// One spin of the SCF: its occupied count, the electrons each of its orbitals holds (2 in RHF, where one set of
+// orbitals serves both spins; 1 in UHF), and its orbitals as the iterations go.
+struct Spin {
+  int nocc = 0;
+  double electrons_per_orbital = 2.0;
   Matrix c_occ;
-  Stopwatch guess_clock;
-  if (options.guess == ScfGuess::core) {
-    c_occ = diagonalise(h, x, kernels).c.leftCols(result.nocc);
-  } else {
-    c_occ = sad_guess(molecule, basis, kernels);
-  }
-  kernels.record_host(step_name(ScfStep::guess), options.guess == ScfGuess::core ? "core" : "sad", guess_clock.seconds(), {0, 0});
+  Orbitals orbitals;
+};
 
+// The SCF iterations over `spins` (one for RHF, alpha and beta for UHF), from their c_occ (the guess):
+// F_s = h + J[D] - K[D_s] with D = sum_s n_s D_s (n_s electrons per orbital), E = 1/2 sum_s n_s tr D_s (h + F_s),
+// the orbital gradients X^T (F_s D_s S - S D_s F_s) X of all spins in one DIIS (their Fock matrices extrapolated
+// with the same coefficients), each spin's orbitals from its own Fock matrix. RHF is the case of one spin with two
+// electrons per orbital. Returns the energy, iterations and history; the spins' orbitals diagonalise the converged
+// Fock matrices.
+ScfResult iterate(const Matrix& h, const Matrix& s, const Matrix& x, double nuclear_repulsion, std::vector<Spin>& spins,
+                  JkBuilder& jk, const ScfOptions& options, linalg::Kernels& kernels,
+                  const std::function<void(const ScfIteration&)>& on_iteration) {
   if (options.precision == ScfPrecision::mixed && !jk.has_fp32_exchange()) {
     throw UnsupportedError("scf.precision: mixed needs the density-fitted K of the memory or scratch storage (scf.type "
                            "df); this J/K builder has no fp32 exchange");
   }
+  const std::string& step = step_name(ScfStep::iterations);
+  const Index nbf = h.rows();
+  const auto nspin = static_cast<Index>(spins.size());
+  ScfResult result;
+  result.nuclear_repulsion = nuclear_repulsion;
   Diis diis(options.diis_vectors);
-  Matrix j, k;
-  Orbitals orb;
+  std::vector<Matrix> j(spins.size()), k(spins.size()), fock(spins.size());
   double previous = 0;
   bool fp32 = options.precision == ScfPrecision::mixed;  // until the gradient falls below mixed_switch
   bool previous_fp32 = false;  // the energy change is judged between two fp64 iterations only
   for (int it = 1; it <= options.max_iterations; ++it) {
     Stopwatch clock;
-    jk.compute(c_occ, j, k, fp32);
-    const Matrix fock = h + 2.0 * j - k;
-    // D = C_occ C_occ^T (one triangle, then mirrored); the orbital gradient X^T (F D S - S D F) X, with
-    // S D F = (F D S)^T: four products where the formula has six. All of them on the backend, in the timing table.
-    Matrix d(basis.nbf(), basis.nbf());
-    kernels.syrk<double>(step_name(ScfStep::iterations), linalg::Uplo::lower, Trans::no, 1.0, linalg::view(c_occ), 0.0, linalg::view(d));
-    d.triangularView<Eigen::StrictlyUpper>() = d.transpose();
-    const double energy = d.cwiseProduct(h + fock).sum() + result.nuclear_repulsion;
-    const Matrix fds = product(kernels, step_name(ScfStep::iterations), fock, Trans::no, product(kernels, step_name(ScfStep::iterations), d, Trans::no, s, Trans::no),
-                               Trans::no);
-    const Matrix commutator = fds - fds.transpose();
-    const Matrix error = product(kernels, step_name(ScfStep::iterations), x, Trans::yes,
-                                 product(kernels, step_name(ScfStep::iterations), commutator, Trans::no, x, Trans::no), Trans::no);
-    const double rms = std::sqrt(error.squaredNorm() / double(error.size()));
+    for (std::size_t i = 0; i < spins.size(); ++i) jk.compute(spins[i].c_occ, j[i], k[i], fp32, int(i));
+    Matrix coulomb = spins[0].electrons_per_orbital * j[0];
+    for (std::size_t i = 1; i < spins.size(); ++i) coulomb += spins[i].electrons_per_orbital * j[i];
+    // Side by side, every spin's Fock matrix and orbital gradient: DIIS extrapolates them together.
+    Matrix focks(nbf, nbf * nspin), errors(nbf, nbf * nspin);
+    double energy = nuclear_repulsion;
+    for (std::size_t i = 0; i < spins.size(); ++i) {
+      fock[i] = h + coulomb - k[i];
+      // D = C_occ C_occ^T (one triangle, then mirrored); the orbital gradient X^T (F D S - S D F) X, with
+      // S D F = (F D S)^T: four products where the formula has six. All of them on the backend, in the timing table.
+      Matrix d(nbf, nbf);
+      kernels.syrk<double>(step, linalg::Uplo::lower, Trans::no, 1.0, linalg::view(spins[i].c_occ), 0.0,
+                           linalg::view(d));
+      d.triangularView<Eigen::StrictlyUpper>() = d.transpose();
+      energy += 0.5 * spins[i].electrons_per_orbital * d.cwiseProduct(h + fock[i]).sum();
+      const Matrix fds =
+          product(kernels, step, fock[i], Trans::no, product(kernels, step, d, Trans::no, s, Trans::no), Trans::no);
+      const Matrix commutator = fds - fds.transpose();
+      focks.middleCols(Index(i) * nbf, nbf) = fock[i];
+      errors.middleCols(Index(i) * nbf, nbf) =
+          product(kernels, step, x, Trans::yes, product(kernels, step, commutator, Trans::no, x, Trans::no), Trans::no);
+    }
+    const double rms = std::sqrt(errors.squaredNorm() / double(errors.size()));
     // An overflow anywhere upstream (integrals, J/K) shows here first; diagonalising NaNs would fail less clearly.
     if (!std::isfinite(energy) || !std::isfinite(rms)) {
       throw NumericalError(fmt::format("SCF iteration {}: the energy ({}) or the orbital gradient ({}) is not finite", it,
                                        energy, rms));
     }
-    orb = diagonalise(diis.extrapolate(fock, error), x, kernels);
-    c_occ = orb.c.leftCols(result.nocc);
+    const Matrix extrapolated = diis.extrapolate(focks, errors);
+    for (std::size_t i = 0; i < spins.size(); ++i) {
+      spins[i].orbitals = diagonalise(extrapolated.middleCols(Index(i) * nbf, nbf), x, kernels);
+      spins[i].c_occ = spins[i].orbitals.c.leftCols(spins[i].nocc);
+    }
 
     ScfIteration line{it, energy, it == 1 ? energy : energy - previous, rms, clock.seconds(), fp32};
     result.history.push_back(line);
@@ -328,12 +347,10 @@ ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk
     const bool energy_comparable = it > 1 && !previous_fp32;
     previous_fp32 = false;
     if (energy_comparable && std::abs(line.delta_energy) < options.e_convergence && rms < options.d_convergence) {
-      // The orbitals that go on to MP2 diagonalise the converged (not extrapolated) Fock matrix.
-      orb = diagonalise(fock, x, kernels);
+      // The orbitals that go on to MP2 diagonalise the converged (not extrapolated) Fock matrices.
+      for (std::size_t i = 0; i < spins.size(); ++i) spins[i].orbitals = diagonalise(fock[i], x, kernels);
       result.energy = energy;
       result.iterations = it;
-      result.mo_coefficients = orb.c;
-      result.orbital_energies = orb.eps;
       return result;
     }
   }
@@ -341,6 +358,86 @@ ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk
   throw NumericalError(fmt::format("SCF did not converge in {} iterations (last energy change {:.3e}, gradient RMS "
                                    "{:.3e}); raise scf.max_iterations or loosen scf.e_convergence/d_convergence",
                                    options.max_iterations, last.delta_energy, last.gradient_rms));
+}
+
+// What every reference needs before its iterations: the one-electron matrices, the orthogonaliser and the guess
+// (a factor c of the guessed density per spin, D_s = c c^T).
+struct ScfStart {
+  Matrix s, h, x, guess;
+  double nuclear_repulsion = 0;
+};
+
+ScfStart start_scf(const Molecule& molecule, const BasisSet& basis, int most_occupied, const ScfOptions& options,
+                   linalg::Kernels& kernels) {
+  if (most_occupied > basis.nbf()) {
+    throw InputError(fmt::format("molecule: {} occupied orbitals but only {} basis functions", most_occupied,
+                                 basis.nbf()));
+  }
+  ScfStart st;
+  st.nuclear_repulsion = nuclear_repulsion_energy(molecule);
+  Stopwatch one_clock;
+  st.s = overlap_matrix(basis);
+  st.h = kinetic_matrix(basis) + nuclear_attraction_matrix(basis, molecule);
+  kernels.record_host(step_name(ScfStep::integrals), "one_electron", one_clock.seconds(), {0, 24.0 * double(st.s.size())});
+  st.x = orthogonaliser(st.s);
+  Stopwatch guess_clock;
+  // The core guess occupies the most occupied spin's count; each spin takes its own columns of it below.
+  st.guess = options.guess == ScfGuess::core ? Matrix(diagonalise(st.h, st.x, kernels).c.leftCols(most_occupied))
+                                             : sad_guess(molecule, basis, kernels);
+  kernels.record_host(step_name(ScfStep::guess), options.guess == ScfGuess::core ? "core" : "sad",
+                      guess_clock.seconds(), {0, 0});
+  return st;
+}
+
+// A spin's guess: the SAD factor as it is (every spin starts from half the atoms' density), or the core guess's
+// first nocc orbitals.
+Matrix spin_guess(const ScfStart& st, const ScfOptions& options, int nocc) {
+  return options.guess == ScfGuess::core ? Matrix(st.guess.leftCols(nocc)) : st.guess;
+}
+
+}  // namespace
+
+ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk, const ScfOptions& options,
+                  linalg::Kernels& kernels, const std::function<void(const ScfIteration&)>& on_iteration) {
+  const int nocc = closed_shell_occupied(molecule);
+  const ScfStart st = start_scf(molecule, basis, nocc, options, kernels);
+  std::vector<Spin> spins(1);
+  spins[0].nocc = nocc;
+  spins[0].electrons_per_orbital = 2.0;
+  spins[0].c_occ = spin_guess(st, options, nocc);
+  ScfResult result = iterate(st.h, st.s, st.x, st.nuclear_repulsion, spins, jk, options, kernels, on_iteration);
+  result.nocc = nocc;
+  result.mo_coefficients = spins[0].orbitals.c;
+  result.orbital_energies = spins[0].orbitals.eps;
+  return result;
+}
+
+ScfResult run_uhf(const Molecule& molecule, int multiplicity, const BasisSet& basis, JkBuilder& jk,
+                  const ScfOptions& options, linalg::Kernels& kernels,
+                  const std::function<void(const ScfIteration&)>& on_iteration) {
+  const auto [nalpha, nbeta] = spin_occupied(molecule, multiplicity);
+  const ScfStart st = start_scf(molecule, basis, nalpha, options, kernels);
+  std::vector<Spin> spins(2);
+  spins[0].nocc = nalpha;
+  spins[1].nocc = nbeta;
+  for (auto& spin : spins) {
+    spin.electrons_per_orbital = 1.0;
+    spin.c_occ = spin_guess(st, options, spin.nocc);
+  }
+  ScfResult result = iterate(st.h, st.s, st.x, st.nuclear_repulsion, spins, jk, options, kernels, on_iteration);
+  result.reference = ScfReference::uhf;
+  result.nocc = nalpha;
+  result.mo_coefficients = spins[0].orbitals.c;
+  result.orbital_energies = spins[0].orbitals.eps;
+  result.nocc_beta = nbeta;
+  result.mo_coefficients_beta = spins[1].orbitals.c;
+  result.orbital_energies_beta = spins[1].orbitals.eps;
+  // <S^2> = Sz (Sz + 1) + n_beta - sum_ij |<i alpha | j beta>|^2 (Szabo and Ostlund, eq. 2.271).
+  const Matrix overlap = result.mo_coefficients.leftCols(nalpha).transpose() * st.s *
+                         result.mo_coefficients_beta.leftCols(nbeta);
+  const double sz = 0.5 * double(nalpha - nbeta);
+  result.s_squared = sz * (sz + 1.0) + double(nbeta) - overlap.squaredNorm();
+  return result;
 }
 
 }  // namespace dfmp2::chem

@@ -95,12 +95,21 @@ struct ScfIteration {
   bool fp32_exchange = false;  // this iteration's K was built in fp32 (ScfPrecision::mixed)
 };
 
+// RHF: one set of doubly occupied orbitals. UHF (Pople-Nesbet): alpha and beta orbitals of their own.
+enum class ScfReference { rhf, uhf };
+
 struct ScfResult {
+  ScfReference reference = ScfReference::rhf;
   double energy = 0;
   double nuclear_repulsion = 0;
-  linalg::Matrix mo_coefficients;  // nbf x nmo (nmo = nbf)
+  linalg::Matrix mo_coefficients;  // nbf x nmo (nmo = nbf); UHF: the alpha orbitals
   linalg::Vector orbital_energies;
-  int nocc = 0;
+  int nocc = 0;                    // UHF: alpha
+  // UHF only: the beta orbitals, and <S^2> of the determinant (RHF: 0 by construction).
+  linalg::Matrix mo_coefficients_beta;
+  linalg::Vector orbital_energies_beta;
+  int nocc_beta = 0;
+  double s_squared = 0;
   int iterations = 0;
   int fp32_iterations = 0;  // of which with an fp32 K (ScfPrecision::mixed)
   std::vector<ScfIteration> history;
@@ -110,9 +119,11 @@ class JkBuilder {
  public:
   virtual ~JkBuilder() = default;
   // J[D] and K[D] for D = C_occ diag(weights) C_occ^T; `c_occ` columns already carry sqrt(weight). With
-  // fp32_exchange, K is built in fp32 (only by a builder whose has_fp32_exchange() is true; run_rhf asks first).
-  virtual void compute(const linalg::Matrix& c_occ, linalg::Matrix& j, linalg::Matrix& k,
-                       bool fp32_exchange = false) = 0;
+  // fp32_exchange, K is built in fp32 (only by a builder whose has_fp32_exchange() is true; the SCF asks first).
+  // `density` numbers the densities an SCF builds from each iteration (UHF: 0 alpha, 1 beta): a builder that keeps
+  // state from one build to the next (the exact J/K's incremental builds) keeps it per density.
+  virtual void compute(const linalg::Matrix& c_occ, linalg::Matrix& j, linalg::Matrix& k, bool fp32_exchange = false,
+                       int density = 0) = 0;
   virtual bool has_fp32_exchange() const { return false; }
 };
 
@@ -146,5 +157,11 @@ double exact_jk_minimum_bytes(const BasisSet& basis, int threads);
 // not converge within max_iterations.
 ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk, const ScfOptions& options,
                   linalg::Kernels& kernels, const std::function<void(const ScfIteration&)>& on_iteration = {});
+// UHF for a molecule of spin multiplicity 2S + 1 (spin_occupied gives the alpha and beta counts): the same J/K
+// builders, guesses, DIIS and mixed precision as RHF, each iteration building J and K from the alpha and the beta
+// density. <S^2> is in the result.
+ScfResult run_uhf(const Molecule& molecule, int multiplicity, const BasisSet& basis, JkBuilder& jk,
+                  const ScfOptions& options, linalg::Kernels& kernels,
+                  const std::function<void(const ScfIteration&)>& on_iteration = {});
 
 }  // namespace dfmp2::chem

@@ -1,0 +1,102 @@
+// UHF against Psi4 1.3.2 (issue 25): the hydroxyl radical in cc-pVDZ, O at the origin and H 0.97 angstrom along z
+// (units angstrom, symmetry c1, no_com, no_reorient), reference uhf, e_ and d_convergence 1e-10, SAD guess, with
+// scf_type df (cc-pVDZ-JKFIT) and pk. Psi4 printed: DF -75.393829412788 Eh, <S^2> 0.7546037041; PK
+// -75.393838926545 Eh, <S^2> 0.7546034245. Measured here: DF 1e-12 Eh and exact 1.2e-12 Eh from Psi4, <S^2> 2e-10 (Psi4
+// prints ten digits); the tests allow 1e-8.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "chem/basis_set.hpp"
+#include "chem/df_jk.hpp"
+#include "chem/integrals.hpp"
+#include "chem/molecule.hpp"
+#include "chem/scf.hpp"
+#include "devices/registry.hpp"
+#include "linalg/errors.hpp"
+
+namespace {
+
+namespace chem = dfmp2::chem;
+
+chem::Molecule hydroxyl() { return chem::parse_xyz_lines("O 0 0 0\nH 0 0 0.97\n", "hydroxyl"); }
+
+chem::BasisSet basis(const std::string& name, const chem::Molecule& molecule) {
+  return chem::load_basis(name, molecule, DFMP2_SOURCE_DIR "/inputs/basis", "basis");
+}
+
+chem::ScfOptions tight() {
+  chem::ScfOptions o;
+  o.e_convergence = 1e-10;
+  o.d_convergence = 1e-10;
+  return o;
+}
+
+// The SCF of `reference` with a DF-J/K held in memory (or the exact J/K).
+chem::ScfResult scf(const chem::Molecule& m, int multiplicity, bool df, bool uhf) {
+  const chem::BasisSet orbital = basis("cc-pvdz", m), jkfit = basis("cc-pvdz-jkfit", m);
+  auto backend = dfmp2::devices::make_backend("eigen");
+  dfmp2::linalg::KernelLog log;
+  dfmp2::linalg::Kernels kernels(*backend, log);
+  std::unique_ptr<chem::JkBuilder> jk;
+  const int nocc = uhf ? chem::spin_occupied(m, multiplicity).first : chem::closed_shell_occupied(m);
+  if (df) {
+    chem::DfJkOptions options;
+    options.storage = chem::JkStorage::memory;
+    auto engine = std::make_unique<chem::ThreeCenterEngine>(jkfit, orbital);
+    const chem::DfJkPlan plan = chem::plan_df_jk(*engine, jkfit, nocc, options);
+    jk = chem::make_df_jk(std::move(engine), jkfit, nocc, kernels, options, plan);
+  } else {
+    chem::ExactJkPlan plan;
+    jk = chem::make_exact_jk(orbital, 1e9, kernels, plan);
+  }
+  return uhf ? chem::run_uhf(m, multiplicity, orbital, *jk, tight(), kernels)
+             : chem::run_rhf(m, orbital, *jk, tight(), kernels);
+}
+
+TEST(Uhf, HydroxylDensityFittedMatchesPsi4) {
+  const chem::ScfResult r = scf(hydroxyl(), 2, true, true);
+  EXPECT_NEAR(r.energy, -75.393829412788, 1e-8);
+  EXPECT_NEAR(r.s_squared, 0.7546037041, 1e-8);
+  EXPECT_EQ(r.nocc, 5);
+  EXPECT_EQ(r.nocc_beta, 4);
+  EXPECT_EQ(r.reference, chem::ScfReference::uhf);
+  // The alpha and beta orbitals differ (spin polarisation), each orthonormal in the metric S.
+  EXPECT_GT((r.orbital_energies - r.orbital_energies_beta).cwiseAbs().maxCoeff(), 1e-3);
+}
+
+TEST(Uhf, HydroxylExactMatchesPsi4) {
+  const chem::ScfResult r = scf(hydroxyl(), 2, false, true);
+  EXPECT_NEAR(r.energy, -75.393838926545, 1e-8);
+  EXPECT_NEAR(r.s_squared, 0.7546034245, 1e-8);
+}
+
+TEST(Uhf, ClosedShellSingletIsTheRhf) {
+  const chem::Molecule water = chem::parse_xyz_lines(
+      "O 0.000000 0.000000 0.117790\nH 0.000000 0.755453 -0.471161\nH 0.000000 -0.755453 -0.471161\n", "water");
+  const chem::ScfResult u = scf(water, 1, true, true), r = scf(water, 1, true, false);
+  EXPECT_NEAR(u.energy, r.energy, 1e-9);
+  EXPECT_NEAR(u.s_squared, 0.0, 1e-9);
+  EXPECT_NEAR((u.orbital_energies - u.orbital_energies_beta).cwiseAbs().maxCoeff(), 0.0, 1e-7);
+}
+
+TEST(Uhf, SpinOccupiedCountsAndImpossiblePairs) {
+  const chem::Molecule oh = hydroxyl();  // 9 electrons
+  EXPECT_EQ(chem::spin_occupied(oh, 2), (std::pair<int, int>{5, 4}));
+  EXPECT_EQ(chem::spin_occupied(oh, 4), (std::pair<int, int>{6, 3}));
+  for (const int m : {1, 3, 11, 0}) {
+    try {
+      chem::spin_occupied(oh, m);
+      FAIL() << "multiplicity " << m << " of a 9-electron molecule was taken";
+    } catch (const dfmp2::InputError& e) {
+      EXPECT_EQ(e.key(), "molecule.multiplicity");
+      EXPECT_NE(std::string(e.what()).find("with charge 0 (9 electrons)"), std::string::npos) << e.what();
+    }
+  }
+  chem::Molecule cation = oh;
+  cation.charge = 1;  // 8 electrons: singlet or triplet, never a doublet
+  EXPECT_EQ(chem::spin_occupied(cation, 3), (std::pair<int, int>{5, 3}));
+  EXPECT_THROW(chem::spin_occupied(cation, 2), dfmp2::InputError);
+}
+
+}  // namespace
