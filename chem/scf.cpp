@@ -440,4 +440,87 @@ ScfResult run_uhf(const Molecule& molecule, int multiplicity, const BasisSet& ba
   return result;
 }
 
+ScfResult run_rohf(const Molecule& molecule, int multiplicity, const BasisSet& basis, JkBuilder& jk,
+                   const ScfOptions& options, linalg::Kernels& kernels,
+                   const std::function<void(const ScfIteration&)>& on_iteration) {
+  if (options.precision == ScfPrecision::mixed) {
+    throw UnsupportedError("scf.precision: mixed is offered for RHF and UHF; ROHF runs in fp64");
+  }
+  const auto [nalpha, nbeta] = spin_occupied(molecule, multiplicity);
+  const ScfStart st = start_scf(molecule, basis, nalpha, options, kernels);
+  const std::string& step = step_name(ScfStep::iterations);
+  const Index nbf = st.h.rows();
+  ScfResult result;
+  result.reference = ScfReference::rohf;
+  result.nuclear_repulsion = st.nuclear_repulsion;
+  Diis diis(options.diis_vectors);
+  // The guess gives densities, not orbitals: the first iteration diagonalises the spin-averaged Fock matrix.
+  Matrix c_alpha = spin_guess(st, options, nalpha), c_beta = spin_guess(st, options, nbeta);
+  Matrix c;  // the orbitals in the orthonormal basis of X (columns of V, C = X V), once there are some
+  Matrix j[2], k[2];
+  double previous = 0;
+  for (int it = 1; it <= options.max_iterations; ++it) {
+    Stopwatch clock;
+    jk.compute(c_alpha, j[0], k[0], false, 0);
+    jk.compute(c_beta, j[1], k[1], false, 1);
+    const Matrix coulomb = j[0] + j[1];
+    const Matrix fock_alpha = st.h + coulomb - k[0], fock_beta = st.h + coulomb - k[1];
+    const Matrix d_alpha = c_alpha * c_alpha.transpose(), d_beta = c_beta * c_beta.transpose();
+    const double energy = st.nuclear_repulsion + 0.5 * d_alpha.cwiseProduct(st.h + fock_alpha).sum() +
+                          0.5 * d_beta.cwiseProduct(st.h + fock_beta).sum();
+    // The effective Fock matrix in the orthonormal basis: the spin average everywhere, except the coupling of
+    // doubly to singly occupied orbitals (F beta) and of singly occupied to virtual ones (F alpha); its blocks
+    // between the three spaces are the orbital gradient, zero at convergence (Roothaan's coupling; the converged
+    // energy does not depend on the choice of the diagonal blocks).
+    const Matrix fa = product(kernels, step, st.x, Trans::yes, product(kernels, step, fock_alpha, Trans::no, st.x, Trans::no), Trans::no);
+    const Matrix fb = product(kernels, step, st.x, Trans::yes, product(kernels, step, fock_beta, Trans::no, st.x, Trans::no), Trans::no);
+    Matrix effective = 0.5 * (fa + fb), error = Matrix::Zero(nbf, nbf);
+    if (c.size() > 0) {
+      const Matrix fa_mo = c.transpose() * fa * c, fb_mo = c.transpose() * fb * c;
+      Matrix eff_mo = 0.5 * (fa_mo + fb_mo), gradient = Matrix::Zero(nbf, nbf);
+      const Index ns = nalpha - nbeta, nv = nbf - nalpha;
+      eff_mo.block(0, nbeta, nbeta, ns) = fb_mo.block(0, nbeta, nbeta, ns);
+      eff_mo.block(nbeta, 0, ns, nbeta) = fb_mo.block(nbeta, 0, ns, nbeta);
+      eff_mo.block(nbeta, nalpha, ns, nv) = fa_mo.block(nbeta, nalpha, ns, nv);
+      eff_mo.block(nalpha, nbeta, nv, ns) = fa_mo.block(nalpha, nbeta, nv, ns);
+      // The gradient: the blocks above the diagonal of the three spaces, antisymmetric.
+      gradient.block(0, nbeta, nbeta, nbf - nbeta) = eff_mo.block(0, nbeta, nbeta, nbf - nbeta);
+      gradient.block(nbeta, nalpha, ns, nv) = eff_mo.block(nbeta, nalpha, ns, nv);
+      gradient -= Matrix(gradient.transpose());
+      effective = c * eff_mo * c.transpose();
+      error = c * gradient * c.transpose();
+    }
+    const double rms = std::sqrt(error.squaredNorm() / double(error.size()));
+    if (!std::isfinite(energy) || !std::isfinite(rms)) {
+      throw NumericalError(fmt::format("SCF iteration {}: the energy ({}) or the orbital gradient ({}) is not finite", it,
+                                       energy, rms));
+    }
+    Matrix orth = c.size() > 0 ? diis.extrapolate(effective, error) : effective;
+    Vector eps(nbf);
+    kernels.eigh(step, linalg::view(orth), eps.data());
+    c = orth;
+    const Matrix c_ao = product(kernels, step, st.x, Trans::no, c, Trans::no);
+    c_alpha = c_ao.leftCols(nalpha);
+    c_beta = c_ao.leftCols(nbeta);
+
+    ScfIteration line{it, energy, it == 1 ? energy : energy - previous, rms, clock.seconds(), false};
+    result.history.push_back(line);
+    if (on_iteration) on_iteration(line);
+    previous = energy;
+    if (it > 2 && std::abs(line.delta_energy) < options.e_convergence && rms < options.d_convergence) {
+      result.energy = energy;
+      result.iterations = it;
+      result.nocc = nalpha;
+      result.nocc_beta = nbeta;
+      result.mo_coefficients = c_ao;
+      result.orbital_energies = eps;
+      return result;
+    }
+  }
+  const auto& last = result.history.back();
+  throw NumericalError(fmt::format("SCF did not converge in {} iterations (last energy change {:.3e}, gradient RMS "
+                                   "{:.3e}); raise scf.max_iterations or loosen scf.e_convergence/d_convergence",
+                                   options.max_iterations, last.delta_energy, last.gradient_rms));
+}
+
 }  // namespace dfmp2::chem

@@ -95,8 +95,9 @@ struct ScfIteration {
   bool fp32_exchange = false;  // this iteration's K was built in fp32 (ScfPrecision::mixed)
 };
 
-// RHF: one set of doubly occupied orbitals. UHF (Pople-Nesbet): alpha and beta orbitals of their own.
-enum class ScfReference { rhf, uhf };
+// RHF: one set of doubly occupied orbitals. UHF (Pople-Nesbet): alpha and beta orbitals of their own. ROHF: one
+// set of orbitals, the first n_beta doubly occupied and the next n_alpha - n_beta singly (alpha).
+enum class ScfReference { rhf, uhf, rohf };
 
 struct ScfResult {
   ScfReference reference = ScfReference::rhf;
@@ -163,5 +164,11 @@ ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk
 ScfResult run_uhf(const Molecule& molecule, int multiplicity, const BasisSet& basis, JkBuilder& jk,
                   const ScfOptions& options, linalg::Kernels& kernels,
                   const std::function<void(const ScfIteration&)>& on_iteration = {});
+// ROHF: Fock matrices of the alpha and beta densities coupled into one effective Fock matrix (Roothaan), DIIS on
+// its gradient between the doubly occupied, singly occupied and virtual spaces. fp64 only (UnsupportedError for
+// scf.precision mixed). The orbitals are the effective Fock matrix's eigenvectors, in the result's alpha fields.
+ScfResult run_rohf(const Molecule& molecule, int multiplicity, const BasisSet& basis, JkBuilder& jk,
+                   const ScfOptions& options, linalg::Kernels& kernels,
+                   const std::function<void(const ScfIteration&)>& on_iteration = {});
 
 }  // namespace dfmp2::chem

@@ -2,7 +2,8 @@
 // (units angstrom, symmetry c1, no_com, no_reorient), reference uhf, e_ and d_convergence 1e-10, SAD guess, with
 // scf_type df (cc-pVDZ-JKFIT) and pk. Psi4 printed: DF -75.393829412788 Eh, <S^2> 0.7546037041; PK
 // -75.393838926545 Eh, <S^2> 0.7546034245. Measured here: DF 1e-12 Eh and exact 1.2e-12 Eh from Psi4, <S^2> 2e-10 (Psi4
-// prints ten digits); the tests allow 1e-8.
+// prints ten digits); the tests allow 1e-8. ROHF, the same otherwise: DF -75.389993178956 Eh, PK -75.390002841177 Eh
+// (measured here: 6.8e-13 and 5.4e-13 Eh from them).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -33,7 +34,10 @@ chem::ScfOptions tight() {
 }
 
 // The SCF of `reference` with a DF-J/K held in memory (or the exact J/K).
-chem::ScfResult scf(const chem::Molecule& m, int multiplicity, bool df, bool uhf) {
+enum class Ref { rhf, uhf, rohf };
+
+chem::ScfResult scf(const chem::Molecule& m, int multiplicity, bool df, Ref ref) {
+  const bool uhf = ref != Ref::rhf;
   const chem::BasisSet orbital = basis("cc-pvdz", m), jkfit = basis("cc-pvdz-jkfit", m);
   auto backend = dfmp2::devices::make_backend("eigen");
   dfmp2::linalg::KernelLog log;
@@ -50,12 +54,13 @@ chem::ScfResult scf(const chem::Molecule& m, int multiplicity, bool df, bool uhf
     chem::ExactJkPlan plan;
     jk = chem::make_exact_jk(orbital, 1e9, kernels, plan);
   }
+  if (ref == Ref::rohf) return chem::run_rohf(m, multiplicity, orbital, *jk, tight(), kernels);
   return uhf ? chem::run_uhf(m, multiplicity, orbital, *jk, tight(), kernels)
              : chem::run_rhf(m, orbital, *jk, tight(), kernels);
 }
 
 TEST(Uhf, HydroxylDensityFittedMatchesPsi4) {
-  const chem::ScfResult r = scf(hydroxyl(), 2, true, true);
+  const chem::ScfResult r = scf(hydroxyl(), 2, true, Ref::uhf);
   EXPECT_NEAR(r.energy, -75.393829412788, 1e-8);
   EXPECT_NEAR(r.s_squared, 0.7546037041, 1e-8);
   EXPECT_EQ(r.nocc, 5);
@@ -66,15 +71,30 @@ TEST(Uhf, HydroxylDensityFittedMatchesPsi4) {
 }
 
 TEST(Uhf, HydroxylExactMatchesPsi4) {
-  const chem::ScfResult r = scf(hydroxyl(), 2, false, true);
+  const chem::ScfResult r = scf(hydroxyl(), 2, false, Ref::uhf);
   EXPECT_NEAR(r.energy, -75.393838926545, 1e-8);
   EXPECT_NEAR(r.s_squared, 0.7546034245, 1e-8);
+}
+
+TEST(Rohf, HydroxylMatchesPsi4) {
+  const chem::ScfResult df = scf(hydroxyl(), 2, true, Ref::rohf), exact = scf(hydroxyl(), 2, false, Ref::rohf);
+  EXPECT_NEAR(df.energy, -75.389993178956, 1e-8);
+  EXPECT_NEAR(exact.energy, -75.390002841177, 1e-8);
+  EXPECT_EQ(df.reference, chem::ScfReference::rohf);
+  // Above the UHF energy: ROHF is UHF with the alpha and beta spatial orbitals tied.
+  EXPECT_GT(df.energy, scf(hydroxyl(), 2, true, Ref::uhf).energy);
+}
+
+TEST(Rohf, ClosedShellSingletIsTheRhf) {
+  const chem::Molecule water = chem::parse_xyz_lines(
+      "O 0.000000 0.000000 0.117790\nH 0.000000 0.755453 -0.471161\nH 0.000000 -0.755453 -0.471161\n", "water");
+  EXPECT_NEAR(scf(water, 1, true, Ref::rohf).energy, scf(water, 1, true, Ref::rhf).energy, 1e-9);
 }
 
 TEST(Uhf, ClosedShellSingletIsTheRhf) {
   const chem::Molecule water = chem::parse_xyz_lines(
       "O 0.000000 0.000000 0.117790\nH 0.000000 0.755453 -0.471161\nH 0.000000 -0.755453 -0.471161\n", "water");
-  const chem::ScfResult u = scf(water, 1, true, true), r = scf(water, 1, true, false);
+  const chem::ScfResult u = scf(water, 1, true, Ref::uhf), r = scf(water, 1, true, Ref::rhf);
   EXPECT_NEAR(u.energy, r.energy, 1e-9);
   EXPECT_NEAR(u.s_squared, 0.0, 1e-9);
   EXPECT_NEAR((u.orbital_energies - u.orbital_energies_beta).cwiseAbs().maxCoeff(), 0.0, 1e-7);
