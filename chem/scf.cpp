@@ -265,6 +265,22 @@ std::unique_ptr<JkBuilder> make_exact_jk(const BasisSet& basis, double memory_by
 
 namespace {
 
+// An overflow anywhere upstream (integrals, J/K) shows in the energy or the gradient first; diagonalising NaNs
+// would fail less clearly.
+void require_finite(int iteration, double energy, double rms) {
+  if (!std::isfinite(energy) || !std::isfinite(rms)) {
+    throw NumericalError(fmt::format("SCF iteration {}: the energy ({}) or the orbital gradient ({}) is not finite",
+                                     iteration, energy, rms));
+  }
+}
+
+[[noreturn]] void not_converged(const ScfOptions& options, const ScfResult& result) {
+  const auto& last = result.history.back();
+  throw NumericalError(fmt::format("SCF did not converge in {} iterations (last energy change {:.3e}, gradient RMS "
+                                   "{:.3e}); raise scf.max_iterations or loosen scf.e_convergence/d_convergence",
+                                   options.max_iterations, last.delta_energy, last.gradient_rms));
+}
+
 // One spin of the SCF: its occupied count, the electrons each of its orbitals holds (2 in RHF, where one set of
 // orbitals serves both spins; 1 in UHF), and its orbitals as the iterations go.
 struct Spin {
@@ -322,11 +338,7 @@ ScfResult iterate(const Matrix& h, const Matrix& s, const Matrix& x, double nucl
           product(kernels, step, x, Trans::yes, product(kernels, step, commutator, Trans::no, x, Trans::no), Trans::no);
     }
     const double rms = std::sqrt(errors.squaredNorm() / double(errors.size()));
-    // An overflow anywhere upstream (integrals, J/K) shows here first; diagonalising NaNs would fail less clearly.
-    if (!std::isfinite(energy) || !std::isfinite(rms)) {
-      throw NumericalError(fmt::format("SCF iteration {}: the energy ({}) or the orbital gradient ({}) is not finite", it,
-                                       energy, rms));
-    }
+    require_finite(it, energy, rms);
     const Matrix extrapolated = diis.extrapolate(focks, errors);
     for (std::size_t i = 0; i < spins.size(); ++i) {
       spins[i].orbitals = diagonalise(extrapolated.middleCols(Index(i) * nbf, nbf), x, kernels);
@@ -354,10 +366,7 @@ ScfResult iterate(const Matrix& h, const Matrix& s, const Matrix& x, double nucl
       return result;
     }
   }
-  const auto& last = result.history.back();
-  throw NumericalError(fmt::format("SCF did not converge in {} iterations (last energy change {:.3e}, gradient RMS "
-                                   "{:.3e}); raise scf.max_iterations or loosen scf.e_convergence/d_convergence",
-                                   options.max_iterations, last.delta_energy, last.gradient_rms));
+  not_converged(options, result);
 }
 
 // What every reference needs before its iterations: the one-electron matrices, the orthogonaliser and the guess
@@ -491,10 +500,7 @@ ScfResult run_rohf(const Molecule& molecule, int multiplicity, const BasisSet& b
       error = c * gradient * c.transpose();
     }
     const double rms = std::sqrt(error.squaredNorm() / double(error.size()));
-    if (!std::isfinite(energy) || !std::isfinite(rms)) {
-      throw NumericalError(fmt::format("SCF iteration {}: the energy ({}) or the orbital gradient ({}) is not finite", it,
-                                       energy, rms));
-    }
+    require_finite(it, energy, rms);
     Matrix orth = c.size() > 0 ? diis.extrapolate(effective, error) : effective;
     Vector eps(nbf);
     kernels.eigh(step, linalg::view(orth), eps.data());
@@ -517,10 +523,7 @@ ScfResult run_rohf(const Molecule& molecule, int multiplicity, const BasisSet& b
       return result;
     }
   }
-  const auto& last = result.history.back();
-  throw NumericalError(fmt::format("SCF did not converge in {} iterations (last energy change {:.3e}, gradient RMS "
-                                   "{:.3e}); raise scf.max_iterations or loosen scf.e_convergence/d_convergence",
-                                   options.max_iterations, last.delta_energy, last.gradient_rms));
+  not_converged(options, result);
 }
 
 }  // namespace dfmp2::chem
