@@ -160,18 +160,35 @@ Matrix weighted_occupied(const Matrix& c, const std::vector<double>& weights) {
   return out;
 }
 
-// A few iterations of fractional-occupation RHF for one atom in its own basis functions: a guess, not a result.
+// Aufbau over groups of degenerate orbitals (energies within 1e-6 Eh), a partly filled group sharing its electrons
+// evenly: the occupation of a spherically averaged atom (O: 1s2 2s2 and 4/3 electrons in each 2p). As weights per
+// orbital (half its electrons), for the occupied ones.
+std::vector<double> spherical_weights(const Vector& eps, int electrons) {
+  std::vector<double> weights;
+  double left = electrons;
+  for (Index i = 0; i < eps.size() && left > 0;) {
+    Index end = i + 1;
+    while (end < eps.size() && eps(end) - eps(i) < 1e-6) ++end;
+    const double group = double(end - i), filled = std::min(left, 2.0 * group);
+    for (Index o = i; o < end; ++o) weights.push_back(filled / (2.0 * group));
+    left -= filled;
+    i = end;
+  }
+  return weights;
+}
+
+// A few iterations of fractional-occupation RHF for one atom in its own basis functions, spherically averaged: a
+// guess, not a result (the same density whichever way the eigensolver orders degenerate orbitals).
 Matrix atomic_density_factor(const Atom& atom, const BasisSet& atom_basis, linalg::Kernels& kernels) {
   Molecule single;
   single.atoms = {atom};
   const Matrix s = overlap_matrix(atom_basis);
   const Matrix h = kinetic_matrix(atom_basis) + nuclear_attraction_matrix(atom_basis, single);
   const Matrix x = orthogonaliser(s);
-  const int electrons = atom.atomic_number;
-  const int norb = std::min<int>((electrons + 1) / 2, static_cast<int>(h.rows()));
-  const std::vector<double> weights(static_cast<std::size_t>(norb), double(electrons) / (2.0 * norb));
+  const int electrons = std::min<int>(atom.atomic_number, 2 * static_cast<int>(h.rows()));
   ExactJk jk(atom_basis, 0.0, nullptr);
   Orbitals orb = diagonalise(h, x, kernels);
+  std::vector<double> weights = spherical_weights(orb.eps, electrons);
   Diis diis(6);
   Matrix j, k;
   for (int it = 0; it < 40; ++it) {
@@ -181,6 +198,7 @@ Matrix atomic_density_factor(const Atom& atom, const BasisSet& atom_basis, linal
     const Matrix d = c_occ * c_occ.transpose();
     const Matrix error = x.transpose() * (fock * d * s - s * d * fock) * x;
     orb = diagonalise(diis.extrapolate(fock, error), x, kernels);
+    weights = spherical_weights(orb.eps, electrons);
     if (error.norm() / double(error.rows()) < 1e-6) break;
   }
   return weighted_occupied(orb.c, weights);
