@@ -129,9 +129,17 @@ int frozen_core_orbitals(const Molecule& molecule) {
   return n;
 }
 
-int closed_shell_occupied(const Molecule& molecule) {
+namespace {
+// The nuclear charges less the molecule's charge.
+int electron_count(const Molecule& molecule) {
   int electrons = -molecule.charge;
   for (const auto& a : molecule.atoms) electrons += a.atomic_number;
+  return electrons;
+}
+}  // namespace
+
+int closed_shell_occupied(const Molecule& molecule) {
+  const int electrons = electron_count(molecule);
   if (electrons <= 0 || electrons % 2 != 0) {
     throw InputError("", "molecule.charge",
                      fmt::format("{{key}}: charge {} leaves {} electron{}, {}; dfmp2 does closed-shell RHF only (an "
@@ -143,8 +151,7 @@ int closed_shell_occupied(const Molecule& molecule) {
 }
 
 std::pair<int, int> spin_occupied(const Molecule& molecule, int multiplicity) {
-  int electrons = -molecule.charge;
-  for (const auto& a : molecule.atoms) electrons += a.atomic_number;
+  const int electrons = electron_count(molecule);
   const int unpaired = multiplicity - 1;
   if (electrons <= 0 || multiplicity < 1 || unpaired > electrons || (electrons - unpaired) % 2 != 0) {
     throw InputError("", "molecule.multiplicity",

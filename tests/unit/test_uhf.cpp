@@ -37,6 +37,20 @@ chem::ScfOptions tight() {
 }
 
 // The SCF of `reference` with a DF-J/K held in memory (or the exact J/K).
+// The DF-J/K with B in memory (planned as the program plans it), or the exact J/K with room for every integral.
+std::unique_ptr<chem::JkBuilder> make_jk(const chem::BasisSet& orbital, const chem::BasisSet& jkfit, int nocc, bool df,
+                                         dfmp2::linalg::Kernels& kernels) {
+  if (!df) {
+    chem::ExactJkPlan plan;
+    return chem::make_exact_jk(orbital, 1e9, kernels, plan);
+  }
+  chem::DfJkOptions options;
+  options.storage = chem::JkStorage::memory;
+  auto engine = std::make_unique<chem::ThreeCenterEngine>(jkfit, orbital);
+  const chem::DfJkPlan plan = chem::plan_df_jk(*engine, jkfit, nocc, options);
+  return chem::make_df_jk(std::move(engine), jkfit, nocc, kernels, options, plan);
+}
+
 enum class Ref { rhf, uhf, rohf };
 
 chem::ScfResult scf(const chem::Molecule& m, int multiplicity, bool df, Ref ref) {
@@ -45,18 +59,8 @@ chem::ScfResult scf(const chem::Molecule& m, int multiplicity, bool df, Ref ref)
   auto backend = dfmp2::devices::make_backend("eigen");
   dfmp2::linalg::KernelLog log;
   dfmp2::linalg::Kernels kernels(*backend, log);
-  std::unique_ptr<chem::JkBuilder> jk;
   const int nocc = uhf ? chem::spin_occupied(m, multiplicity).first : chem::closed_shell_occupied(m);
-  if (df) {
-    chem::DfJkOptions options;
-    options.storage = chem::JkStorage::memory;
-    auto engine = std::make_unique<chem::ThreeCenterEngine>(jkfit, orbital);
-    const chem::DfJkPlan plan = chem::plan_df_jk(*engine, jkfit, nocc, options);
-    jk = chem::make_df_jk(std::move(engine), jkfit, nocc, kernels, options, plan);
-  } else {
-    chem::ExactJkPlan plan;
-    jk = chem::make_exact_jk(orbital, 1e9, kernels, plan);
-  }
+  const auto jk = make_jk(orbital, jkfit, nocc, df, kernels);
   if (ref == Ref::rohf) return chem::run_rohf(m, multiplicity, orbital, *jk, tight(), kernels);
   return uhf ? chem::run_uhf(m, multiplicity, orbital, *jk, tight(), kernels)
              : chem::run_rhf(m, orbital, *jk, tight(), kernels);
@@ -145,16 +149,7 @@ TEST(OpenShellScf, EveryPsi4ReferenceCase) {
     dfmp2::linalg::Kernels kernels(*backend, log);
     const int multiplicity = c["multiplicity"].get<int>();
     const int nalpha = chem::spin_occupied(m, multiplicity).first;
-    std::unique_ptr<chem::JkBuilder> jk;
-    if (c["scf_type"] == "df") {
-      chem::DfJkOptions options;
-      auto engine = std::make_unique<chem::ThreeCenterEngine>(jkfit, orbital);
-      const chem::DfJkPlan plan = chem::plan_df_jk(*engine, jkfit, nalpha, options);
-      jk = chem::make_df_jk(std::move(engine), jkfit, nalpha, kernels, options, plan);
-    } else {
-      chem::ExactJkPlan plan;
-      jk = chem::make_exact_jk(orbital, 1e9, kernels, plan);
-    }
+    const auto jk = make_jk(orbital, jkfit, nalpha, c["scf_type"] == "df", kernels);
     try {
       const chem::ScfResult r = c["reference"] == "uhf" ? chem::run_uhf(m, multiplicity, orbital, *jk, tight(), kernels)
                                                         : chem::run_rohf(m, multiplicity, orbital, *jk, tight(), kernels);
