@@ -38,7 +38,7 @@ constexpr double kDefaultMemoryShare = 0.5;
 constexpr double kMaxMemoryBytes = 1125899906842624.0;  // 1 PiB
 
 const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "basis",   "aux_basis",
-                                        "scf",       "save_integrals", "frozen_core", "backends", "precision",
+                                        "reference", "scf",       "save_integrals", "frozen_core", "backends", "precision",
                                         "metric",    "screening", "memory",      "threads",  "output",
                                         "device",    "scratch",   "mp2_storage"};
 }  // namespace
@@ -243,6 +243,22 @@ std::string default_fitting(const std::string& basis, const std::string& kind) {
   return b + "-" + kind;
 }
 
+// Key `reference` (molecule input): rhf, uhf or rohf; by default RHF for a singlet and UHF otherwise (as PySCF's
+// scf.HF chooses). What cannot run is refused here: RHF for an open shell, ROHF with the mixed-precision SCF.
+void read_reference(const YAML::Node& root, const YamlReader& ctx, Input& in) {
+  const int multiplicity = in.molecule->multiplicity;
+  in.reference = multiplicity == 1 ? chem::ScfReference::rhf : chem::ScfReference::uhf;
+  const YAML::Node n = root["reference"];
+  if (n) in.reference = ctx.choice(n, "reference", chem::scf_reference_names(), "reference");
+  if (in.reference == chem::ScfReference::rhf && multiplicity != 1) {
+    ctx.fail_key(n, "reference", fmt::format("{{key}}: rhf is for closed shells, and molecule.multiplicity is {}; use "
+                                             "uhf or rohf", multiplicity));
+  }
+  if (in.reference == chem::ScfReference::rohf && in.scf.precision == chem::ScfPrecision::mixed) {
+    ctx.fail_key(n, "reference", "{key}: rohf runs its SCF in fp64; scf.precision mixed is offered for rhf and uhf");
+  }
+}
+
 void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& in) {
   const YAML::Node node = root["molecule"];
   if (!node.IsMap()) {
@@ -293,16 +309,25 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
     mol.charge = static_cast<int>(*q);
   }
   if (const YAML::Node n = node["multiplicity"]) {
-    const auto m = as_integer(ctx.scalar(n, "molecule.multiplicity", "1"));
-    if (!m || *m != 1) {
-      ctx.fail_key(n, "molecule.multiplicity", fmt::format("{{key}}: {} is not supported; dfmp2 does closed-shell RHF "
-                              "(multiplicity 1) only", n.Scalar()));
+    const auto m = as_integer(ctx.scalar(n, "molecule.multiplicity", "an integer 2S + 1 >= 1"));
+    if (!m || *m < 1 || *m > 1001) {
+      ctx.fail_key(n, "molecule.multiplicity", fmt::format("{{key}}: expected an integer 2S + 1 >= 1, got '{}'", n.Scalar()));
     }
+    mol.multiplicity = static_cast<int>(*m);
   }
+  // The charge and the multiplicity must leave a whole number of alpha and beta electrons: the error names both.
+  // Without a multiplicity the charge is what the user gave, so the error is the charge's and says what to add.
   try {
-    chem::closed_shell_occupied(mol);
+    chem::spin_occupied(mol, mol.multiplicity);
   } catch (const InputError& e) {
-    ctx.fail_key(node["charge"] ? node["charge"] : node, e.key(), e.text());
+    const int electrons = chem::electron_count(mol);
+    if (node["multiplicity"] && electrons > 0) ctx.fail_key(node["multiplicity"], e.key(), e.text());
+    ctx.fail_key(node["charge"] ? node["charge"] : node, "molecule.charge",
+                 fmt::format("{{key}}: charge {} leaves {} electron{}, {}", mol.charge, electrons,
+                             std::abs(electrons) == 1 ? "" : "s",
+                             electrons <= 0 ? "none at all"
+                                            : "an odd count, and molecule.multiplicity is 1 when not given; an open "
+                                              "shell needs its multiplicity (2 for a doublet)"));
   }
   in.molecule = mol;
 
@@ -360,6 +385,7 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
     }
   }
   resolve_basis(in.jk_basis);
+  read_reference(root, ctx, in);
 
   // Saving the orbitals and the AO integrals (nbf^2 naux doubles: a gigabyte for 16 waters in cc-pVDZ) is asked for,
   // never done by default: `true` saves beside the input as <input name>.h5, a path saves there.
@@ -667,7 +693,7 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
                "problem) or 'molecule' (with basis)");
     }
     if (!root["molecule"]) {
-      for (const char* key : {"basis", "aux_basis", "scf", "save_integrals"}) {
+      for (const char* key : {"basis", "aux_basis", "reference", "scf", "save_integrals"}) {
         if (root[key]) ctx.fail_key(root[key], key, "{key} applies to 'molecule' input only");
       }
     }

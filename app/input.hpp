@@ -9,6 +9,9 @@
 //                                                     charge: 0, multiplicity: 1}; with basis, aux_basis, scf
 //   basis        string                  (required)   orbital basis (library name or .gbs path)
 //   aux_basis    string                  <basis>-ri   MP2 fitting basis
+//   reference    rhf | uhf | rohf        rhf for      the SCF reference (molecule input); DF-UMP2 for uhf,
+//                                        singlets,    ROHF-MBPT(2) for rohf
+//                                        else uhf
 //   scf          mapping                              {type: df | exact, jk_basis (<basis>-jkfit), e_convergence
 //                                                     1e-8, d_convergence 1e-8, max_iterations 100, guess: sad | core,
 //                                                     jk_storage: auto | memory | scratch | recompute}
@@ -79,6 +82,7 @@ struct Input {
   std::string molecule_source;  // "molecule.xyz" (inline) or the resolved .xyz path
   std::string molecule_file;    // the resolved .xyz path with molecule.file, else empty
   std::string basis, aux_basis, jk_basis;
+  chem::ScfReference reference = chem::ScfReference::rhf;  // key `reference`, or its default for the multiplicity
   std::string basis_dir = default_basis_dir();  // the basis set library
   chem::ScfOptions scf;
   std::optional<std::string> save_integrals;  // resolved path; empty optional = do not save

@@ -41,7 +41,8 @@ const std::vector<std::string> kMoleculeFields = {
 const std::map<std::string, std::string> kQcKeywords = {
     {"df_basis_mp2", "aux_basis"},      {"df_basis_scf", "scf.jk_basis"}, {"scf_type", "scf.type"},
     {"mp2_type", ""},                   {"freeze_core", "frozen_core"},   {"e_convergence", "scf.e_convergence"},
-    {"d_convergence", "scf.d_convergence"}, {"maxiter", "scf.max_iterations"}, {"guess", "scf.guess"}};
+    {"d_convergence", "scf.d_convergence"}, {"maxiter", "scf.max_iterations"}, {"guess", "scf.guess"},
+    {"reference", "reference"}};
 // dfmp2 input keys that the AtomicInput gives in its own fields, never as dfmp2_<key>.
 const std::map<std::string, std::string> kOwnedByQcSchema = {
     {"molecule", "molecule"},          {"basis", "model.basis"},         {"aux_basis", "keywords.df_basis_mp2"},
@@ -347,6 +348,8 @@ void keywords_into(const QcReader& qc, const YAML::Node& root, YAML::Node& out) 
         if (v == "df" || v == "mem_df" || v == "disk_df") scf["type"] = "df";
         else if (v == "pk" || v == "direct" || v == "out_of_core") scf["type"] = "exact";
         else qc.fail(value, field, fmt::format("'{}' is not supported (df, mem_df and disk_df run dfmp2's DF-SCF; pk, direct and out_of_core its exact SCF)", v));
+      } else if (name == "reference") {
+        out["reference"] = value.IsScalar() ? YAML::Node(v) : value;  // Psi4 takes UHF as well as uhf
       } else if (name == "freeze_core") {
         // Psi4 takes true/false and 1/0 here (and policies dfmp2 does not have).
         if (v == "1") out["frozen_core"] = true;

@@ -187,7 +187,7 @@ std::string format_energies(const Calculation& calc, const BackendRun& run) {
   out += "\t ==================> DF-MP2 Energies <==================== \n";
   out += rule;
   out += scf ? line("Reference Energy", *scf, "Eh") : missing("Reference Energy");
-  out += line("Singles Energy", 0.0, "Eh");
+  out += line("Singles Energy", r.singles, "Eh");
   out += line("Same-Spin Energy", r.same_spin, "Eh");
   out += line("Opposite-Spin Energy", r.opposite_spin, "Eh");
   out += line("Correlation Energy", r.correlation(), "Eh");
@@ -202,6 +202,10 @@ std::string format_energies(const Calculation& calc, const BackendRun& run) {
   out += line("SCS Correlation Energy", r.scs_correlation(), "Eh");
   out += scf ? line("SCS Total Energy", *scf + r.scs_correlation(), "Eh") : missing("SCS Total Energy");
   out += rule;
+  if (r.unrestricted) {
+    out += fmt::format("  same-spin energy by spin: alpha-alpha {:.16f} Eh, beta-beta {:.16f} Eh{}\n", r.same_spin_alpha,
+                       r.same_spin_beta, r.singles != 0 ? "; singles from the semicanonical ROHF orbitals" : "");
+  }
   return out;
 }
 
@@ -319,7 +323,8 @@ std::string format_rank_table(const std::string& title, const std::vector<std::s
 
 std::string format_scf(const Calculation& calc) {
   const MoleculeRun& m = *calc.reference.molecule();
-  std::string out = fmt::format("\n  ==> RHF <==\n\n  basis {} ({} functions), fitting {} ({}){}\n", m.basis.name,
+  std::string out = fmt::format("\n  ==> {} <==\n\n  basis {} ({} functions), fitting {} ({}){}\n",
+                                chem::reference_label(m.scf.reference), m.basis.name,
                                 m.basis.nbf(), m.aux_basis.name, m.aux_basis.nbf(),
                                 m.jk_basis.shells.empty() ? std::string()
                                                           : fmt::format(", JK fitting {} ({})", m.jk_basis.name,
@@ -330,6 +335,11 @@ std::string format_scf(const Calculation& calc) {
                                                             m.scf.fp32_iterations)
                                                : std::string(),
                      m.scf.nuclear_repulsion);
+  if (m.scf.open_shell()) {
+    out += fmt::format("  multiplicity {}: {} alpha and {} beta electrons; <S^2> = {:.10f} (exact {:.4f})\n",
+                       calc.input.molecule->multiplicity, m.scf.nocc, m.scf.nocc_beta, m.scf.s_squared,
+                       0.25 * double(calc.input.molecule->multiplicity * calc.input.molecule->multiplicity - 1));
+  }
   if (m.saved_to) out += fmt::format("  orbitals and integrals saved to {}\n", *m.saved_to);
   out += format_kernel_table(fmt::format("Integral and SCF timings on backend {}{}", m.backend,
                                          calc.ranks > 1 ? " (rank 0)" : ""),

@@ -26,10 +26,12 @@ nlohmann::json properties(const Calculation& calc, const BackendRun& run) {
   nlohmann::json p;
   if (auto scf = f.scf_energy) p["scf_total_energy"] = *scf;
   if (auto nuc = f.nuclear_repulsion_energy) p["nuclear_repulsion_energy"] = *nuc;
-  p["mp2_same_spin_correlation_energy"] = run.result.same_spin;
-  p["mp2_opposite_spin_correlation_energy"] = run.result.opposite_spin;
-  p["mp2_singles_energy"] = 0.0;
-  p["mp2_correlation_energy"] = run.result.correlation();
+  const chem::DfMp2Result& r = run.result;
+  p["mp2_same_spin_correlation_energy"] = r.same_spin;
+  p["mp2_opposite_spin_correlation_energy"] = r.opposite_spin;
+  p["mp2_singles_energy"] = r.singles;
+  p["mp2_doubles_energy"] = r.same_spin + r.opposite_spin;
+  p["mp2_correlation_energy"] = r.correlation();
   if (auto scf = f.scf_energy) {
     p["mp2_total_energy"] = *scf + run.result.correlation();
     p["return_energy"] = *scf + run.result.correlation();
@@ -39,8 +41,31 @@ nlohmann::json properties(const Calculation& calc, const BackendRun& run) {
   if (f.nbf > 0) p["calcinfo_nbasis"] = f.nbf;
   p["calcinfo_nmo"] = f.nmo;
   p["calcinfo_nalpha"] = f.nocc;
-  p["calcinfo_nbeta"] = f.nocc;
+  p["calcinfo_nbeta"] = f.open_shell() ? f.nocc_beta : f.nocc;
   return p;
+}
+
+// The energies under the names Psi4 gives its variables (psi4.variable(), QCEngine's extras.qcvars), as Psi4's
+// DF-MP2 sets them for each reference: the singles term (ROHF-MBPT(2)) is part of the correlation energies.
+nlohmann::json qcvars(const Calculation& calc, const BackendRun& run) {
+  const Reference& f = calc.reference;
+  const chem::DfMp2Result& r = run.result;
+  nlohmann::json v = {{"MP2 SINGLES ENERGY", r.singles},
+                      {"MP2 DOUBLES ENERGY", r.same_spin + r.opposite_spin},
+                      {"MP2 SAME-SPIN CORRELATION ENERGY", r.same_spin},
+                      {"MP2 OPPOSITE-SPIN CORRELATION ENERGY", r.opposite_spin},
+                      {"MP2 CORRELATION ENERGY", r.correlation()},
+                      {"SCS-MP2 CORRELATION ENERGY", r.scs_correlation()},
+                      {"CURRENT CORRELATION ENERGY", r.correlation()}};
+  if (auto scf = f.scf_energy) {
+    v["SCF TOTAL ENERGY"] = *scf;
+    v["CURRENT REFERENCE ENERGY"] = *scf;
+    v["MP2 TOTAL ENERGY"] = *scf + r.correlation();
+    v["SCS-MP2 TOTAL ENERGY"] = *scf + r.scs_correlation();
+    v["CURRENT ENERGY"] = *scf + r.correlation();
+  }
+  if (auto nuc = f.nuclear_repulsion_energy) v["NUCLEAR REPULSION ENERGY"] = *nuc;
+  return v;
 }
 
 nlohmann::json kernels(const linalg::KernelLog& log) {
@@ -173,6 +198,9 @@ nlohmann::json problem_json(const Calculation& calc) {
   if (f.molecule()) {
     const MoleculeRun& m = *f.molecule();
     problem["scf"] = {{"energy", m.scf.energy},
+                      {"reference", linalg::name_in(chem::scf_reference_names(), m.scf.reference)},
+                      {"multiplicity", calc.input.molecule->multiplicity},
+                      {"s_squared", m.scf.s_squared},
                       {"iterations", m.scf.iterations},
                       {"precision", calc.input.scf.precision == chem::ScfPrecision::mixed ? "mixed" : "fp64"},
                       {"fp32_iterations", m.scf.fp32_iterations},
@@ -239,15 +267,17 @@ nlohmann::json results_json(const Calculation& calc) {
       for (double x : {a.x, a.y, a.z}) m["geometry"].push_back(x * chem::kBohrPerAngstrom);
     }
     m["molecular_charge"] = mol->charge;
-    m["molecular_multiplicity"] = 1;
+    m["molecular_multiplicity"] = mol->multiplicity;
     j["molecule"] = m;
   }
   j["driver"] = "energy";
   j["model"] = {{"method", "mp2"}, {"basis", f.kind == "synthetic" ? std::string("synthetic") : f.metadata.basis}};
   j["keywords"] = {{"mp2_type", "df"},
+                   {"reference", linalg::name_in(chem::scf_reference_names(), f.scf_reference)},
                    {"df_basis_mp2", f.metadata.aux_basis},
                    {"num_frozen_docc", calc.reference.nfrozen}};
   j["properties"] = properties(calc, first);
+  j["extras"]["qcvars"] = qcvars(calc, first);
   j["return_result"] = j["properties"]["return_energy"];
   j["success"] = true;
   j["provenance"] = {{"creator", "dfmp2"}, {"version", DFMP2_VERSION}, {"routine", "dfmp2"}};

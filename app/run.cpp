@@ -41,6 +41,11 @@ int resolve_frozen_core(const Input& input, const Reference& problem) {
     throw InputError(input.path, "frozen_core", fmt::format("{{key}}: freezing {} orbitals leaves none of the {} occupied orbitals "
                                  "of {} to correlate", n, problem.nocc, problem.description));
   }
+  // Both spins freeze the same orbitals: the beta electrons must fill them.
+  if (problem.open_shell() && n > problem.nocc_beta) {
+    throw InputError(input.path, "frozen_core", fmt::format("{{key}}: freezing {} orbitals of each spin needs as many beta "
+                                 "electrons, and {} has {}", n, problem.description, problem.nocc_beta));
+  }
   return n;
 }
 
@@ -145,8 +150,17 @@ auto within_memory(const MemoryPlan& plan, double held, const Phase& phase) {
 
 // Bytes the SCF holds besides its J/K: H, S, X, F, D, C, the orbital gradient, J, K and their copies, and the DIIS
 // history of Fock and error matrices.
-double scf_matrix_bytes(linalg::Index nbf, int diis_vectors) {
-  return 8.0 * double(nbf) * double(nbf) * (16.0 + 2.0 * double(diis_vectors));
+// An open shell holds each spin's Fock, density and orbital matrices and DIIS vectors.
+double scf_matrix_bytes(linalg::Index nbf, int diis_vectors, bool open_shell) {
+  return 8.0 * double(nbf) * double(nbf) * (16.0 + 2.0 * double(diis_vectors)) * (open_shell ? 2.0 : 1.0);
+}
+
+// The reference and its occupied orbitals of each spin, from the molecule's charge and multiplicity.
+void set_occupation(const Input& input, Reference& r) {
+  const auto [nalpha, nbeta] = chem::spin_occupied(*input.molecule, input.molecule->multiplicity);
+  r.scf_reference = input.reference;
+  r.nocc = nalpha;
+  r.nocc_beta = input.reference == chem::ScfReference::rhf ? 0 : nbeta;
 }
 
 // The basis sets of `molecule:` input (no integral yet): what the memory plan needs to know. The SCF comes later
@@ -176,7 +190,7 @@ Reference molecule_reference(const Input& input) {
                                                                   : std::string("; exact SCF"));
   p.form = chem::ThreeIndexForm::ao;
   p.nbf = p.nmo = m->basis.nbf();
-  p.nocc = chem::closed_shell_occupied(mol);
+  set_occupation(input, p);
   p.naux = m->aux_basis.nbf();
   // MP2 correlates occupied with virtual orbitals: without a virtual one there is nothing to compute (He in STO-3G).
   if (p.nocc >= p.nbf) {
@@ -245,7 +259,7 @@ ScfJk plan_scf_jk(const Input& input, linalg::Backend& backend, linalg::Comm& co
   const Reference& r = calc.reference;
   MoleculeRun& m = *calc.reference.molecule();
   const bool df = input.scf.type == chem::ScfType::df;
-  const double held = plan.baseline + scf_matrix_bytes(r.nbf, input.scf.diis_vectors) +
+  const double held = plan.baseline + scf_matrix_bytes(r.nbf, input.scf.diis_vectors, r.open_shell()) +
                       (df ? chem::ThreeCenterEngine::bytes(m.jk_basis, m.basis) : 0.0);
   ScfJk jk;
   jk.kernels = std::make_unique<linalg::Kernels>(backend, m.log);
@@ -283,12 +297,17 @@ void run_molecule(const Input& input, ScfJk& planned, linalg::Comm& comm, Calcul
   comm.set_phase(chem::phase_name(chem::ScfPhase::jk_setup));
   linalg::Stopwatch setup_clock;
   const int nocc = calc.reference.nocc;
-  say(fmt::format("  SCF: RHF, {} J/K{}, {} guess; nbf {}, {} occupied",
-                  input.scf.type == chem::ScfType::df ? "density-fitted" : "exact",
+  const std::string label = chem::reference_label(input.reference);
+  say(fmt::format("  SCF: {}, {} J/K{}, {} guess; nbf {}, {}",
+                  label, input.scf.type == chem::ScfType::df ? "density-fitted" : "exact",
                   input.scf.type == chem::ScfType::df ? fmt::format(" ({}, {} functions)", m.jk_basis.name,
                                                                     m.jk_basis.nbf())
                                                       : std::string(),
-                  input.scf.guess == chem::ScfGuess::sad ? "SAD" : "core", m.basis.nbf(), nocc));
+                  input.scf.guess == chem::ScfGuess::sad ? "SAD" : "core", m.basis.nbf(),
+                  calc.reference.open_shell()
+                      ? fmt::format("{} alpha and {} beta occupied (multiplicity {})", nocc, calc.reference.nocc_beta,
+                                    mol.multiplicity)
+                      : fmt::format("{} occupied", nocc)));
   linalg::Stopwatch scf_clock;
   std::unique_ptr<chem::JkBuilder> jk;
   if (input.scf.type == chem::ScfType::df) {
@@ -311,9 +330,9 @@ void run_molecule(const Input& input, ScfJk& planned, linalg::Comm& comm, Calcul
   TimedJk timed(*jk, comm);
   comm.set_phase("SCF other");
   linalg::Stopwatch iterations_clock;
-  m.scf = chem::run_rhf(mol, m.basis, timed, input.scf, kernels, [&](const chem::ScfIteration& it) {
-    say(fmt::format("  @RHF iter {:3}: {:20.12f}  dE {:10.3e}  gradient {:10.3e}  {:7.2f} s{}", it.iteration, it.energy,
-                    it.delta_energy, it.gradient_rms, it.seconds, it.fp32_exchange ? "  (fp32 K)" : ""));
+  m.scf = chem::run_scf(input.reference, mol, m.basis, timed, input.scf, kernels, [&](const chem::ScfIteration& it) {
+    say(fmt::format("  @{} iter {:3}: {:20.12f}  dE {:10.3e}  gradient {:10.3e}  {:7.2f} s{}", label, it.iteration,
+                    it.energy, it.delta_energy, it.gradient_rms, it.seconds, it.fp32_exchange ? "  (fp32 K)" : ""));
   });
   const double iteration_seconds = iterations_clock.seconds();
   jk.reset();
@@ -337,8 +356,8 @@ void run_molecule(const Input& input, ScfJk& planned, linalg::Comm& comm, Calcul
     }
     m.ranks = comm.gather(stats);
   }
-  say(fmt::format("  SCF converged in {} iterations: E = {:.12f} Eh ({:.2f} s){}", m.scf.iterations, m.scf.energy,
-                  m.scf_seconds,
+  say(fmt::format("  SCF converged in {} iterations: E = {:.12f} Eh ({:.2f} s){}{}", m.scf.iterations, m.scf.energy,
+                  m.scf_seconds, m.scf.open_shell() ? fmt::format("; <S^2> = {:.6f}", m.scf.s_squared) : std::string(),
                   input.scf.precision == chem::ScfPrecision::mixed
                       ? fmt::format("; mixed precision: {} with an fp32 K, then fp64", m.scf.fp32_iterations)
                       : std::string()));
@@ -443,7 +462,7 @@ Reference make_reference(const Input& input) {
   } else if (input.molecule) {
     // The frozen-core count is known from the molecule alone: checked before any basis set is loaded.
     Reference molecule_only;
-    molecule_only.nocc = chem::closed_shell_occupied(*input.molecule);
+    set_occupation(input, molecule_only);
     molecule_only.metadata.molecule = *input.molecule;
     molecule_only.description = "the molecule";
     resolve_frozen_core(input, molecule_only);
@@ -467,17 +486,17 @@ void plan_dfmp2(const Input& input, const Reference& r, const std::vector<linalg
                 MemoryPlan& plan, int ranks) {
   // The orbitals C (nbf x nmo) and the MP2 metric stay for all of DF-MP2: read from the integral file or generated
   // now (after the start was measured), or computed after the SCF; molecule input also holds the MP2 integral engine.
-  const double later = 8.0 * (double(r.nbf) * double(r.nmo) + double(r.nmo) + double(r.naux) * double(r.naux)) +
+  const double spins = r.open_shell() ? 2.0 : 1.0;  // alpha and beta orbitals
+  const double later = 8.0 * (spins * (double(r.nbf) * double(r.nmo) + double(r.nmo)) + double(r.naux) * double(r.naux)) +
                        (r.molecule() ? chem::ThreeCenterEngine::bytes(r.molecule()->aux_basis, r.molecule()->basis) : 0.0);
   plan.mp2_budget = plan.budget - plan.baseline - later;
-  const linalg::Index nact = r.nocc - r.nfrozen, nvir = r.nmo - r.nocc;
   // The largest block of auxiliary functions that cannot be cut (a shell), for the ranks' shares of the columns.
   linalg::Index aux_unit = 1;
   if (r.molecule())
     for (const auto& sh : r.molecule()->aux_basis.shells) aux_unit = std::max<linalg::Index>(aux_unit, sh.size());
   auto blocks = [&](const linalg::Backend& backend, chem::Precision precision, chem::Mp2Storage storage) {
     return within_memory(plan, plan.baseline + later, [&] {
-      return chem::plan_blocks(r.form, r.form == chem::ThreeIndexForm::ao ? r.nbf : 0, r.nocc, nact, nvir, r.naux,
+      return chem::plan_blocks(r.form, r.form == chem::ThreeIndexForm::ao ? r.nbf : 0, r.mp2_spaces(), r.naux,
                                plan.mp2_budget, precision, input.metric, input.screening.enabled, storage,
                                chem::working_copies_of(backend, precision, input.step_modes), ranks, aux_unit);
     });
@@ -524,7 +543,7 @@ MemoryPlan make_memory_plan(const Input& input, const Reference& r, const std::v
   plan.scratch_folder = input.scratch;
   plan_dfmp2(input, r, backends, plan, ranks);
   if (!r.molecule()) return plan;
-  plan.phases.insert(plan.phases.begin(), {"SCF", "", "", scf_matrix_bytes(r.nbf, input.scf.diis_vectors), 0, ""});
+  plan.phases.insert(plan.phases.begin(), {"SCF", "", "", scf_matrix_bytes(r.nbf, input.scf.diis_vectors, r.open_shell()), 0, ""});
   if (input.save_integrals) {
     // The file is written compressed; its uncompressed size bounds what the disk must take.
     const double bytes = chem::integral_file_bytes(r.nbf, r.nmo, r.naux);
@@ -710,6 +729,12 @@ const chem::IntegralFile* Reference::integral_file() const { return source_of<ch
 const chem::SyntheticProblem* Reference::synthetic() const { return source_of<chem::SyntheticProblem>(source); }
 const MoleculeRun* Reference::molecule() const { return source_of<MoleculeRun>(source); }
 MoleculeRun* Reference::molecule() { return source_of<MoleculeRun>(source); }
+
+std::vector<chem::SpinSpace> Reference::mp2_spaces() const {
+  std::vector<chem::SpinSpace> spaces{{nocc, nocc - nfrozen, nmo - nocc}};
+  if (open_shell()) spaces.push_back({nocc_beta, nocc_beta - nfrozen, nmo - nocc_beta});
+  return spaces;
+}
 
 chem::DfMp2Input Reference::dfmp2_input() const {
   return std::visit(

@@ -84,7 +84,14 @@ struct MoleculeRun {
   std::vector<std::vector<linalg::PhaseStats>> ranks;
   std::optional<std::string> saved_to;               // the integral file written after the SCF
   chem::DfMp2Input dfmp2_input() const {
-    return {&scf.orbital_energies, scf.nocc, &scf.mo_coefficients, &metric, ao_3index.get()};
+    chem::DfMp2Input in{&scf.orbital_energies, scf.nocc, &scf.mo_coefficients, &metric, ao_3index.get()};
+    if (scf.open_shell()) {
+      in.orbital_energies_beta = &scf.orbital_energies_beta;
+      in.nocc_beta = scf.nocc_beta;
+      in.mo_coefficients_beta = &scf.mo_coefficients_beta;
+      in.singles = scf.singles;
+    }
+    return in;
   }
 };
 
@@ -95,7 +102,13 @@ struct Reference {
   std::string kind;         // "integrals", "synthetic" or "molecule"
   std::string description;  // one line: the file with its form and bases, the synthetic shape and seed, the molecule
   chem::ThreeIndexForm form = chem::ThreeIndexForm::ao;
-  linalg::Index nbf = 0, nmo = 0, nocc = 0, naux = 0;  // nbf 0 in MO form
+  linalg::Index nbf = 0, nmo = 0, nocc = 0, naux = 0;  // nbf 0 in MO form; open shells: nocc is alpha's
+  // The SCF reference; open shells (UHF, ROHF) also have beta orbitals, nocc_beta of them occupied.
+  chem::ScfReference scf_reference = chem::ScfReference::rhf;
+  linalg::Index nocc_beta = 0;
+  bool open_shell() const { return scf_reference != chem::ScfReference::rhf; }
+  // The spaces DF-MP2 correlates (chem::SpinSpace): one, or alpha and beta.
+  std::vector<chem::SpinSpace> mp2_spaces() const;
   std::optional<double> scf_energy, nuclear_repulsion_energy;
   chem::IntegralFileMetadata metadata;  // empty for synthetic problems
   int nfrozen = 0;                      // frozen core orbitals (resolve_frozen_core)

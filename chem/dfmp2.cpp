@@ -8,6 +8,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <type_traits>
 
 #include "linalg/bytes.hpp"
@@ -164,12 +165,38 @@ constexpr double kTransformBlockBytes = 256.0 * 1024 * 1024;
 
 namespace {
 Index ceil_div(Index a, Index b) { return (a + b - 1) / std::max<Index>(b, 1); }
+
+// What the plan needs of the spaces: the rows of A and B, the orbitals held, and the largest space's orbital and
+// virtual counts (a block of nb orbitals has at most nb nvir rows; the transformation works on one space at a time).
+struct SpacesSize {
+  Index rows = 0, nact = 0, nvir = 0, nact_total = 0, mo_stored = 0, nmo_held = 0;
+  const std::vector<SpinSpace>& spaces;
+  explicit SpacesSize(const std::vector<SpinSpace>& s) : spaces(s) {
+    for (const SpinSpace& sp : spaces) {
+      rows += sp.rows();
+      nact = std::max(nact, sp.nact);
+      nvir = std::max(nvir, sp.nvir);
+      nact_total += sp.nact;
+      mo_stored += sp.nocc * sp.nvir;
+      nmo_held += sp.nact + sp.nvir;
+    }
+  }
+  // Occupied blocks of nb orbitals over every space.
+  Index blocks(Index nb) const {
+    Index n = 0;
+    for (const SpinSpace& sp : spaces) n += ceil_div(sp.nact, nb);
+    return n;
+  }
+};
 }  // namespace
 
-BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, Index nvir, Index naux,
+BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, const std::vector<SpinSpace>& spaces, Index naux,
                       double memory_bytes, Precision precision, MetricMethod metric, bool screening,
                       Mp2Storage storage, double working_copies, int ranks, Index aux_unit) {
   const double w = work_bytes(precision), f = fit_bytes(precision), copies = working_copies;
+  const SpacesSize size(spaces);
+  const Index rows = size.rows, nact = size.nact, nvir = size.nvir;
+  auto block_count = [&](Index nb) { return size.blocks(nb); };
   const bool distributed = ranks > 1;
   // The metric factor, plus the temporaries of an inverse square root (eigh: eigenvectors scaled; Newton-Schulz:
   // four iterates), which are gone before the transformation starts but count towards the peak. Every rank holds
@@ -181,9 +208,8 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
                                                                                              : 0.0) +
                                                     copies);
   const double fit_fixed = copies * metric_bytes;
-  const double orbitals = w * double(nbf) * double(nact + nvir);
+  const double orbitals = w * double(nbf) * double(size.nmo_held);
   const double fixed = metric_bytes + orbitals;
-  const Index rows = nact * nvir;
   // The auxiliary columns one rank transforms, at most: an even share, plus one unit where a shell straddles it.
   const Index columns = distributed ? std::min(naux, ceil_div(naux, ranks) + std::max<Index>(aux_unit, 1)) : naux;
   // Per auxiliary function in the transformation: the AO block as read (double), its converted copy and the
@@ -194,7 +220,7 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
                               ? double(nbf) * (8.0 * double(nbf) + (w == 8.0 ? 0.0 : w * double(nbf)) +
                                                w * double(nact) + (screening ? 1.25 * w * double(nbf) : 0.0) +
                                                copies * w * double(nbf + nact))
-                              : 8.0 * double(nocc) * double(nvir)) +
+                              : 8.0 * double(size.mo_stored)) +
                          w * double(rows);
   // Fitting in row chunks needs an input and an output row buffer in F (at most), and the backend's copies of a row.
   const bool chunked_fit = metric != MetricMethod::cholesky || w != f || copies > 0;
@@ -213,7 +239,7 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
       double redistribute, fitting, pairs;
     };
     auto sizes = [&](Index nb, Index fit_rows) {
-      const Index held_rows = distributed ? std::min(rows, ceil_div(ceil_div(nact, nb), ranks) * nb * nvir) : rows;
+      const Index held_rows = distributed ? std::min(rows, ceil_div(block_count(nb), ranks) * nb * nvir) : rows;
       const double block = w * double(nb) * double(nvir) * double(naux);
       const double b_store = scratch ? 0.0 : distributed ? w * double(held_rows) * double(naux) : a_store;
       const double g = w * std::pow(double(nb) * double(nvir), 2);
@@ -267,7 +293,7 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
     // compute pairs) and of progress reporting. A block keeps at least 8 orbitals or 1024 rows (orbitals x nvir),
     // whichever is fewer orbitals, so that the pair GEMMs stay large enough to run near the DGEMM rate.
     const Index smallest = std::max<Index>(1, std::min<Index>(8, ceil_div(1024, std::max<Index>(nvir, 1))));
-    const Index balanced = std::max<Index>(smallest, ceil_div(nact, std::max<Index>(4, 2 * Index(ranks))));
+    const Index balanced = std::max<Index>(smallest, ceil_div(size.nact_total, std::max<Index>(4, 2 * Index(ranks))));
     auto fit_rows_for = [&](Index nb, double store) {
       if (!chunked_fit) return nb * nvir;  // TRSM in place
       // Fitting chunks beyond a few thousand rows gain nothing in GEMM speed.
@@ -291,7 +317,7 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, Index nocc, Index nact, In
     plan.peak_bytes = std::max({plan.metric_bytes, plan.transform_bytes, plan.fitting_bytes, plan.pair_bytes});
     // On scratch: the A file of this rank's columns and, with ranks, the B file of the blocks it holds.
     if (scratch) {
-      const Index held = distributed ? std::min(rows, ceil_div(ceil_div(nact, nb), ranks) * nb * nvir) : 0;
+      const Index held = distributed ? std::min(rows, ceil_div(block_count(nb), ranks) * nb * nvir) : 0;
       plan.scratch_bytes = w * double(rows) * double(columns) + w * double(held) * double(naux);
     }
     return plan;
@@ -310,8 +336,8 @@ double Mp2Layout::pair_cost(const OccupiedBlockPair& p) {
   return double(p.i1 - p.i0) * double(p.j1 - p.j0) * (p.diagonal() ? 0.5 : 1.0);
 }
 
-Mp2Layout make_layout(const ThreeIndexSource& source, Index aux_block, Index nact, Index occupied_block, int ranks,
-                      int rank) {
+Mp2Layout make_layout(const ThreeIndexSource& source, Index aux_block, const std::vector<Index>& nact,
+                      Index occupied_block, int ranks, int rank) {
   Mp2Layout l;
   l.ranks = ranks;
   l.rank = rank;
@@ -330,21 +356,35 @@ Mp2Layout make_layout(const ThreeIndexSource& source, Index aux_block, Index nac
       l.aux_rank.push_back(r);
     }
   }
-  // Occupied blocks in contiguous runs of about equal counts.
-  for (Index i0 = 0; i0 < nact; i0 += occupied_block) l.occupied.emplace_back(i0, std::min(i0 + occupied_block, nact));
+  // Occupied blocks of every space in turn, held in contiguous runs of about equal counts.
+  for (std::size_t spin = 0; spin < nact.size(); ++spin) {
+    for (Index i0 = 0; i0 < nact[spin]; i0 += occupied_block) {
+      l.occupied.emplace_back(i0, std::min(i0 + occupied_block, nact[spin]));
+      l.occupied_spin.push_back(static_cast<int>(spin));
+    }
+  }
   const Index nbo = static_cast<Index>(l.occupied.size());
   for (Index b = 0; b < nbo; ++b) l.occupied_rank.push_back(static_cast<int>(b * Index(ranks) / nbo));
-  // Pairs: see the header.
-  l.pairs = occupied_block_pairs(nact, occupied_block);
+  // Pairs: every I >= J over the blocks in order (within a space the pairs of occupied_block_pairs, in its order).
+  for (Index bi = 0; bi < nbo; ++bi) {
+    for (Index bj = 0; bj <= bi; ++bj) {
+      const auto& [i0, i1] = l.occupied[static_cast<std::size_t>(bi)];
+      const auto& [j0, j1] = l.occupied[static_cast<std::size_t>(bj)];
+      l.pairs.push_back({i0, i1, j0, j1, l.occupied_spin[static_cast<std::size_t>(bi)],
+                         l.occupied_spin[static_cast<std::size_t>(bj)]});
+      l.pair_blocks.emplace_back(bi, bj);
+    }
+  }
+  // Who computes each pair: see the header.
   l.pair_rank.assign(l.pairs.size(), 0);
   std::vector<double> load(static_cast<std::size_t>(ranks), 0.0);
   std::vector<std::size_t> shared;  // pairs whose blocks two ranks hold
-  auto holders = [&](const OccupiedBlockPair& p) {
-    return std::pair{l.occupied_rank[static_cast<std::size_t>(p.i0 / occupied_block)],
-                     l.occupied_rank[static_cast<std::size_t>(p.j0 / occupied_block)]};
+  auto holders = [&](std::size_t k) {
+    return std::pair{l.occupied_rank[static_cast<std::size_t>(l.pair_blocks[k].first)],
+                     l.occupied_rank[static_cast<std::size_t>(l.pair_blocks[k].second)]};
   };
   for (std::size_t k = 0; k < l.pairs.size(); ++k) {
-    const auto [ri, rj] = holders(l.pairs[k]);
+    const auto [ri, rj] = holders(k);
     if (ri != rj) {
       shared.push_back(k);
       continue;
@@ -356,9 +396,9 @@ Mp2Layout make_layout(const ThreeIndexSource& source, Index aux_block, Index nac
     return Mp2Layout::pair_cost(l.pairs[a]) > Mp2Layout::pair_cost(l.pairs[b]);
   });
   for (const std::size_t k : shared) {
-    const auto [ri, rj] = holders(l.pairs[k]);
+    const auto [ri, rj] = holders(k);
     const double li = load[static_cast<std::size_t>(ri)], lj = load[static_cast<std::size_t>(rj)];
-    const Index bi = l.pairs[k].i0 / occupied_block, bj = l.pairs[k].j0 / occupied_block;
+    const auto [bi, bj] = l.pair_blocks[k];
     const int r = li < lj || (li == lj && (bi + bj) % 2 == 1) ? ri : rj;
     l.pair_rank[k] = r;
     load[static_cast<std::size_t>(r)] += Mp2Layout::pair_cost(l.pairs[k]);
@@ -400,20 +440,45 @@ MatrixT<F> metric_factor(const Matrix& metric, const DfMp2Options& options, lina
   return factor;
 }
 
-// Step 2: columns of A (nact*nvir x naux) in W, for the auxiliary `blocks` given (this rank's), a block at a time:
-// `written(p0, np, block)` is given each block [p0, p0 + np) (np contiguous columns of nact*nvir rows) to store.
+// The orbitals of one space (SpinSpace) as the kernel uses them: its energies and coefficients, and where its rows
+// start in A and B.
+struct SpaceOrbitals {
+  SpinSpace space;
+  const Vector* eps = nullptr;
+  const Matrix* c = nullptr;
+  Index row0 = 0;
+};
+
+std::vector<SpaceOrbitals> spaces_of(const DfMp2Input& in, Index nfrozen) {
+  std::vector<SpaceOrbitals> out;
+  auto add = [&](const Vector* eps, Index nocc, const Matrix* c) {
+    const SpinSpace sp{nocc, nocc - nfrozen, eps->size() - nocc};
+    out.push_back({sp, eps, c, out.empty() ? 0 : out.back().row0 + out.back().space.rows()});
+  };
+  add(in.orbital_energies, in.nocc, in.mo_coefficients);
+  if (in.unrestricted()) add(in.orbital_energies_beta, in.nocc_beta, in.mo_coefficients_beta);
+  return out;
+}
+
+// Step 2: columns of A (the rows of every space, stacked, x naux) in W, for the auxiliary `blocks` given (this
+// rank's), a block at a time: `written(p0, np, block)` is given each block [p0, p0 + np) (np contiguous columns of
+// every space's rows) to store. An AO block is read once and transformed with each space's orbitals.
 template <class W>
 void transform(const DfMp2Input& in, const DfMp2Options& options, const std::vector<std::pair<Index, Index>>& blocks,
                linalg::Kernels& kernels, ScreeningReport& screening,
                const std::function<void(Index, Index, const W*)>& written) {
   const ThreeIndexSource& source = *in.three_index;
-  const Index nocc = in.nocc, nvir = in.orbital_energies->size() - nocc;
-  const Index nfrozen = options.nfrozen, nact = nocc - nfrozen;
+  const Index nfrozen = options.nfrozen;
+  const std::vector<SpaceOrbitals> spaces = spaces_of(in, nfrozen);
+  const Index rows = spaces.back().row0 + spaces.back().space.rows();
+  Index nact_max = 0;
+  for (const auto& sp : spaces) nact_max = std::max(nact_max, sp.space.nact);
   std::vector<double> buffer;     // as read
   std::vector<W> converted;       // in W, when W is not double
   std::vector<W> half;            // (i | P m) for one block, nact x (nbf * block)
-  MatrixT<W> c;
-  if (source.form() == ThreeIndexForm::ao) c = in.mo_coefficients->cast<W>();
+  std::vector<MatrixT<W>> c;      // each space's orbitals in W
+  if (source.form() == ThreeIndexForm::ao)
+    for (const auto& sp : spaces) c.push_back(sp.c->cast<W>());
   // Buffers sized once for the largest block: blocks of whole shells differ in size, and a std::vector that grows
   // holds its old and new storage at once (a transient that the memory plan does not have).
   Index largest = 0;
@@ -421,13 +486,13 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const std::vec
   const Index stride0 = source.block_stride();
   buffer.reserve(static_cast<std::size_t>(largest * stride0));
   if (!std::is_same_v<W, double>) converted.reserve(static_cast<std::size_t>(largest * stride0));
-  if (source.form() == ThreeIndexForm::ao) half.reserve(static_cast<std::size_t>(largest * nact * c.rows()));
+  if (source.form() == ThreeIndexForm::ao) half.reserve(static_cast<std::size_t>(largest * nact_max * c[0].rows()));
   std::vector<W> transformed;  // one block of A
-  transformed.reserve(static_cast<std::size_t>(largest * nact * nvir));
+  transformed.reserve(static_cast<std::size_t>(largest * rows));
   long long done = 0;
   for (const auto& block : blocks) {
     const Index p0 = block.first, np = block.second - block.first;  // not a structured binding: lambdas use p0
-    transformed.resize(static_cast<std::size_t>(np * nact * nvir));
+    transformed.resize(static_cast<std::size_t>(np * rows));
     W* out = transformed.data();
     auto one_block = [&] {
       const Index stride = source.block_stride();
@@ -444,9 +509,11 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const std::vec
       kernels.record_host(step_name(Mp2Step::transform), kRead3IndexKernel, read_clock.seconds(), {0, 8.0 * double(np) * double(stride)});
       if (direct) return;
 
-      if (source.form() == ThreeIndexForm::mo) {
+      if (source.form() == ThreeIndexForm::mo) {  // one space (run_dfmp2 checks)
+        const SpinSpace& sp = spaces[0].space;
         for (Index p = 0; p < np; ++p) {
-          convert(buffer.data() + p * stride + nfrozen * nvir, nact * nvir, out + p * nact * nvir, kernels, step_name(Mp2Step::transform));
+          convert(buffer.data() + p * stride + nfrozen * sp.nvir, sp.rows(), out + p * rows, kernels,
+                  step_name(Mp2Step::transform));
         }
         return;
       }
@@ -458,36 +525,46 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const std::vec
         convert(buffer.data(), np * stride, converted.data(), kernels, step_name(Mp2Step::transform));
         ao_data = converted.data();
       }
-      const Index nbf = c.rows();
-      const ConstMatrixViewT<W> c_act{c.data() + nbf * nfrozen, nbf, nact, nbf};
-      const ConstMatrixViewT<W> c_vir{c.data() + nbf * nocc, nbf, nvir, nbf};
+      const Index nbf = c[0].rows();
       // (P|mn) as an nbf x (nbf*np) matrix: rows n, columns m + nbf*P.
       const ConstMatrixViewT<W> ao{ao_data, nbf, nbf * np, nbf};
-      half.resize(static_cast<std::size_t>(nact * nbf * np));
+      // Screening: the tiles of the block kept, made once for every space.
+      std::optional<linalg::BsrMatrix<W>> tiles;
       if (options.screening.enabled) {
-        // (i | P m) transposed, (m + nbf*P) x i, = op(S)^T C_act with S the screened block: the dropped tiles are
-        // never multiplied. Then A_P = C_vir^T (rows m + nbf*P of it), one GEMM per P.
         Stopwatch screen_clock;
-        const auto tiles = linalg::bsr_from_dense(ao, options.screening.block, options.screening.block,
-                                                  options.screening.threshold);
-        kernels.record_host(step_name(Mp2Step::transform), "screen", screen_clock.seconds(), {0, double(sizeof(W)) * double(nbf * nbf * np)},
-                            dtype<W>());
-        screening.blocks_kept += tiles.nblocks();
-        screening.blocks_total += static_cast<long long>(tiles.block_row_count()) * tiles.block_col_count();
-        const MatrixViewT<W> half_t{half.data(), nbf * np, nact, nbf * np};
-        kernels.spmm(step_name(Mp2Step::transform), Trans::yes, W(1), tiles, c_act, W(0), half_t);
-        kernels.gemm_batched(step_name(Mp2Step::transform), Trans::yes, Trans::no, np, {0, nbf, nact * nvir}, W(1), c_vir,
-                             ConstMatrixViewT<W>{half.data(), nbf, nact, nbf * np}, W(0),
-                             MatrixViewT<W>{out, nvir, nact, nvir});
-        return;
+        tiles = linalg::bsr_from_dense(ao, options.screening.block, options.screening.block,
+                                       options.screening.threshold);
+        kernels.record_host(step_name(Mp2Step::transform), "screen", screen_clock.seconds(),
+                            {0, double(sizeof(W)) * double(nbf * nbf * np)}, dtype<W>());
+        screening.blocks_kept += tiles->nblocks();
+        screening.blocks_total += static_cast<long long>(tiles->block_row_count()) * tiles->block_col_count();
       }
-      kernels.gemm(step_name(Mp2Step::transform), Trans::yes, Trans::no, W(1), c_act, ao, W(0), MatrixViewT<W>{half.data(), nact, nbf * np, nact});
-      // For each P: A_P (nvir x nact, column P of A) = C_vir^T (i|P m)^T.
-      kernels.gemm_batched(step_name(Mp2Step::transform), Trans::yes, Trans::yes, np, {0, nact * nbf, nact * nvir}, W(1), c_vir,
-                           ConstMatrixViewT<W>{half.data(), nact, nbf, nact}, W(0), MatrixViewT<W>{out, nvir, nact, nvir});
+      for (std::size_t s = 0; s < spaces.size(); ++s) {
+        const Index nocc = spaces[s].space.nocc, nact = spaces[s].space.nact, nvir = spaces[s].space.nvir;
+        if (nact == 0) continue;
+        const ConstMatrixViewT<W> c_act{c[s].data() + nbf * nfrozen, nbf, nact, nbf};
+        const ConstMatrixViewT<W> c_vir{c[s].data() + nbf * nocc, nbf, nvir, nbf};
+        // A_P of this space: nvir x nact at row0 of column P (batch stride `rows`).
+        const MatrixViewT<W> a_space{out + spaces[s].row0, nvir, nact, nvir};
+        half.resize(static_cast<std::size_t>(nact * nbf * np));
+        if (tiles) {
+          // (i | P m) transposed, (m + nbf*P) x i, = op(S)^T C_act with S the screened block: the dropped tiles are
+          // never multiplied. Then A_P = C_vir^T (rows m + nbf*P of it), one GEMM per P.
+          const MatrixViewT<W> half_t{half.data(), nbf * np, nact, nbf * np};
+          kernels.spmm(step_name(Mp2Step::transform), Trans::yes, W(1), *tiles, c_act, W(0), half_t);
+          kernels.gemm_batched(step_name(Mp2Step::transform), Trans::yes, Trans::no, np, {0, nbf, rows}, W(1), c_vir,
+                               ConstMatrixViewT<W>{half.data(), nbf, nact, nbf * np}, W(0), a_space);
+          continue;
+        }
+        kernels.gemm(step_name(Mp2Step::transform), Trans::yes, Trans::no, W(1), c_act, ao, W(0),
+                     MatrixViewT<W>{half.data(), nact, nbf * np, nact});
+        // For each P: A_P (nvir x nact) = C_vir^T (i|P m)^T.
+        kernels.gemm_batched(step_name(Mp2Step::transform), Trans::yes, Trans::yes, np, {0, nact * nbf, rows}, W(1),
+                             c_vir, ConstMatrixViewT<W>{half.data(), nact, nbf, nact}, W(0), a_space);
+      }
     };
     one_block();
-    require_finite(step_name(Mp2Step::transform), "the transformed integrals (P|ia)", out, nact * nvir * np);
+    require_finite(step_name(Mp2Step::transform), "the transformed integrals (P|ia)", out, rows * np);
     written(p0, np, out);
     ++done;
     if (options.progress) options.progress(mp2_phase_name(Mp2Step::transform), done, static_cast<long long>(blocks.size()));
@@ -573,8 +650,14 @@ template <class W, class F, class Acc>
 void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernels& kernels, DfMp2Result& result) {
   linalg::SerialComm alone;
   linalg::Comm& comm = options.comm != nullptr ? *options.comm : alone;
-  const Vector& eps = *in.orbital_energies;
-  const Index nocc = in.nocc, nvir = eps.size() - nocc, nact = nocc - options.nfrozen;
+  const std::vector<SpaceOrbitals> orbitals = spaces_of(in, options.nfrozen);
+  std::vector<SpinSpace> spaces;
+  std::vector<Index> nact;
+  for (const auto& o : orbitals) {
+    spaces.push_back(o.space);
+    nact.push_back(o.space.nact);
+  }
+  const Index rows = orbitals.back().row0 + orbitals.back().space.rows();
   const Index naux = in.three_index->naux();
   const BlockPlan& plan = result.plan;
   const Mp2Layout layout = make_layout(*in.three_index, plan.aux_block, nact, plan.occupied_block, comm.size(),
@@ -601,9 +684,9 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
   result.screening = {options.screening.enabled, options.screening.threshold, options.screening.block, 0, 0};
   step(Mp2Step::transform, [&] {
     comm.checked([&] {
-      blocks = std::make_unique<OccupiedBlocks<W>>(layout, nvir, naux, plan, options.scratch_folder, comm, kernels);
+      blocks = std::make_unique<OccupiedBlocks<W>>(layout, spaces, naux, plan, options.scratch_folder, comm, kernels);
       transform<W>(in, options, blocks->aux_blocks(), kernels, result.screening,
-                   [&](Index p0, Index np, const W* a) { blocks->store_columns(p0, np, a, nact * nvir); });
+                   [&](Index p0, Index np, const W* a) { blocks->store_columns(p0, np, a, rows); });
     });
     judge_screening(options.screening, result.screening, comm);
   });
@@ -617,7 +700,12 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
   });
 
   // 4. The pair energies of every occupied block pair (I, J): (ia|jb) = B_I B_J^T, then the energy sums.
-  const Vector eps_occ = eps.segment(options.nfrozen, nact), eps_vir = eps.tail(nvir);
+  std::vector<Vector> eps_occ, eps_vir;  // per space: active occupied, virtual
+  for (const auto& o : orbitals) {
+    eps_occ.push_back(o.eps->segment(options.nfrozen, o.space.nact));
+    eps_vir.push_back(o.eps->tail(o.space.nvir));
+  }
+  const bool unrestricted = orbitals.size() > 1;
   const std::size_t npairs = layout.pairs.size();
   std::vector<double> energies(2 * npairs, 0.0);  // (os, ss) per pair: this rank's, then summed over the ranks
   step(Mp2Step::pair_energy, [&] {
@@ -626,9 +714,18 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
     const long long mine = static_cast<long long>(std::count(layout.pair_rank.begin(), layout.pair_rank.end(),
                                                              comm.rank()));
     blocks->for_each_pair([&](std::size_t k, ConstMatrixViewT<W> b_i, ConstMatrixViewT<W> b_j) {
-      const PairEnergy e = block_pair_energy<W, Acc>(layout.pairs[k], b_i, b_j, eps_occ, eps_vir, kernels, workspace);
-      energies[2 * k] = e.opposite_spin;
-      energies[2 * k + 1] = e.same_spin;
+      const OccupiedBlockPair& pair = layout.pairs[k];
+      const auto si = static_cast<std::size_t>(pair.spin_i), sj = static_cast<std::size_t>(pair.spin_j);
+      if (!pair.same_spin()) {
+        energies[2 * k] = opposite_spin_pair_energy<W, Acc>(pair, b_i, b_j, eps_occ[si], eps_vir[si], eps_occ[sj],
+                                                            eps_vir[sj], kernels, workspace);
+      } else {
+        const PairEnergy e = block_pair_energy<W, Acc>(pair, b_i, b_j, eps_occ[si], eps_vir[si], kernels, workspace);
+        // One space of both spins: its os and ss as they are. One spin's space: half the ss formula is that spin's
+        // same-spin energy, and the os part is not a pair of that spin's (the opposite-spin pairs are the others).
+        energies[2 * k] = unrestricted ? 0.0 : e.opposite_spin;
+        energies[2 * k + 1] = unrestricted ? 0.5 * e.same_spin : e.same_spin;
+      }
       if (options.progress) options.progress(mp2_phase_name(Mp2Step::pair_energy), ++done, mine);
     });
     // Each pair's energies come from the one rank that computed it (the others add exact zeros).
@@ -637,13 +734,15 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
 
   // The sum over the block pairs in pair order, in Acc (an fp32 run accumulates as fp32 arithmetic would): the
   // same bits for any number of ranks.
-  Acc os = 0, ss = 0;
+  Acc os = 0, ss[2] = {0, 0};
   for (std::size_t k = 0; k < npairs; ++k) {
     os += Acc(energies[2 * k]);
-    ss += Acc(energies[2 * k + 1]);
+    ss[layout.pairs[k].spin_i] += Acc(energies[2 * k + 1]);
   }
   result.opposite_spin = double(os);
-  result.same_spin = double(ss);
+  result.same_spin = double(ss[0] + ss[1]);
+  result.same_spin_alpha = unrestricted ? double(ss[0]) : 0.5 * result.same_spin;
+  result.same_spin_beta = unrestricted ? double(ss[1]) : 0.5 * result.same_spin;
   result.block_pairs = static_cast<Index>(npairs);
   const double sums[] = {result.opposite_spin, result.same_spin};
   require_finite(step_name(Mp2Step::pair_energy), "the pair-energy sum", sums, 2);
@@ -750,6 +849,62 @@ PairEnergy block_pair_energy(const OccupiedBlockPair& pair, ConstMatrixViewT<W> 
   return {double(os), double(ss)};
 }
 
+template <class W, class Acc>
+double opposite_spin_pair_energy(const OccupiedBlockPair& pair, ConstMatrixViewT<W> b_i, ConstMatrixViewT<W> b_j,
+                                 const Vector& eps_occ_i_in, const Vector& eps_vir_i_in, const Vector& eps_occ_j_in,
+                                 const Vector& eps_vir_j_in, linalg::Kernels& kernels, MatrixT<W>& workspace) {
+  const Index nvir_i = eps_vir_i_in.size(), nvir_j = eps_vir_j_in.size();
+  const Index ni = pair.i1 - pair.i0, nj = pair.j1 - pair.j0;
+  if (workspace.rows() < ni * nvir_i || workspace.cols() < nj * nvir_j) workspace.resize(ni * nvir_i, nj * nvir_j);
+  const MatrixViewT<W> g{workspace.data(), ni * nvir_i, nj * nvir_j, std::max<Index>(1, workspace.rows())};
+  kernels.gemm(step_name(Mp2Step::pair_energy), Trans::no, Trans::yes, W(1), b_i, b_j, W(0), g);
+
+  Stopwatch reduce_clock;
+  const VectorT<Acc> eps_occ_i = eps_occ_i_in.cast<Acc>(), eps_vir_i = eps_vir_i_in.cast<Acc>();
+  const VectorT<Acc> eps_occ_j = eps_occ_j_in.cast<Acc>(), eps_vir_j = eps_vir_j_in.cast<Acc>();
+  // One value per orbital pair, summed in pair order afterwards (as block_pair_energy: the same bits for any
+  // thread count). Every (i, j) is a distinct pair: no symmetry to fold.
+  const Index npairs = ni * nj;
+  std::vector<Acc> per_pair(static_cast<std::size_t>(npairs), Acc(0));
+#pragma omp parallel for schedule(dynamic)
+  for (Index ij = 0; ij < npairs; ++ij) {
+    const Index li = ij / nj, lj = ij % nj;
+    const Acc eij = eps_occ_i[pair.i0 + li] + eps_occ_j[pair.j0 + lj];
+    const W* gij = &g(nvir_i * li, nvir_j * lj);
+    Acc e = 0;
+    for (Index b = 0; b < nvir_j; ++b) {
+      const W* v_col = gij + b * g.ld;  // (ia|jb) over a
+      const Acc e_b = eij - eps_vir_j[b];
+      Acc col = 0;
+#pragma omp simd reduction(+ : col)
+      for (Index a = 0; a < nvir_i; ++a) {
+        const Acc v = v_col[a];
+        col += v * v / (e_b - eps_vir_i[a]);
+      }
+      e += col;
+    }
+    per_pair[static_cast<std::size_t>(ij)] = e;
+  }
+  Acc os = 0;
+  for (const Acc e : per_pair) os += e;
+  const double elements = double(ni) * double(nj) * double(nvir_i) * double(nvir_j);
+  kernels.record_host(step_name(Mp2Step::pair_energy), kPairReduceKernel, reduce_clock.seconds(),
+                      {4.0 * elements, sizeof(W) * elements}, dtype<Acc>());
+  return double(os);
+}
+
+template double opposite_spin_pair_energy<double, double>(const OccupiedBlockPair&, linalg::ConstMatrixView,
+                                                          linalg::ConstMatrixView, const Vector&, const Vector&,
+                                                          const Vector&, const Vector&, linalg::Kernels&, Matrix&);
+template double opposite_spin_pair_energy<float, double>(const OccupiedBlockPair&, linalg::ConstMatrixViewF,
+                                                         linalg::ConstMatrixViewF, const Vector&, const Vector&,
+                                                         const Vector&, const Vector&, linalg::Kernels&,
+                                                         linalg::MatrixF&);
+template double opposite_spin_pair_energy<float, float>(const OccupiedBlockPair&, linalg::ConstMatrixViewF,
+                                                        linalg::ConstMatrixViewF, const Vector&, const Vector&,
+                                                        const Vector&, const Vector&, linalg::Kernels&,
+                                                        linalg::MatrixF&);
+
 template PairEnergy block_pair_energy<double, double>(const OccupiedBlockPair&, const Matrix&, const Vector&,
                                                       const Vector&, linalg::Kernels&, Matrix&);
 template PairEnergy block_pair_energy<float, double>(const OccupiedBlockPair&, const linalg::MatrixF&, const Vector&,
@@ -769,42 +924,52 @@ template PairEnergy block_pair_energy<float, float>(const OccupiedBlockPair&, li
 BlockPlan plan_for(const DfMp2Input& in, const DfMp2Options& options, const linalg::Backend& backend,
                    double memory_bytes, Mp2Storage storage, int ranks) {
   const bool ao = in.three_index->form() == ThreeIndexForm::ao;
-  const Index nmo = in.orbital_energies->size(), nact = in.nocc - options.nfrozen;
-  return plan_blocks(in.three_index->form(), ao ? in.mo_coefficients->rows() : 0, in.nocc, nact, nmo - in.nocc,
-                     in.three_index->naux(), memory_bytes, options.precision, options.metric,
-                     options.screening.enabled, storage,
+  std::vector<SpinSpace> spaces;
+  for (const auto& o : spaces_of(in, options.nfrozen)) spaces.push_back(o.space);
+  return plan_blocks(in.three_index->form(), ao ? in.mo_coefficients->rows() : 0, spaces, in.three_index->naux(),
+                     memory_bytes, options.precision, options.metric, options.screening.enabled, storage,
                      working_copies_of(backend, options.precision, options.step_modes), ranks,
                      in.three_index->largest_block(1));
 }
 
 DfMp2Result run_dfmp2(const DfMp2Input& in, const BlockPlan& plan, const DfMp2Options& options,
                       linalg::Kernels& kernels) {
-  const Vector& eps = *in.orbital_energies;
-  const Index nmo = eps.size(), nocc = in.nocc, nvir = nmo - nocc;
-  if (options.nfrozen < 0 || options.nfrozen >= nocc) {
-    throw std::logic_error(fmt::format("run_dfmp2: nfrozen {} outside 0..{}", options.nfrozen, nocc - 1));
-  }
-  const Index nact = nocc - options.nfrozen;
-  // MP2 denominators must stay negative; a HOMO at or above the LUMO means the orbitals are not a valid
-  // closed-shell reference (or not sorted), and the energy would be meaningless.
-  const double homo = eps.segment(options.nfrozen, nact).maxCoeff(), lumo = eps.tail(nvir).minCoeff();
-  if (homo >= lumo) {
-    throw NumericalError(fmt::format(
-        "orbital energies: highest occupied ({:.6f}) is not below lowest virtual ({:.6f}); MP2 denominators "
-        "would vanish",
-        homo, lumo));
+  const bool ao = in.three_index->form() == ThreeIndexForm::ao;
+  if (in.unrestricted() && !ao) throw std::logic_error("run_dfmp2: open-shell orbitals need AO-form integrals");
+  const std::vector<SpaceOrbitals> spaces = spaces_of(in, options.nfrozen);
+  for (const SpaceOrbitals& o : spaces) {
+    const Index nocc = o.space.nocc, nact = o.space.nact, nvir = o.space.nvir;
+    // The frozen core leaves at least one alpha orbital to correlate; the beta space may be left with none (a
+    // doublet with one beta electron in its core, or none at all).
+    const Index most = o.row0 == 0 ? nocc - 1 : nocc;
+    if (options.nfrozen < 0 || options.nfrozen > most) {
+      throw std::logic_error(fmt::format("run_dfmp2: nfrozen {} outside 0..{}", options.nfrozen, most));
+    }
+    if (nact == 0) continue;
+    // MP2 denominators must stay negative; a HOMO at or above the LUMO means the orbitals are not a valid
+    // reference (or not sorted), and the energy would be meaningless.
+    const double homo = o.eps->segment(options.nfrozen, nact).maxCoeff(), lumo = o.eps->tail(nvir).minCoeff();
+    if (homo >= lumo) {
+      throw NumericalError(fmt::format(
+          "orbital energies{}: highest occupied ({:.6f}) is not below lowest virtual ({:.6f}); MP2 denominators "
+          "would vanish",
+          spaces.size() > 1 ? (o.row0 == 0 ? " (alpha)" : " (beta)") : "", homo, lumo));
+    }
   }
 
   DfMp2Result result;
+  result.unrestricted = in.unrestricted();
+  result.singles = in.singles;
   result.nfrozen = options.nfrozen;
-  result.nact = nact;
-  result.nvir = nvir;
+  result.nact = spaces[0].space.nact;
+  result.nvir = spaces[0].space.nvir;
+  result.nact_beta = spaces.back().space.nact;
+  result.nvir_beta = spaces.back().space.nvir;
   result.naux = in.three_index->naux();
   result.precision = options.precision;
   result.metric = options.metric;
   result.step_modes = step_matmul_modes(options.precision, options.step_modes);
   result.eigh_threshold = options.eigh_threshold;
-  const bool ao = in.three_index->form() == ThreeIndexForm::ao;
   if (ao && in.mo_coefficients == nullptr) throw std::logic_error("run_dfmp2: AO-form integrals need MO coefficients");
   if (options.screening.enabled && !ao) {
     throw std::logic_error("run_dfmp2: screening applies to AO-form integrals only");

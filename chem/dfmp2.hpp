@@ -1,5 +1,5 @@
 #pragma once
-// Density-fitted MP2 for a closed-shell reference.
+// Density-fitted MP2 for a closed-shell (RHF) or an open-shell (UHF, semicanonical ROHF) reference.
 //
 //   1. metric      J = L L^T (cholesky), or J^-1/2 by eigendecomposition (eigh) or Newton-Schulz iteration
 //   2. transform   A[ia,P] = sum_mn C_mi C_na (P|mn)                (gemm, gemm_batched), streamed over blocks of P
@@ -14,6 +14,12 @@
 // transformation runs one grade higher (bf16x3 for bf16, fp32 for bf16x3), because the fitting amplifies its
 // rounding; the metric factor and the fitting stay fp32, because the Coulomb metric of a real fitting basis is far
 // too ill-conditioned for bf16's 8-bit significand. DfMp2Options::step_modes may override a step explicitly.
+//
+// Open shells (DF-UMP2): the steps run on every spin's orbitals (SpinSpace), whose rows are stacked in A and B (the
+// alpha rows, then the beta rows); the pairs are those of each spin, giving the same-spin energy of that spin
+// (E_aa = 1/2 sum (ia|jb)[(ia|jb) - (ib|ja)] / D over alpha orbitals, the same for beta), and the pairs of a beta
+// block with an alpha block, giving the opposite-spin energy E_ab = sum (ia|jb)^2 / D (i, a alpha; j, b beta).
+// RHF is the one-space case: both spins alike, E_os and E_ss as above.
 //
 // A row of A and B is one (i, a) pair with the virtual index fastest (row a + nvir*i), so the rows of one
 // occupied block are contiguous. An occupied block pair is a self-contained unit of work: given B and the
@@ -113,10 +119,20 @@ struct PairEnergy {
   }
 };
 
-// Active occupied orbitals [i0, i1) x [j0, j1), indices counted from the first active orbital; i0 >= j0.
+// The orbitals of one spin that DF-MP2 correlates: RHF has one space (both spins alike), UHF and semicanonical
+// ROHF two (alpha, then beta). Its rows of A and B are nact x nvir.
+struct SpinSpace {
+  linalg::Index nocc = 0, nact = 0, nvir = 0;
+  linalg::Index rows() const { return nact * nvir; }
+};
+
+// Active occupied orbitals [i0, i1) of space spin_i x [j0, j1) of space spin_j, indices counted from the space's
+// first active orbital. Within a space i0 >= j0; across spaces spin_i > spin_j (a beta block with an alpha block).
 struct OccupiedBlockPair {
   linalg::Index i0, i1, j0, j1;
-  bool diagonal() const { return i0 == j0; }
+  int spin_i = 0, spin_j = 0;
+  bool same_spin() const { return spin_i == spin_j; }
+  bool diagonal() const { return same_spin() && i0 == j0; }
 };
 
 // How the work is cut to stay within memory (per rank: `memory` is each rank's).
@@ -143,17 +159,27 @@ struct BlockPlan {
 // the backend allocates per call beyond its operands (working_copies_of), counted in every phase; with copies, the
 // fitting runs in row chunks so that they are copies of a chunk, not of a whole block. `aux_unit`: the largest
 // block of auxiliary functions the source cannot cut (a shell; ThreeIndexSource::largest_block(1)).
-BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, linalg::Index nocc, linalg::Index nact,
-                      linalg::Index nvir, linalg::Index naux, double memory_bytes,
-                      Precision precision = Precision::fp64, MetricMethod metric = MetricMethod::cholesky,
-                      bool screening = false, Mp2Storage storage = Mp2Storage::automatic, double working_copies = 0,
-                      int ranks = 1, linalg::Index aux_unit = 1);
+// `spaces`: one SpinSpace (RHF) or two (UHF, ROHF); both spins' tensors are held at once.
+BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, const std::vector<SpinSpace>& spaces,
+                      linalg::Index naux, double memory_bytes, Precision precision = Precision::fp64,
+                      MetricMethod metric = MetricMethod::cholesky, bool screening = false,
+                      Mp2Storage storage = Mp2Storage::automatic, double working_copies = 0, int ranks = 1,
+                      linalg::Index aux_unit = 1);
+// A closed-shell reference's plan: one space of nact of nocc orbitals and nvir virtual ones.
+inline BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, linalg::Index nocc, linalg::Index nact,
+                             linalg::Index nvir, linalg::Index naux, double memory_bytes,
+                             Precision precision = Precision::fp64, MetricMethod metric = MetricMethod::cholesky,
+                             bool screening = false, Mp2Storage storage = Mp2Storage::automatic,
+                             double working_copies = 0, int ranks = 1, linalg::Index aux_unit = 1) {
+  return plan_blocks(form, nbf, {SpinSpace{nocc, nact, nvir}}, naux, memory_bytes, precision, metric, screening,
+                     storage, working_copies, ranks, aux_unit);
+}
 
 // Who does what in one DF-MP2 run over `ranks` ranks (README "MPI"):
 //   transform   the auxiliary blocks are cut from whole units of the source (shells) and given to the ranks in
 //               contiguous runs of about naux / ranks functions; each rank transforms its own
-//   storage     occupied blocks are held in contiguous runs of about equal counts
-//   pairs       a diagonal pair (I, I) goes to I's holder, and so does a pair whose blocks one rank holds; the other
+//   storage     occupied blocks (every space's, alpha then beta) are held in contiguous runs of about equal counts
+//   pairs       every block pair I >= J over the blocks in that order; a diagonal pair (I, I) goes to I's holder, and so does a pair whose blocks one rank holds; the other
 //               pairs, largest first, each to whichever of its two holders has less work so far (a tie: I's holder
 //               when I + J is odd, else J's): every rank computes about the same share of the cost (a diagonal
 //               pair is half a GEMM), with one block fetched for each pair whose blocks two ranks hold
@@ -164,15 +190,18 @@ struct Mp2Layout {
   std::vector<int> aux_rank;                                        // who transforms each
   std::vector<linalg::Index> col0;  // per rank its first auxiliary column, col0[ranks] = naux
   linalg::Index occupied_block = 1;                                 // active occupied orbitals per block
-  std::vector<std::pair<linalg::Index, linalg::Index>> occupied;    // active occupied blocks [i0, i1)
+  std::vector<std::pair<linalg::Index, linalg::Index>> occupied;    // active occupied blocks [i0, i1) of their space
+  std::vector<int> occupied_spin;                                   // the space of each
   std::vector<int> occupied_rank;                                   // who holds each
   std::vector<OccupiedBlockPair> pairs;                             // every block pair, I-major
+  std::vector<std::pair<linalg::Index, linalg::Index>> pair_blocks; // the blocks (I, J) of each
   std::vector<int> pair_rank;                                       // who computes each
   linalg::Index columns(int r) const { return col0[static_cast<std::size_t>(r) + 1] - col0[static_cast<std::size_t>(r)]; }
   // Relative cost of a pair (a diagonal pair is half a GEMM).
   static double pair_cost(const OccupiedBlockPair& p);
 };
-Mp2Layout make_layout(const ThreeIndexSource& source, linalg::Index aux_block, linalg::Index nact,
+// `nact`: the active occupied orbitals of each space.
+Mp2Layout make_layout(const ThreeIndexSource& source, linalg::Index aux_block, const std::vector<linalg::Index>& nact,
                       linalg::Index occupied_block, int ranks, int rank);
 // The largest Backend::working_copies over the operand formats a run of `precision` uses on `backend`.
 double working_copies_of(const linalg::Backend& backend, Precision precision,
@@ -188,13 +217,19 @@ inline constexpr double kScsSameSpinScale = 1.0 / 3.0;
 
 struct DfMp2Result {
   double opposite_spin = 0;
-  double same_spin = 0;
-  double correlation() const { return opposite_spin + same_spin; }
+  double same_spin = 0;  // alpha-alpha plus beta-beta
+  double same_spin_alpha = 0, same_spin_beta = 0;  // RHF: half of same_spin each
+  // ROHF-MBPT(2): the singles term of the semicanonical orbitals (ScfResult::singles, set by the caller); 0 otherwise.
+  double singles = 0;
+  // As Psi4 reports them: the singles term is part of the correlation energy and of the SCS one.
+  double correlation() const { return singles + opposite_spin + same_spin; }
   double scs_correlation() const {
-    return kScsOppositeSpinScale * opposite_spin + kScsSameSpinScale * same_spin;
+    return singles + kScsOppositeSpinScale * opposite_spin + kScsSameSpinScale * same_spin;
   }
 
+  bool unrestricted = false;  // two spin spaces; nact and nvir are the alpha ones, the _beta ones the others
   linalg::Index nfrozen = 0, nact = 0, nvir = 0, naux = 0;
+  linalg::Index nact_beta = 0, nvir_beta = 0;
   Precision precision = Precision::fp64;
   MetricMethod metric = MetricMethod::cholesky;
   std::map<std::string, linalg::MatmulMode> step_modes;  // operand format of each step (step_matmul_modes)
@@ -218,6 +253,14 @@ template <class W, class Acc = double>
 PairEnergy block_pair_energy(const OccupiedBlockPair& pair, linalg::ConstMatrixViewT<W> b_i,
                              linalg::ConstMatrixViewT<W> b_j, const linalg::Vector& eps_active_occ,
                              const linalg::Vector& eps_vir, linalg::Kernels& kernels, linalg::MatrixT<W>& workspace);
+// The opposite-spin energy of a block pair of two spaces: sum (ia|jb)^2 / (e_i + e_j - e_a - e_b) over i, a of
+// space spin_i (block b_i, its energies eps_occ_i and eps_vir_i) and j, b of space spin_j.
+template <class W, class Acc = double>
+double opposite_spin_pair_energy(const OccupiedBlockPair& pair, linalg::ConstMatrixViewT<W> b_i,
+                                 linalg::ConstMatrixViewT<W> b_j, const linalg::Vector& eps_occ_i,
+                                 const linalg::Vector& eps_vir_i, const linalg::Vector& eps_occ_j,
+                                 const linalg::Vector& eps_vir_j, linalg::Kernels& kernels,
+                                 linalg::MatrixT<W>& workspace);
 
 // The blocking of a run of `options.precision` on `backend` for a caller that holds the input already (tests,
 // benchmarks): plan_blocks with the input's sizes. The program plans every run before its SCF, from the reference's

@@ -129,21 +129,18 @@ int frozen_core_orbitals(const Molecule& molecule) {
   return n;
 }
 
-namespace {
-// The nuclear charges less the molecule's charge.
 int electron_count(const Molecule& molecule) {
   int electrons = -molecule.charge;
   for (const auto& a : molecule.atoms) electrons += a.atomic_number;
   return electrons;
 }
-}  // namespace
 
 int closed_shell_occupied(const Molecule& molecule) {
   const int electrons = electron_count(molecule);
   if (electrons <= 0 || electrons % 2 != 0) {
     throw InputError("", "molecule.charge",
-                     fmt::format("{{key}}: charge {} leaves {} electron{}, {}; dfmp2 does closed-shell RHF only (an "
-                                 "even number of electrons)",
+                     fmt::format("{{key}}: charge {} leaves {} electron{}, {}; a closed-shell RHF needs an even "
+                                 "number of electrons (set molecule.multiplicity for an open shell)",
                                  molecule.charge, electrons, std::abs(electrons) == 1 ? "" : "s",
                                  electrons <= 0 ? "none at all" : "an open shell"));
   }

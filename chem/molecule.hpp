@@ -18,6 +18,7 @@ struct Atom {
 struct Molecule {
   std::vector<Atom> atoms;
   int charge = 0;
+  int multiplicity = 1;  // 2S + 1
 };
 
 // Atomic number of an element symbol (case-insensitive), 0 when the symbol is not an element.
@@ -36,6 +37,8 @@ inline constexpr double kMaxCoordinate = 1e4;  // 1 micrometre: far beyond any m
 inline constexpr double kMinDistance = 0.1;    // the shortest bond (H2) is 0.74 angstrom
 void check_geometry(const Molecule& molecule, const std::string& where);
 
+// Electrons: the nuclear charges less the molecule's charge.
+int electron_count(const Molecule& molecule);
 // Doubly occupied orbitals of the closed-shell reference: half the electrons (nuclear charges minus `charge`).
 // Throws InputError about the key `molecule.charge` when no electron is left or the count is odd (an open shell).
 int closed_shell_occupied(const Molecule& molecule);

@@ -106,17 +106,21 @@ class OccupiedBlocks {
  public:
   using Index = linalg::Index;
   // Made inside a checked step (it creates this rank's scratch file when the plan puts the tensor on scratch).
-  OccupiedBlocks(const Mp2Layout& layout, Index nvir, Index naux, const BlockPlan& plan,
+  // `spaces`: the spaces whose blocks the layout lists (one, or alpha and beta), their rows stacked in that order.
+  OccupiedBlocks(const Mp2Layout& layout, const std::vector<SpinSpace>& spaces, Index naux, const BlockPlan& plan,
                  const std::string& scratch_folder, linalg::Comm& comm, linalg::Kernels& kernels)
-      : layout_(layout), nvir_(nvir), naux_(naux), comm_(comm), kernels_(kernels), ranks_(comm.size()),
+      : layout_(layout), naux_(naux), comm_(comm), kernels_(kernels), ranks_(comm.size()),
         me_(comm.rank()), on_scratch_(plan.storage == Mp2Storage::scratch),
         scratch_(on_scratch_ ? &scratch_folder : nullptr),
         // Scratch files of several ranks may share a folder (and a pid, on different nodes): the rank is in the name.
         suffix_(ranks_ > 1 ? fmt::format("-r{}", me_) : std::string()) {
-    std::vector<Index> every_block;
+    std::vector<Index> every_block, space_row0{0};
+    for (const SpinSpace& sp : spaces) space_row0.push_back(space_row0.back() + sp.rows());
     for (Index b = 0; b < block_count(); ++b) {
       const auto& [i0, i1] = layout_.occupied[static_cast<std::size_t>(b)];
-      block_rows_.push_back((i1 - i0) * nvir_);
+      const auto spin = static_cast<std::size_t>(layout_.occupied_spin[static_cast<std::size_t>(b)]);
+      block_rows_.push_back((i1 - i0) * spaces[spin].nvir);
+      block_row0_.push_back(space_row0[spin] + i0 * spaces[spin].nvir);
       every_block.push_back(b);
       if (holder(b) == me_) held_.push_back(b);
     }
@@ -129,12 +133,13 @@ class OccupiedBlocks {
 
   const std::vector<std::pair<Index, Index>>& aux_blocks() const { return my_aux_; }
 
-  // Auxiliary columns [p0, p0 + np) of (P|ia) for every active i: np columns of nact nvir rows, `ld` apart.
+  // Auxiliary columns [p0, p0 + np) of (P|ia) for every active i of every space: np columns of every space's rows,
+  // `ld` apart.
   void store_columns(Index p0, Index np, const W* a, Index ld) {
     linalg::Stopwatch clock;
     for (Index b = 0; b < block_count(); ++b) {
       a_store_->write_columns(b, p0 - layout_.col0[static_cast<std::size_t>(me_)], np,
-                              a + layout_.occupied[static_cast<std::size_t>(b)].first * nvir_, ld);
+                              a + block_row0_[static_cast<std::size_t>(b)], ld);
     }
     kernels_.record_host(step_name(Mp2Step::transform), on_scratch_ ? "scratch_write" : "store", clock.seconds(),
                          {0, double(sizeof(W)) * double(np * ld)}, dtype());
@@ -291,10 +296,9 @@ class OccupiedBlocks {
   // The pairs this rank computes, grouped by anchor so that each anchor block is loaded once.
   std::vector<Work> this_ranks_pairs() const {
     std::vector<Work> work;
-    const Index nb = layout_.occupied_block;
     for (std::size_t k = 0; k < layout_.pairs.size(); ++k) {
       if (layout_.pair_rank[k] != me_) continue;
-      const Index bi = layout_.pairs[k].i0 / nb, bj = layout_.pairs[k].j0 / nb;
+      const auto [bi, bj] = layout_.pair_blocks[k];
       work.push_back(holder(bi) == me_ ? Work{k, bi, bj} : Work{k, bj, bi});
     }
     std::stable_sort(work.begin(), work.end(), [](const Work& a, const Work& b) {
@@ -331,7 +335,6 @@ class OccupiedBlocks {
     double waited_read = 0, waited_fetch = 0, read_bytes = 0, fetch_bytes = 0;
     Index anchor = -1;
     linalg::ConstMatrixViewT<W> a_view{};
-    const Index nb = layout_.occupied_block;
     start_from(0);
     for (std::size_t i = 0; i < work.size(); ++i) {
       const Work& w = work[i];
@@ -361,7 +364,7 @@ class OccupiedBlocks {
           start_from(i + 1);
         }
       }
-      const bool anchor_is_i = layout_.pairs[w.pair].i0 / nb == w.anchor;
+      const bool anchor_is_i = layout_.pair_blocks[w.pair].first == w.anchor;
       compute(w.pair, anchor_is_i ? a_view : p_view, anchor_is_i ? p_view : a_view);
     }
     const std::string pair_step = step_name(Mp2Step::pair_energy);
@@ -370,14 +373,14 @@ class OccupiedBlocks {
   }
 
   const Mp2Layout& layout_;
-  Index nvir_, naux_;
+  Index naux_;
   linalg::Comm& comm_;
   linalg::Kernels& kernels_;
   int ranks_, me_;
   bool on_scratch_;
   const std::string* scratch_;
   std::string suffix_;
-  std::vector<Index> block_rows_, held_;
+  std::vector<Index> block_rows_, block_row0_, held_;  // each block's rows, and its first in the stacked A
   std::vector<std::pair<Index, Index>> my_aux_;
   std::unique_ptr<BlockStore<W>> a_store_, b_own_;
   BlockStore<W>* b_store_ = nullptr;  // the fitted blocks: the A store on one rank, b_own_ with several

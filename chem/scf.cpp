@@ -422,6 +422,38 @@ Matrix spin_guess(const ScfStart& st, const ScfOptions& options, int nocc) {
   return options.guess == ScfGuess::core ? Matrix(st.guess.leftCols(nocc)) : st.guess;
 }
 
+// <S^2> = Sz (Sz + 1) + n_beta - sum_ij |<i alpha | j beta>|^2 (Szabo and Ostlund, eq. 2.271).
+double s_squared(const ScfResult& r, const Matrix& s) {
+  const Matrix overlap = r.mo_coefficients.leftCols(r.nocc).transpose() * s * r.mo_coefficients_beta.leftCols(r.nocc_beta);
+  const double sz = 0.5 * double(r.nocc - r.nocc_beta);
+  return sz * (sz + 1.0) + double(r.nocc_beta) - overlap.squaredNorm();
+}
+
+// One spin's semicanonical orbitals from orbitals `c` (AO, nbf x nmo) whose first `nocc` are that spin's occupied
+// ones: `fock` (AO) diagonalised within the occupied and within the virtual orbitals. Adds the spin's singles
+// term, -sum |f_ia|^2 / (e_a - e_i), to `singles`.
+struct Semicanonical {
+  Matrix c;
+  Vector eps;
+};
+Semicanonical semicanonical(const Matrix& c, int nocc, const Matrix& fock, double& singles) {
+  const Index nmo = c.cols(), nvir = nmo - nocc;
+  Semicanonical out{Matrix(c.rows(), nmo), Vector(nmo)};
+  auto diagonal_block = [&](Index first, Index count) {
+    if (count == 0) return;
+    const Matrix part = c.middleCols(first, count);
+    const Eigen::SelfAdjointEigenSolver<Matrix> eig(part.transpose() * fock * part);
+    out.c.middleCols(first, count) = part * eig.eigenvectors();
+    out.eps.segment(first, count) = eig.eigenvalues();
+  };
+  diagonal_block(0, nocc);
+  diagonal_block(nocc, nvir);
+  const Matrix f_ov = out.c.leftCols(nocc).transpose() * fock * out.c.rightCols(nvir);
+  for (Index i = 0; i < nocc; ++i)
+    for (Index a = 0; a < nvir; ++a) singles -= f_ov(i, a) * f_ov(i, a) / (out.eps[nocc + a] - out.eps[i]);
+  return out;
+}
+
 }  // namespace
 
 ScfResult run_rhf(const Molecule& molecule, const BasisSet& basis, JkBuilder& jk, const ScfOptions& options,
@@ -459,11 +491,7 @@ ScfResult run_uhf(const Molecule& molecule, int multiplicity, const BasisSet& ba
   result.nocc_beta = nbeta;
   result.mo_coefficients_beta = spins[1].orbitals.c;
   result.orbital_energies_beta = spins[1].orbitals.eps;
-  // <S^2> = Sz (Sz + 1) + n_beta - sum_ij |<i alpha | j beta>|^2 (Szabo and Ostlund, eq. 2.271).
-  const Matrix overlap = result.mo_coefficients.leftCols(nalpha).transpose() * st.s *
-                         result.mo_coefficients_beta.leftCols(nbeta);
-  const double sz = 0.5 * double(nalpha - nbeta);
-  result.s_squared = sz * (sz + 1.0) + double(nbeta) - overlap.squaredNorm();
+  result.s_squared = s_squared(result, st.s);
   return result;
 }
 
@@ -536,12 +564,36 @@ ScfResult run_rohf(const Molecule& molecule, int multiplicity, const BasisSet& b
       result.iterations = it;
       result.nocc = nalpha;
       result.nocc_beta = nbeta;
-      result.mo_coefficients = c_ao;
-      result.orbital_energies = eps;
+      result.rohf_orbital_energies = eps;
+      // ROHF-MBPT(2)'s orbitals: each spin's Fock matrix of the converged density, made semicanonical.
+      Semicanonical alpha = semicanonical(c_ao, nalpha, fock_alpha, result.singles);
+      Semicanonical beta = semicanonical(c_ao, nbeta, fock_beta, result.singles);
+      result.mo_coefficients = std::move(alpha.c);
+      result.orbital_energies = std::move(alpha.eps);
+      result.mo_coefficients_beta = std::move(beta.c);
+      result.orbital_energies_beta = std::move(beta.eps);
+      result.s_squared = s_squared(result, st.s);
       return result;
     }
   }
   not_converged(options, result);
+}
+
+std::string reference_label(ScfReference reference) {
+  std::string label = linalg::name_in(scf_reference_names(), reference);
+  for (char& ch : label) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return label;
+}
+
+ScfResult run_scf(ScfReference reference, const Molecule& molecule, const BasisSet& basis, JkBuilder& jk,
+                  const ScfOptions& options, linalg::Kernels& kernels,
+                  const std::function<void(const ScfIteration&)>& on_iteration) {
+  switch (reference) {
+    case ScfReference::rhf: return run_rhf(molecule, basis, jk, options, kernels, on_iteration);
+    case ScfReference::uhf: return run_uhf(molecule, molecule.multiplicity, basis, jk, options, kernels, on_iteration);
+    case ScfReference::rohf: return run_rohf(molecule, molecule.multiplicity, basis, jk, options, kernels, on_iteration);
+  }
+  throw std::logic_error("run_scf: unknown reference");
 }
 
 }  // namespace dfmp2::chem

@@ -98,6 +98,13 @@ struct ScfIteration {
 // RHF: one set of doubly occupied orbitals. UHF (Pople-Nesbet): alpha and beta orbitals of their own. ROHF: one
 // set of orbitals, the first n_beta doubly occupied and the next n_alpha - n_beta singly (alpha).
 enum class ScfReference { rhf, uhf, rohf };
+inline const linalg::NameTable<ScfReference>& scf_reference_names() {
+  static const linalg::NameTable<ScfReference> t = {
+      {ScfReference::rhf, "rhf"}, {ScfReference::uhf, "uhf"}, {ScfReference::rohf, "rohf"}};
+  return t;
+}
+// Upper case, as Psi4 prints it: "RHF", "UHF", "ROHF".
+std::string reference_label(ScfReference reference);
 
 struct ScfResult {
   ScfReference reference = ScfReference::rhf;
@@ -106,11 +113,19 @@ struct ScfResult {
   linalg::Matrix mo_coefficients;  // nbf x nmo (nmo = nbf); UHF: the alpha orbitals
   linalg::Vector orbital_energies;
   int nocc = 0;                    // UHF: alpha
-  // UHF only: the beta orbitals, and <S^2> of the determinant (RHF: 0 by construction).
+  // UHF: the beta orbitals. ROHF: the semicanonical orbitals of each spin (alpha in the fields above), which
+  // diagonalise that spin's Fock matrix within its occupied and within its virtual orbitals, as ROHF-MBPT(2)
+  // takes them; `rohf_orbital_energies` keeps the eigenvalues of the effective Fock matrix.
   linalg::Matrix mo_coefficients_beta;
   linalg::Vector orbital_energies_beta;
   int nocc_beta = 0;
+  linalg::Vector rohf_orbital_energies;
+  // <S^2> of the determinant (RHF: 0 by construction; ROHF: S(S+1)).
   double s_squared = 0;
+  // ROHF-MBPT(2)'s singles energy: -sum |f_ia|^2 / (e_a - e_i) over each spin's semicanonical occupied and virtual
+  // orbitals (the Fock matrices' occupied-virtual blocks, zero for RHF and UHF).
+  double singles = 0;
+  bool open_shell() const { return reference != ScfReference::rhf; }
   int iterations = 0;
   int fp32_iterations = 0;  // of which with an fp32 K (ScfPrecision::mixed)
   std::vector<ScfIteration> history;
@@ -166,9 +181,14 @@ ScfResult run_uhf(const Molecule& molecule, int multiplicity, const BasisSet& ba
                   const std::function<void(const ScfIteration&)>& on_iteration = {});
 // ROHF: Fock matrices of the alpha and beta densities coupled into one effective Fock matrix (Roothaan), DIIS on
 // its gradient between the doubly occupied, singly occupied and virtual spaces. fp64 only (UnsupportedError for
-// scf.precision mixed). The orbitals are the effective Fock matrix's eigenvectors, in the result's alpha fields.
+// scf.precision mixed). The result holds each spin's semicanonical orbitals and the singles energy (ScfResult).
 ScfResult run_rohf(const Molecule& molecule, int multiplicity, const BasisSet& basis, JkBuilder& jk,
                    const ScfOptions& options, linalg::Kernels& kernels,
                    const std::function<void(const ScfIteration&)>& on_iteration = {});
+
+// The SCF of `reference` (RHF for a singlet; UHF or ROHF in the molecule's multiplicity).
+ScfResult run_scf(ScfReference reference, const Molecule& molecule, const BasisSet& basis, JkBuilder& jk,
+                  const ScfOptions& options, linalg::Kernels& kernels,
+                  const std::function<void(const ScfIteration&)>& on_iteration = {});
 
 }  // namespace dfmp2::chem

@@ -48,11 +48,18 @@ namespace dfmp2::chem {
 // integrals. Each kind of reference (IntegralFile, SyntheticProblem, the SCF of a molecule) makes its own with
 // dfmp2_input(); the views stay valid as long as the reference does.
 struct DfMp2Input {
-  const linalg::Vector* orbital_energies = nullptr;  // nmo, ascending
-  linalg::Index nocc = 0;                            // doubly occupied
+  const linalg::Vector* orbital_energies = nullptr;  // nmo, ascending; open shells: the alpha orbitals'
+  linalg::Index nocc = 0;                            // doubly occupied; open shells: alpha occupied
   const linalg::Matrix* mo_coefficients = nullptr;   // nbf x nmo; needed for AO-form sources only
   const linalg::Matrix* metric = nullptr;            // naux x naux
   const ThreeIndexSource* three_index = nullptr;
+  // Open shells (UHF, semicanonical ROHF): the beta orbitals, as the alpha ones above. AO-form sources only.
+  const linalg::Vector* orbital_energies_beta = nullptr;
+  linalg::Index nocc_beta = 0;
+  const linalg::Matrix* mo_coefficients_beta = nullptr;
+  // ROHF-MBPT(2): the singles energy of the semicanonical orbitals, which the result carries (DfMp2Result::singles).
+  double singles = 0;
+  bool unrestricted() const { return orbital_energies_beta != nullptr; }
 };
 
 // AO-form integrals held in memory (as the integral code computes them), in the file's order.

@@ -301,7 +301,7 @@ TEST(Mp2Layout, SharesEverythingOnceAndBalancesThePairs) {
   dfmp2::testing::MemorySource source(dfmp2::chem::ThreeIndexForm::mo, naux, 1);
   for (int ranks : {1, 2, 3, 4, 7}) {
     for (const auto& [nact, nb] : std::vector<std::pair<Index, Index>>{{40, 5}, {80, 8}, {5, 5}, {16, 8}, {33, 4}}) {
-      const auto l = dfmp2::chem::make_layout(source, 13, nact, nb, ranks, 0);
+      const auto l = dfmp2::chem::make_layout(source, 13, {nact}, nb, ranks, 0);
       SCOPED_TRACE(testing::Message() << ranks << " ranks, nact " << nact << ", block " << nb);
       // Columns: consecutive blocks of at most 13 covering [0, naux), in rank order, each rank's run at most one
       // unit longer than an even share.

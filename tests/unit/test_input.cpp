@@ -189,6 +189,17 @@ TEST(ReadInput, EveryKey) {
   EXPECT_EQ(m.step_modes.at("transform"), dfmp2::linalg::MatmulMode::fp32);
   EXPECT_EQ(m.device.overrides.at("trn1").at("dispatch_ms"), 0.5);
 
+  EXPECT_EQ(m.reference, dfmp2::chem::ScfReference::rhf);  // a singlet's default
+
+  // An open shell: the multiplicity kept, the reference as asked, and UHF by default.
+  const auto o = read("o.yaml", "molecule: {xyz: \"O 0 0 0\\nH 0 0 0.97\", multiplicity: 2}\nbasis: cc-pvdz\n"
+                                "reference: rohf\n");
+  EXPECT_EQ(o.molecule->multiplicity, 2);
+  EXPECT_EQ(o.reference, dfmp2::chem::ScfReference::rohf);
+  EXPECT_EQ(app::read_input(dir.file("u.yaml", "molecule: {xyz: \"O 0 0 0\\nO 0 0 1.2\", multiplicity: 3}\n"
+                                               "basis: cc-pvdz\n")).reference,
+            dfmp2::chem::ScfReference::uhf);
+
   const auto s = read("s.yaml", "synthetic: {nbasis: 40, nocc: 6, naux: 90, seed: 11}\n");
   EXPECT_EQ(s.synthetic->nbasis, 40);
   EXPECT_EQ(s.synthetic->nocc, 6);
@@ -198,7 +209,7 @@ TEST(ReadInput, EveryKey) {
 
   // The test covers the README's every key.
   for (const auto& key : app::input_keys()) EXPECT_TRUE(covered.count(key)) << "key '" << key << "' not read here";
-  EXPECT_EQ(app::input_keys().size(), 18u);
+  EXPECT_EQ(app::input_keys().size(), 19u);
 }
 
 TEST(ReadInput, PrecisionListAndMetricMapping) {
