@@ -89,7 +89,10 @@ struct MoleculeRun {
       in.orbital_energies_beta = &scf.orbital_energies_beta;
       in.nocc_beta = scf.nocc_beta;
       in.mo_coefficients_beta = &scf.mo_coefficients_beta;
-      in.singles = scf.singles;
+      if (scf.reference == chem::ScfReference::rohf) {
+        in.singles_alpha = &scf.singles_alpha;
+        in.singles_beta = &scf.singles_beta;
+      }
     }
     return in;
   }

@@ -959,7 +959,8 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const BlockPlan& plan, const DfMp2Op
 
   DfMp2Result result;
   result.unrestricted = in.unrestricted();
-  result.singles = in.singles;
+  for (const linalg::Vector* terms : {in.singles_alpha, in.singles_beta})
+    if (terms != nullptr) result.singles += terms->tail(terms->size() - options.nfrozen).sum();
   result.nfrozen = options.nfrozen;
   result.nact = spaces[0].space.nact;
   result.nvir = spaces[0].space.nvir;

@@ -219,7 +219,7 @@ struct DfMp2Result {
   double opposite_spin = 0;
   double same_spin = 0;  // alpha-alpha plus beta-beta
   double same_spin_alpha = 0, same_spin_beta = 0;  // RHF: half of same_spin each
-  // ROHF-MBPT(2): the singles term of the semicanonical orbitals (ScfResult::singles, set by the caller); 0 otherwise.
+  // ROHF-MBPT(2): the singles term of the active semicanonical orbitals (DfMp2Input::singles_alpha); 0 otherwise.
   double singles = 0;
   // As Psi4 reports them: the singles term is part of the correlation energy and of the SCS one.
   double correlation() const { return singles + opposite_spin + same_spin; }

@@ -430,15 +430,16 @@ double s_squared(const ScfResult& r, const Matrix& s) {
 }
 
 // One spin's semicanonical orbitals from orbitals `c` (AO, nbf x nmo) whose first `nocc` are that spin's occupied
-// ones: `fock` (AO) diagonalised within the occupied and within the virtual orbitals. Adds the spin's singles
-// term, -sum |f_ia|^2 / (e_a - e_i), to `singles`.
+// ones: `fock` (AO) diagonalised within the occupied and within the virtual orbitals, and the spin's singles term
+// of each occupied orbital i, -sum_a |f_ia|^2 / (e_a - e_i).
 struct Semicanonical {
   Matrix c;
   Vector eps;
+  Vector singles;
 };
-Semicanonical semicanonical(const Matrix& c, int nocc, const Matrix& fock, double& singles) {
+Semicanonical semicanonical(const Matrix& c, int nocc, const Matrix& fock) {
   const Index nmo = c.cols(), nvir = nmo - nocc;
-  Semicanonical out{Matrix(c.rows(), nmo), Vector(nmo)};
+  Semicanonical out{Matrix(c.rows(), nmo), Vector(nmo), Vector::Zero(nocc)};
   auto diagonal_block = [&](Index first, Index count) {
     if (count == 0) return;
     const Matrix part = c.middleCols(first, count);
@@ -450,7 +451,7 @@ Semicanonical semicanonical(const Matrix& c, int nocc, const Matrix& fock, doubl
   diagonal_block(nocc, nvir);
   const Matrix f_ov = out.c.leftCols(nocc).transpose() * fock * out.c.rightCols(nvir);
   for (Index i = 0; i < nocc; ++i)
-    for (Index a = 0; a < nvir; ++a) singles -= f_ov(i, a) * f_ov(i, a) / (out.eps[nocc + a] - out.eps[i]);
+    for (Index a = 0; a < nvir; ++a) out.singles[i] -= f_ov(i, a) * f_ov(i, a) / (out.eps[nocc + a] - out.eps[i]);
   return out;
 }
 
@@ -566,8 +567,10 @@ ScfResult run_rohf(const Molecule& molecule, int multiplicity, const BasisSet& b
       result.nocc_beta = nbeta;
       result.rohf_orbital_energies = eps;
       // ROHF-MBPT(2)'s orbitals: each spin's Fock matrix of the converged density, made semicanonical.
-      Semicanonical alpha = semicanonical(c_ao, nalpha, fock_alpha, result.singles);
-      Semicanonical beta = semicanonical(c_ao, nbeta, fock_beta, result.singles);
+      Semicanonical alpha = semicanonical(c_ao, nalpha, fock_alpha);
+      Semicanonical beta = semicanonical(c_ao, nbeta, fock_beta);
+      result.singles_alpha = std::move(alpha.singles);
+      result.singles_beta = std::move(beta.singles);
       result.mo_coefficients = std::move(alpha.c);
       result.orbital_energies = std::move(alpha.eps);
       result.mo_coefficients_beta = std::move(beta.c);

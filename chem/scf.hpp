@@ -122,9 +122,10 @@ struct ScfResult {
   linalg::Vector rohf_orbital_energies;
   // <S^2> of the determinant (RHF: 0 by construction; ROHF: S(S+1)).
   double s_squared = 0;
-  // ROHF-MBPT(2)'s singles energy: -sum |f_ia|^2 / (e_a - e_i) over each spin's semicanonical occupied and virtual
-  // orbitals (the Fock matrices' occupied-virtual blocks, zero for RHF and UHF).
-  double singles = 0;
+  // ROHF-MBPT(2)'s singles energy by occupied orbital i of each spin: -sum_a |f_ia|^2 / (e_a - e_i) over the
+  // semicanonical orbitals (the Fock matrices' occupied-virtual blocks, zero for RHF and UHF, so empty there). The
+  // energy sums the active orbitals' terms (Psi4 leaves the frozen core out).
+  linalg::Vector singles_alpha, singles_beta;
   bool open_shell() const { return reference != ScfReference::rhf; }
   int iterations = 0;
   int fp32_iterations = 0;  // of which with an fp32 K (ScfPrecision::mixed)
@@ -181,7 +182,7 @@ ScfResult run_uhf(const Molecule& molecule, int multiplicity, const BasisSet& ba
                   const std::function<void(const ScfIteration&)>& on_iteration = {});
 // ROHF: Fock matrices of the alpha and beta densities coupled into one effective Fock matrix (Roothaan), DIIS on
 // its gradient between the doubly occupied, singly occupied and virtual spaces. fp64 only (UnsupportedError for
-// scf.precision mixed). The result holds each spin's semicanonical orbitals and the singles energy (ScfResult).
+// scf.precision mixed). The result holds each spin's semicanonical orbitals and singles terms (ScfResult).
 ScfResult run_rohf(const Molecule& molecule, int multiplicity, const BasisSet& basis, JkBuilder& jk,
                    const ScfOptions& options, linalg::Kernels& kernels,
                    const std::function<void(const ScfIteration&)>& on_iteration = {});

@@ -57,8 +57,10 @@ struct DfMp2Input {
   const linalg::Vector* orbital_energies_beta = nullptr;
   linalg::Index nocc_beta = 0;
   const linalg::Matrix* mo_coefficients_beta = nullptr;
-  // ROHF-MBPT(2): the singles energy of the semicanonical orbitals, which the result carries (DfMp2Result::singles).
-  double singles = 0;
+  // ROHF-MBPT(2): the singles term of each occupied orbital of each spin (ScfResult::singles_alpha); the run sums the
+  // active orbitals' into DfMp2Result::singles. None: no singles term.
+  const linalg::Vector* singles_alpha = nullptr;
+  const linalg::Vector* singles_beta = nullptr;
   bool unrestricted() const { return orbital_energies_beta != nullptr; }
 };
 

@@ -137,7 +137,11 @@ chem::DfMp2Result open_shell_mp2(const chem::Molecule& m, const std::string& bas
   const dfmp2::linalg::Matrix metric = chem::coulomb_metric(ri);
   const chem::DirectThreeIndex integrals(ri, orbital);
   chem::DfMp2Input in{&r.orbital_energies, r.nocc, &r.mo_coefficients, &metric, &integrals,
-                      &r.orbital_energies_beta, r.nocc_beta, &r.mo_coefficients_beta, r.singles};
+                      &r.orbital_energies_beta, r.nocc_beta, &r.mo_coefficients_beta};
+  if (r.reference == chem::ScfReference::rohf) {
+    in.singles_alpha = &r.singles_alpha;
+    in.singles_beta = &r.singles_beta;
+  }
   chem::DfMp2Options options;
   options.nfrozen = nfrozen;
   const chem::BlockPlan plan = chem::plan_for(in, options, kernels.backend(), 4e9, chem::Mp2Storage::memory);
@@ -180,4 +184,27 @@ TEST(OpenShellScf, EveryPsi4ReferenceCase) {
       ADD_FAILURE() << what << ": " << e.what();
     }
   }
+}
+
+// Frozen core (freeze_core true: O's 1s) on the hydroxyl radical, against Psi4 1.3.2 run as the file's header says
+// with freeze_core true: UHF corr -0.148969354428749, SS -0.036185355093524, OS -0.112783999335226; ROHF-MBPT(2)
+// corr -0.152889583581704 with singles -0.002697470981171 (the frozen orbital's singles term left out: with it,
+// -0.002725111670, the all-electron value), SS -0.036334790479848, OS -0.113857322120685.
+TEST(OpenShellMp2, FrozenCoreHydroxylMatchesPsi4) {
+  auto backend = dfmp2::devices::make_backend("openblas");
+  dfmp2::linalg::KernelLog log;
+  dfmp2::linalg::Kernels kernels(*backend, log);
+  const chem::DfMp2Result uhf = open_shell_mp2(hydroxyl(), "cc-pvdz", scf(hydroxyl(), 2, true, Ref::uhf), kernels, 1);
+  EXPECT_NEAR(uhf.correlation(), -0.148969354428749, 1e-8);
+  EXPECT_NEAR(uhf.same_spin, -0.036185355093524, 1e-8);
+  EXPECT_NEAR(uhf.opposite_spin, -0.112783999335226, 1e-8);
+  EXPECT_EQ(uhf.singles, 0.0);
+  EXPECT_EQ(uhf.nact, 4);
+  EXPECT_EQ(uhf.nact_beta, 3);
+  const chem::DfMp2Result rohf = open_shell_mp2(hydroxyl(), "cc-pvdz", scf(hydroxyl(), 2, true, Ref::rohf), kernels, 1);
+  EXPECT_NEAR(rohf.correlation(), -0.152889583581704, 1e-8);
+  EXPECT_NEAR(rohf.singles, -0.002697470981171, 1e-9);
+  EXPECT_NEAR(rohf.same_spin, -0.036334790479848, 1e-8);
+  EXPECT_NEAR(rohf.opposite_spin, -0.113857322120685, 1e-8);
+  EXPECT_NEAR(rohf.same_spin_alpha + rohf.same_spin_beta, rohf.same_spin, 1e-15);
 }
