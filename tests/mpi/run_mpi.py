@@ -70,6 +70,13 @@ CASES = {
     # Mixed precision in DF-MP2 (with an fp64 run beside it, whose difference is the bound below) and the SCF's
     # fp32 exchange.
     "dimer_mixed": molecule(DIMER_XYZ, "scf: {type: df, precision: mixed}\nprecision: [mixed, fp64]\n"),
+    # Open shells: DF-UMP2 of the water dimer cation (alpha and beta blocks spread over the ranks, on scratch), and
+    # ROHF-MBPT(2) of triplet methylene with the exact SCF and a frozen core.
+    "dimer_cation_uhf": "molecule:\n  charge: 1\n  multiplicity: 2\n  xyz: |\n%s\nbasis: cc-pvdz\nthreads: 1\n"
+                        "scf: {type: df, d_convergence: 1e-9}\nmp2_storage: scratch\n" % DIMER_XYZ,
+    "methylene_rohf": "molecule:\n  multiplicity: 3\n  xyz: |\n    C 0 0 0.1\n    H 0 0.99 -0.5\n"
+                      "    H 0 -0.99 -0.5\nbasis: cc-pvdz\nthreads: 1\nreference: rohf\n"
+                      "scf: {type: exact, d_convergence: 1e-9}\nfrozen_core: true\n",
 }
 # Cases whose MP2 products run in fp32: the ranks cut the auxiliary blocks differently, which moves the fp32
 # rounding. Their MP2 energies must agree with one process's within the mixed run's own error against fp64 in that
@@ -217,19 +224,25 @@ def pair_flops(result):
 
 def expected_pair_flops(result):
     """The flops of every occupied block pair I >= J of the first run's blocking, as the kernel log counts them: SYRK
-    n (n + 1) k for a diagonal pair, GEMM 2 m n k otherwise, and the reduction's 7 flops per (ia|jb) it reads."""
+    n (n + 1) k for a diagonal pair, GEMM 2 m n k otherwise, and the reduction's 7 flops per (ia|jb) it reads (4 for
+    the opposite-spin pairs of an open shell, a beta block with an alpha block)."""
     props, ex = result["properties"], result["extras"]["dfmp2"]
-    nact = props["calcinfo_nalpha"] - ex["problem"]["nfrozen"]
-    nvir, naux = props["calcinfo_nmo"] - props["calcinfo_nalpha"], ex["problem"]["naux"]
+    nfrozen, nmo, naux = ex["problem"]["nfrozen"], props["calcinfo_nmo"], ex["problem"]["naux"]
     block = ex["backends"][0]["blocking"]["occupied_block"]
-    starts = range(0, nact, block)
+    # The spaces (alpha, then beta for an open shell), each cut into blocks of (rows, same space index).
+    occupied = [props["calcinfo_nalpha"]]
+    if result["keywords"].get("reference", "rhf") != "rhf":
+        occupied.append(props["calcinfo_nbeta"])
+    blocks = []
+    for spin, nocc in enumerate(occupied):
+        nact, nvir = nocc - nfrozen, nmo - nocc
+        blocks += [(spin, i0, min(block, nact - i0) * nvir) for i0 in range(0, nact, block)]
     total = 0.0
-    for i0 in starts:
-        for j0 in starts:
-            if j0 > i0:
-                continue
-            ni, nj = min(block, nact - i0) * nvir, min(block, nact - j0) * nvir
-            if i0 == j0:
+    for bi, (si, i0, ni) in enumerate(blocks):
+        for (sj, j0, nj) in blocks[:bi + 1]:
+            if si != sj:
+                total += 2.0 * ni * nj * naux + 4.0 * ni * nj
+            elif i0 == j0:
                 total += ni * (ni + 1.0) * naux + 7.0 * ni * ni * 0.5
             else:
                 total += 2.0 * ni * nj * naux + 7.0 * ni * nj
