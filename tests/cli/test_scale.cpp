@@ -44,34 +44,42 @@ bool scratch_is_empty(const fs::path& folder) {
   return fs::is_empty(folder);
 }
 
-// Every storage of the DF-J/K (memory, scratch, recompute) and of DF-MP2 (memory, scratch), forced on two waters:
-// the SCF and MP2 energies agree with the all-in-memory run within 1e-10 Eh, and no scratch file is left.
+// Every storage of the DF-J/K (memory, scratch, recompute) and of DF-MP2 (memory, scratch), forced on two waters
+// and on their cation (a radical, UHF and ROHF): the SCF and MP2 energies agree with the all-in-memory run within
+// 1e-10 Eh, and no scratch file is left.
 TEST(Scale, EveryStorageGivesTheSameEnergies) {
   TempDir dir;
   fs::create_directory(dir.path() / "scratch");
-  const std::string base = waters(2) + "scratch: scratch\n";
-  const auto reference = run_json(dir, "ref", base + "scf: {jk_storage: memory}\nmp2_storage: memory\n");
-  ASSERT_FALSE(reference.is_null());
-  const double e_scf = reference["properties"]["scf_total_energy"];
-  const double e_corr = reference["properties"]["mp2_correlation_energy"];
-  for (const std::string jk : {"memory", "scratch", "recompute"}) {
-    for (const std::string mp2 : {"memory", "scratch"}) {
-      SCOPED_TRACE(jk + " / " + mp2);
-      const auto r = run_json(dir, jk + "_" + mp2, base + "scf: {jk_storage: " + jk + "}\nmp2_storage: " + mp2 + "\n");
-      ASSERT_FALSE(r.is_null());
-      EXPECT_NEAR(r["properties"]["scf_total_energy"].get<double>(), e_scf, 1e-10);
-      EXPECT_NEAR(r["properties"]["mp2_correlation_energy"].get<double>(), e_corr, 1e-10);
-      EXPECT_EQ(r["extras"]["dfmp2"]["problem"]["scf"]["jk_storage"], jk);
-      const auto& phases = r["extras"]["dfmp2"]["memory_plan"]["phases"];
-      bool mp2_seen = false;
-      for (const auto& ph : phases) {
-        if (ph["phase"] == "MP2 pair energies") {
-          EXPECT_EQ(ph["storage"], mp2);
-          mp2_seen = true;
+  std::string cation = waters(2);
+  cation.replace(cation.find("\"}"), 2, "\", charge: 1, multiplicity: 2}");
+  for (const auto& [name, molecule] : {std::pair{std::string("rhf"), waters(2)}, {std::string("uhf"), cation},
+                                       {std::string("rohf"), cation + "reference: rohf\n"}}) {
+    const std::string base = molecule + "scratch: scratch\n";
+    const auto reference = run_json(dir, name + "_ref", base + "scf: {jk_storage: memory}\nmp2_storage: memory\n");
+    ASSERT_FALSE(reference.is_null());
+    EXPECT_EQ(reference["keywords"]["reference"], name);
+    const double e_scf = reference["properties"]["scf_total_energy"];
+    const double e_corr = reference["properties"]["mp2_correlation_energy"];
+    for (const std::string jk : {"memory", "scratch", "recompute"}) {
+      for (const std::string mp2 : {"memory", "scratch"}) {
+        SCOPED_TRACE(name + ": " + jk + " / " + mp2);
+        const auto r = run_json(dir, name + "_" + jk + "_" + mp2,
+                                base + "scf: {jk_storage: " + jk + "}\nmp2_storage: " + mp2 + "\n");
+        ASSERT_FALSE(r.is_null());
+        EXPECT_NEAR(r["properties"]["scf_total_energy"].get<double>(), e_scf, 1e-10);
+        EXPECT_NEAR(r["properties"]["mp2_correlation_energy"].get<double>(), e_corr, 1e-10);
+        EXPECT_EQ(r["extras"]["dfmp2"]["problem"]["scf"]["jk_storage"], jk);
+        const auto& phases = r["extras"]["dfmp2"]["memory_plan"]["phases"];
+        bool mp2_seen = false;
+        for (const auto& ph : phases) {
+          if (ph["phase"] == "MP2 pair energies") {
+            EXPECT_EQ(ph["storage"], mp2);
+            mp2_seen = true;
+          }
         }
+        EXPECT_TRUE(mp2_seen);
+        EXPECT_TRUE(scratch_is_empty(dir.path() / "scratch"));
       }
-      EXPECT_TRUE(mp2_seen);
-      EXPECT_TRUE(scratch_is_empty(dir.path() / "scratch"));
     }
   }
 }
