@@ -89,7 +89,46 @@ def main():
                 "mp2_total_energy": (r["e_total"], 1e-8),
             }))
             written += 1
+    written += open_shell_decks()
     print("wrote %d decks in %s" % (written, DECKS))
+
+
+def open_shell_decks():
+    """<molecule>_<basis>_<uhf|rohf>_<pk|df> from reference/psi4_open_shell.json (scripts/psi4_open_shell_refs.py):
+    radicals, triplets, a cation and an anion, against Psi4 with the same settings: SCF within 1e-6 Eh, MP2 energies
+    (singles included) within 1e-7 Eh, UHF <S^2> within 1e-5. The SCF is converged to 1e-10 (gradient): the MP2
+    energy of a spin-contaminated UHF (CN, NO) moves by up to 8e-8 Eh between 1e-8 and 1e-10."""
+    with open(os.path.join(HERE, "reference", "psi4_open_shell.json")) as f:
+        refs = json.load(f)
+    written = 0
+    for c in refs["cases"]:
+        name = name_of(c["name"], c["basis"], c["reference"], c["scf_type"])
+        geometry = "\n".join("    " + ln for ln in c["xyz"].splitlines())
+        pk = c["scf_type"] == "pk"
+        yaml_text = (
+            "# %s (charge %d, multiplicity %d) in %s, %s %s SCF, then %s: against Psi4 1.3.2\n"
+            "# (tests/validation/reference/psi4_open_shell.json). Written by tests/validation/make_decks.py.\n"
+            "molecule:\n  units: angstrom\n  charge: %d\n  multiplicity: %d\n  xyz: |\n%s\n"
+            "basis: %s\nreference: %s\n"
+            "scf: {type: %s, e_convergence: 1e-10, d_convergence: 1e-10, max_iterations: 200}\n"
+            "backends: [openblas]\nthreads: 2\n"
+            % (c["name"], c["charge"], c["multiplicity"], c["basis"], c["reference"].upper(),
+               "exact" if pk else "density-fitted", "DF-UMP2" if c["reference"] == "uhf" else "ROHF-MBPT(2)",
+               c["charge"], c["multiplicity"], geometry, c["basis"], c["reference"], "exact" if pk else "df"))
+        values = {
+            "scf_total_energy": (c["scf"], 1e-6),
+            "mp2_correlation_energy": (c["mp2_correlation"], 1e-7),
+            "mp2_same_spin_correlation_energy": (c["same_spin"], 1e-7),
+            "mp2_opposite_spin_correlation_energy": (c["opposite_spin"], 1e-7),
+            "mp2_singles_energy": (c["singles"], 1e-7),
+        }
+        if c["s_squared"] is not None:
+            values["extras.dfmp2.problem.scf.s_squared"] = (c["s_squared"], 1e-5)
+        src = "Psi4 1.3.2, reference %s, scf_type %s, mp2_type df (tests/validation/reference/psi4_open_shell.json)" % (
+            c["reference"], c["scf_type"])
+        write(name, yaml_text, expected(src, values))
+        written += 1
+    return written
 
 
 if __name__ == "__main__":

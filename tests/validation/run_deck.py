@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs one validation deck: `dfmp2 DECK.yaml --json OUT`, then compares the results file's `properties` with
 DECK.expected.json ({"source": ..., "properties": {name: {"value": v, "tolerance": t}}}): every named property must
-be present and within its tolerance (absolute, Eh for energies). Exit 0 when all agree, 1 otherwise, with one line
+be present and within its tolerance (absolute, Eh for energies). A name with dots is a path from the results file's
+top (extras.dfmp2.problem.scf.s_squared). Exit 0 when all agree, 1 otherwise, with one line
 per property either way.
 
     run_deck.py --dfmp2 build/app/dfmp2 tests/validation/decks/water_cc_pvdz_pk.yaml
@@ -30,7 +31,15 @@ def main():
             print("FAIL %s: dfmp2 exited %d: %s" % (args.deck, run.returncode, run.stderr.strip()))
             return 1
         with open(out) as f:
-            props = json.load(f)["properties"]
+            results = json.load(f)
+    props = dict(results["properties"])
+    for name in expected.get("properties", {}):
+        if "." in name:
+            node = results
+            for part in name.split("."):
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is not None:
+                props[name] = node
     failed = 0
     if not expected.get("properties"):  # a deck that checks nothing would always pass
         print("FAIL %s: %s names no property to check" % (args.deck, expected_path))
