@@ -110,6 +110,12 @@ Reference reference_from_file(std::unique_ptr<chem::IntegralFile> file) {
   p.nbf = f.form() == chem::ThreeIndexForm::ao ? f.nbf() : 0;
   p.nmo = f.nmo();
   p.nocc = f.nocc();
+  p.scf_reference = f.reference();
+  p.nocc_beta = f.nocc_beta();
+  if (p.open_shell()) {
+    p.description += fmt::format(", {}: {} alpha and {} beta occupied", chem::reference_label(f.reference()), p.nocc,
+                                 p.nocc_beta);
+  }
   p.naux = f.naux();
   p.scf_energy = f.scf_energy();
   p.nuclear_repulsion_energy = f.nuclear_repulsion_energy();
@@ -387,6 +393,7 @@ void run_molecule(const Input& input, ScfJk& planned, linalg::Comm& comm, Calcul
     contents.mo_coefficients = &m.scf.mo_coefficients;
     contents.orbital_energies = &m.scf.orbital_energies;
     contents.nocc = m.scf.nocc;
+    if (m.scf.open_shell()) contents.open_shell = &m.scf;
     contents.ao_3index = m.ao_3index.get();
     contents.block_bytes = std::max(8.0 * double(p.nbf) * double(p.nbf),
                                     0.25 * (calc.memory.budget - resident_bytes()));

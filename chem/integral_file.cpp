@@ -342,20 +342,21 @@ constexpr double kMoCoefficient = 1e8;
 }  // namespace bounds
 
 // Returns, per auxiliary function, the largest |(P|mn)| a normalised basis allows (read_block checks it).
+// `spin`: the datasets' suffix ("" or "_beta").
 std::vector<double> check_magnitudes(const Reader& r, const linalg::Vector& eps, const linalg::Matrix& c,
-                                     const linalg::Matrix& j) {
+                                     const linalg::Matrix& j, const char* spin = "") {
   for (Index p = 0; p < eps.size(); ++p) {
     if (std::abs(eps[p]) > bounds::kOrbitalEnergy) {
-      r.fail(fmt::format("dataset 'orbital_energies': element {} is {:.6g} Eh, beyond any orbital energy (|e| <= {:.0e})",
-                         p, eps[p], bounds::kOrbitalEnergy));
+      r.fail(fmt::format("dataset 'orbital_energies{}': element {} is {:.6g} Eh, beyond any orbital energy (|e| <= {:.0e})",
+                         spin, p, eps[p], bounds::kOrbitalEnergy));
     }
   }
   if (c.size() > 0) {
     Index row = 0, col = 0;
     const double largest = c.cwiseAbs().maxCoeff(&row, &col);
     if (largest > bounds::kMoCoefficient) {
-      r.fail(fmt::format("dataset 'mo_coefficients': element [{}, {}] is {:.6g}, beyond any coefficient over a "
-                         "normalised basis (|C| <= {:.0e})", row, col, c(row, col), bounds::kMoCoefficient));
+      r.fail(fmt::format("dataset 'mo_coefficients{}': element [{}, {}] is {:.6g}, beyond any coefficient over a "
+                         "normalised basis (|C| <= {:.0e})", spin, row, col, c(row, col), bounds::kMoCoefficient));
     }
   }
   // The metric (P|Q) is a Gram matrix of the Coulomb inner product: symmetric, a positive diagonal, and
@@ -386,6 +387,91 @@ std::vector<double> check_magnitudes(const Reader& r, const linalg::Vector& eps,
   return pair_bound;
 }
 
+// The occupied energies ascend (frozen core freezes the first ones, meant to be the lowest) and lie below every
+// virtual one (the MP2 denominators e_i + e_j - e_a - e_b must be negative). An SCF program writes them so; a file
+// that does not would give a wrong energy, not an error.
+void check_orbital_order(const Reader& r, const char* name, const linalg::Vector& e, Index nocc) {
+  for (Index i = 1; i < nocc; ++i) {
+    if (e[i] < e[i - 1]) {
+      r.fail(fmt::format("dataset '{}': the occupied energies must ascend (frozen core freezes the lowest), and "
+                         "element {} ({:.10g} Eh) is below element {} ({:.10g} Eh)",
+                         name, i, e[i], i - 1, e[i - 1]));
+    }
+  }
+  if (nocc == 0) return;
+  const Index homo = nocc - 1;
+  Index lumo = nocc;
+  for (Index a = nocc; a < e.size(); ++a)
+    if (e[a] < e[lumo]) lumo = a;
+  if (e[lumo] <= e[homo]) {
+    r.fail(fmt::format("dataset '{}': virtual element {} ({:.10g} Eh) is not above occupied element {} ({:.10g} Eh); "
+                       "MP2 needs every occupied orbital below every virtual one",
+                       name, lumo, e[lumo], homo, e[homo]));
+  }
+}
+
+// The root attribute `reference` (version 2; version 1 is RHF): open shells need the AO form's orbitals.
+ScfReference read_reference(const Reader& r, long long version, ThreeIndexForm form) {
+  const auto name = r.string_attribute("/", "reference");
+  if (!name) return ScfReference::rhf;
+  if (version < kOpenShellFormatVersion) {
+    r.fail(fmt::format("root attribute 'reference' is a format version {} attribute, and the file is version {}",
+                       kOpenShellFormatVersion, version));
+  }
+  const auto& names = scf_reference_names();
+  const auto it = std::find_if(names.begin(), names.end(), [&](const auto& entry) { return entry.second == *name; });
+  if (it == names.end()) r.fail(fmt::format("root attribute 'reference' is '{}', expected rhf, uhf or rohf", *name));
+  const ScfReference reference = it->first;
+  if (reference != ScfReference::rhf && form != ThreeIndexForm::ao) {
+    r.fail(fmt::format("root attribute 'reference' is '{}', and form 'mo' holds one set of orbitals; an open shell "
+                       "needs form 'ao'", *name));
+  }
+  return reference;
+}
+
+}  // namespace
+
+namespace {
+
+// The beta orbitals of an open-shell file (version 2), checked as the alpha ones are, and ROHF's singles terms.
+struct BetaOrbitals {
+  Index nocc = 0;
+  linalg::Vector eps, singles_alpha, singles_beta;
+  linalg::Matrix c;
+};
+
+BetaOrbitals read_beta_orbitals(const Reader& r, ScfReference reference, Index nbf, Index nocc_alpha, Index nmo) {
+  BetaOrbitals b;
+  const long long nbeta = r.scalar_integer("nocc_beta");
+  if (nbeta < 0 || nbeta > nocc_alpha) {
+    r.fail(fmt::format("dataset 'nocc_beta' is {}, expected 0 <= nocc_beta <= nocc = {}", nbeta, nocc_alpha));
+  }
+  b.nocc = static_cast<Index>(nbeta);
+  r.expect_shape("orbital_energies_beta", {nmo}, "nmo, from 'orbital_energies'");
+  r.expect_shape("mo_coefficients_beta", {nbf, nmo}, "nbf x nmo, as 'mo_coefficients'");
+  const auto eps = r.doubles("orbital_energies_beta");
+  b.eps = Eigen::Map<const linalg::Vector>(eps.data(), nmo);
+  b.c = row_major_to_matrix(r.doubles("mo_coefficients_beta"), nbf, nmo);
+  check_magnitudes(r, b.eps, b.c, linalg::Matrix(), "_beta");
+  check_orbital_order(r, "orbital_energies_beta", b.eps, b.nocc);
+  if (reference != ScfReference::rohf) return b;
+  auto singles = [&](const char* name, Index n) {
+    r.expect_shape(name, {n}, n == nocc_alpha ? "nocc" : "nocc_beta");
+    const auto v = r.doubles(name);
+    const linalg::Vector out = Eigen::Map<const linalg::Vector>(v.data(), n);
+    // Each term is -f_ia^2 / (e_a - e_i) summed over a: never positive.
+    for (Index i = 0; i < n; ++i) {
+      if (out[i] > 0) {
+        r.fail(fmt::format("dataset '{}': element {} is {:.6g} Eh; a singles term is never positive", name, i, out[i]));
+      }
+    }
+    return out;
+  };
+  b.singles_alpha = singles("singles_alpha", nocc_alpha);
+  b.singles_beta = singles("singles_beta", b.nocc);
+  return b;
+}
+
 }  // namespace
 
 std::unique_ptr<IntegralFile> IntegralFile::open(const std::string& path) {
@@ -413,13 +499,14 @@ std::unique_ptr<IntegralFile> IntegralFile::open(const std::string& path) {
   }
   const auto version = r.integer_attribute("/", "dfmp2_format_version");
   if (!version) r.fail("root attribute 'dfmp2_format_version' is missing");
-  if (*version != kIntegralFormatVersion) {
-    r.fail(fmt::format("format version {} is not supported (this dfmp2 reads version {})", *version,
-                       kIntegralFormatVersion));
+  if (*version != kIntegralFormatVersion && *version != kOpenShellFormatVersion) {
+    r.fail(fmt::format("format version {} is not supported (this dfmp2 reads versions {} and {})", *version,
+                       kIntegralFormatVersion, kOpenShellFormatVersion));
   }
   const auto form = r.string_attribute("/", "form");
   if (!form || (*form != "ao" && *form != "mo")) r.fail("root attribute 'form' must be 'ao' or 'mo'");
   f->form_ = *form == "ao" ? ThreeIndexForm::ao : ThreeIndexForm::mo;
+  f->reference_ = read_reference(r, *version, f->form_);
 
   const auto eps_dims = r.expect_rank("orbital_energies", H5T_FLOAT, 1, "nmo");
   const Index nmo = eps_dims[0];
@@ -454,22 +541,14 @@ std::unique_ptr<IntegralFile> IntegralFile::open(const std::string& path) {
   // The occupied orbitals in ascending energy (frozen core freezes the first ones, meant to be the lowest), all below
   // the virtual ones (the MP2 denominators e_i + e_j - e_a - e_b must be negative). An SCF program writes them so;
   // a file that does not would give a wrong energy, not an error.
-  const linalg::Vector& e = f->orbital_energies_;
-  for (Index i = 1; i < f->nocc_; ++i) {
-    if (e[i] < e[i - 1]) {
-      r.fail(fmt::format("dataset 'orbital_energies': the occupied energies must ascend (frozen core freezes the "
-                         "lowest), and element {} ({:.10g} Eh) is below element {} ({:.10g} Eh)",
-                         i, e[i], i - 1, e[i - 1]));
-    }
-  }
-  const Index homo = f->nocc_ - 1;
-  Index lumo = f->nocc_;
-  for (Index a = f->nocc_; a < nmo; ++a)
-    if (e[a] < e[lumo]) lumo = a;
-  if (e[lumo] <= e[homo]) {
-    r.fail(fmt::format("dataset 'orbital_energies': virtual element {} ({:.10g} Eh) is not above occupied element {} "
-                       "({:.10g} Eh); MP2 needs every occupied orbital below every virtual one",
-                       lumo, e[lumo], homo, e[homo]));
+  check_orbital_order(r, "orbital_energies", f->orbital_energies_, f->nocc_);
+  if (f->reference_ != ScfReference::rhf) {
+    BetaOrbitals b = read_beta_orbitals(r, f->reference_, f->nbf_, f->nocc_, nmo);
+    f->nocc_beta_ = b.nocc;
+    f->orbital_energies_beta_ = std::move(b.eps);
+    f->mo_coefficients_beta_ = std::move(b.c);
+    f->singles_alpha_ = std::move(b.singles_alpha);
+    f->singles_beta_ = std::move(b.singles_beta);
   }
 
   if (r.has("scf_energy")) f->scf_energy_ = r.scalar_double("scf_energy");
@@ -486,6 +565,14 @@ std::unique_ptr<IntegralFile> IntegralFile::open(const std::string& path) {
       if (auto charge = r.integer_attribute("metadata", "charge")) {
         if (std::abs(*charge) > 1000) r.fail(fmt::format("metadata attribute 'charge' is {}", *charge));
         md.molecule->charge = static_cast<int>(*charge);
+      }
+      if (auto multiplicity = r.integer_attribute("metadata", "multiplicity")) {
+        if (*multiplicity != 1 + f->nocc_ - f->nocc_beta_ && f->reference_ != ScfReference::rhf) {
+          r.fail(fmt::format("metadata attribute 'multiplicity' is {}, and the file's orbitals have {} alpha and {} "
+                             "beta electrons (multiplicity {})", *multiplicity, f->nocc_, f->nocc_beta_,
+                             1 + f->nocc_ - f->nocc_beta_));
+        }
+        md.molecule->multiplicity = static_cast<int>(*multiplicity);
       }
       try {
         check_geometry(*md.molecule, "metadata attribute 'molecule'");
@@ -516,6 +603,7 @@ std::unique_ptr<IntegralFile> IntegralFile::open(const std::string& path) {
       ref.same_spin = r.scalar_double(ds("mp2_same_spin_correlation_energy").c_str());
       ref.correlation = r.scalar_double(ds("mp2_correlation_energy").c_str());
       if (r.has(ds("mp2_total_energy").c_str())) ref.total = r.scalar_double(ds("mp2_total_energy").c_str());
+      if (r.has(ds("mp2_singles_energy").c_str())) ref.singles = r.scalar_double(ds("mp2_singles_energy").c_str());
       ref.program = r.string_attribute(g.c_str(), "program").value_or("");
       f->references_[n] = ref;
     }
@@ -674,6 +762,23 @@ double integral_file_bytes(Index nbf, Index nmo, Index naux) {
                 double(nmo));
 }
 
+namespace {
+// The beta orbitals of an open shell, and ROHF's singles terms (format version 2).
+bool write_open_shell(hid_t file, const ScfResult& scf) {
+  const Index nbf = scf.mo_coefficients_beta.rows(), nmo = scf.mo_coefficients_beta.cols();
+  const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> c_rows = scf.mo_coefficients_beta;
+  bool ok = write_doubles(file, "mo_coefficients_beta", {hsize_t(nbf), hsize_t(nmo)}, c_rows.data());
+  ok &= write_doubles(file, "orbital_energies_beta", {hsize_t(nmo)}, scf.orbital_energies_beta.data());
+  const long long nbeta = scf.nocc_beta;
+  ok &= write_dataset(file, "nocc_beta", {}, H5T_STD_I64LE, H5T_NATIVE_LLONG, 8, &nbeta);
+  if (scf.reference == ScfReference::rohf) {
+    ok &= write_doubles(file, "singles_alpha", {hsize_t(scf.singles_alpha.size())}, scf.singles_alpha.data());
+    ok &= write_doubles(file, "singles_beta", {hsize_t(scf.singles_beta.size())}, scf.singles_beta.data());
+  }
+  return ok;
+}
+}  // namespace
+
 void write_integral_file(const std::string& path, const IntegralFileContents& c) {
   static SilenceHdf5 silence;
   TemporaryFile tmp(path);  // removed on failure and on SIGINT/SIGTERM
@@ -688,8 +793,14 @@ void write_integral_file(const std::string& path, const IntegralFileContents& c)
     Handle file(H5Fcreate(tmp.path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()), H5Fclose);
     if (!file.valid()) throw OutputError(fmt::format("save_integrals: cannot create '{}'", path));
     write_attribute(file.get(), "dfmp2_format", std::string("dfmp2-integrals"));
-    write_attribute(file.get(), "dfmp2_format_version", static_cast<long long>(kIntegralFormatVersion));
+    const ScfResult* open = c.open_shell;
+    write_attribute(file.get(), "dfmp2_format_version",
+                    static_cast<long long>(open ? kOpenShellFormatVersion : kIntegralFormatVersion));
     write_attribute(file.get(), "form", std::string("ao"));
+    if (open) {
+      write_attribute(file.get(), "reference", linalg::name_in(scf_reference_names(), open->reference));
+      ok &= write_open_shell(file.get(), *open);
+    }
     // Eigen is column-major; the file is row-major [nbf, nmo].
     const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> c_rows = *c.mo_coefficients;
     ok &= write_doubles(file.get(), "mo_coefficients", {hsize_t(nbf), hsize_t(nmo)}, c_rows.data());
@@ -711,6 +822,7 @@ void write_integral_file(const std::string& path, const IntegralFileContents& c)
       }
       write_attribute(md.get(), "molecule", xyz);
       write_attribute(md.get(), "charge", static_cast<long long>(c.molecule->charge));
+      if (open) write_attribute(md.get(), "multiplicity", static_cast<long long>(c.molecule->multiplicity));
     }
     write_attribute(md.get(), "basis", c.basis);
     write_attribute(md.get(), "aux_basis", c.aux_basis);

@@ -1,5 +1,6 @@
 #pragma once
-// Reader of dfmp2 integral files (HDF5), format version 1, as docs/integral-file-format.md defines it.
+// Reader of dfmp2 integral files (HDF5), format versions 1 and 2 (open shells), as docs/integral-file-format.md
+// defines them.
 // Opening a file checks every required dataset's presence, rank, shape, type and (except for the large
 // three-index tensor, which is checked block by block as it is streamed) finiteness, and throws
 // IntegralFileError naming the file and the dataset at fault.
@@ -10,18 +11,23 @@
 #include <vector>
 
 #include "chem/molecule.hpp"
+#include "chem/scf.hpp"
 #include "chem/three_index_source.hpp"
 #include "linalg/matrix_view.hpp"
 
 namespace dfmp2::chem {
 
+// Version 1: a closed-shell reference. Version 2: also open shells (root attribute `reference`, beta orbitals). A
+// writer writes the lowest version that holds its reference.
 inline constexpr int kIntegralFormatVersion = 1;
+inline constexpr int kOpenShellFormatVersion = 2;
 
 // Energies another program computed on the same orbitals, stored for cross-checks.
 struct ReferenceEnergies {
   double opposite_spin = 0;
   double same_spin = 0;
   double correlation = 0;
+  double singles = 0;  // ROHF-MBPT(2)
   std::optional<double> total;
   std::string program;
 };
@@ -33,9 +39,12 @@ struct IntegralFileMetadata {
 
 // What write_integral_file() stores (AO form).
 struct IntegralFileContents {
-  const linalg::Matrix* mo_coefficients = nullptr;  // nbf x nmo
+  const linalg::Matrix* mo_coefficients = nullptr;  // nbf x nmo; open shells: alpha
   const linalg::Vector* orbital_energies = nullptr;
   linalg::Index nocc = 0;
+  // Open shells (UHF, ROHF): the reference with its beta orbitals and (ROHF) singles terms (ScfResult); written as
+  // format version 2.
+  const ScfResult* open_shell = nullptr;
   const ThreeIndexSource* ao_3index = nullptr;     // AO form, read block by block as it is written
   double block_bytes = 256.0 * (1 << 20);          // at most this much of (P|mn) is held at once
   const linalg::Matrix* metric = nullptr;          // naux x naux
@@ -44,7 +53,7 @@ struct IntegralFileContents {
   std::string basis, aux_basis, scf_type, generator;
 };
 
-// Writes an AO-form file of format version 1, atomically (a temporary file in the same folder, then renamed),
+// Writes an AO-form file of format version 1 (version 2 for an open shell), atomically (a temporary file in the same folder, then renamed),
 // streaming (P|mn) from its source a block of auxiliary functions at a time. Throws OutputError when it cannot.
 // The bytes of (P|mn) as stored, before compression, for the size printed before writing.
 double integral_file_bytes(linalg::Index nbf, linalg::Index nmo, linalg::Index naux);
@@ -65,15 +74,29 @@ class IntegralFile final : public ThreeIndexSource {
 
   linalg::Index nbf() const { return nbf_; }  // 0 in MO form
   linalg::Index nmo() const { return orbital_energies_.size(); }
-  linalg::Index nocc() const { return nocc_; }
+  linalg::Index nocc() const { return nocc_; }  // open shells: alpha
   linalg::Index nvir() const { return nmo() - nocc_; }
+  // The reference the orbitals come from (rhf for version 1); open shells have beta orbitals too.
+  ScfReference reference() const { return reference_; }
+  linalg::Index nocc_beta() const { return nocc_beta_; }
 
   const linalg::Matrix& metric() const { return metric_; }
   const linalg::Vector& orbital_energies() const { return orbital_energies_; }
   const linalg::Matrix& mo_coefficients() const { return mo_coefficients_; }  // nbf x nmo; empty in MO form
   // The file as DF-MP2's input: its orbitals, metric and itself as the three-index source.
   DfMp2Input dfmp2_input() const {
-    return {&orbital_energies_, nocc(), form_ == ThreeIndexForm::ao ? &mo_coefficients_ : nullptr, &metric_, this};
+    DfMp2Input in{&orbital_energies_, nocc(), form_ == ThreeIndexForm::ao ? &mo_coefficients_ : nullptr, &metric_,
+                  this};
+    if (reference_ != ScfReference::rhf) {
+      in.orbital_energies_beta = &orbital_energies_beta_;
+      in.nocc_beta = nocc_beta_;
+      in.mo_coefficients_beta = &mo_coefficients_beta_;
+    }
+    if (reference_ == ScfReference::rohf) {
+      in.singles_alpha = &singles_alpha_;
+      in.singles_beta = &singles_beta_;
+    }
+    return in;
   }
   std::optional<double> scf_energy() const { return scf_energy_; }
   std::optional<double> nuclear_repulsion_energy() const { return nuclear_repulsion_; }
@@ -98,6 +121,10 @@ class IntegralFile final : public ThreeIndexSource {
   linalg::Index nbf_ = 0, nocc_ = 0, naux_ = 0, nvir_file_ = 0;
   linalg::Matrix metric_, mo_coefficients_;
   linalg::Vector orbital_energies_;
+  ScfReference reference_ = ScfReference::rhf;
+  linalg::Index nocc_beta_ = 0;
+  linalg::Matrix mo_coefficients_beta_;
+  linalg::Vector orbital_energies_beta_, singles_alpha_, singles_beta_;
   std::optional<double> scf_energy_, nuclear_repulsion_;
   IntegralFileMetadata metadata_;
   std::map<int, ReferenceEnergies> references_;

@@ -3,11 +3,32 @@
 #     PYTHONPATH=/usr/lib/x86_64-linux-gnu /usr/bin/python3 scripts/export_psi4.py ...
 # (running it directly also works: the script adds /usr/lib/x86_64-linux-gnu to sys.path itself
 # when psi4 is not importable). Needs python3-h5py and python3-numpy.
-"""Export a Psi4 RHF calculation as a dfmp2 integral file (HDF5, format version 1).
+# Open shells: --multiplicity N [--reference uhf|rohf] (AO form only), e.g. the hydroxyl radical:
+#     ... scripts/export_psi4.py --xyz "O 0 0 0\nH 0 0 0.97" --multiplicity 2 --reference rohf \
+#         --basis cc-pvdz --aux-basis cc-pvdz-ri -o oh-rohf.h5
+"""Export a Psi4 SCF (RHF, UHF or ROHF) as a dfmp2 integral file (HDF5, format version 1 or 2).
 
-See docs/integral-file-format.md. The script runs a closed-shell RHF SCF in C1 symmetry, takes the
-three-index AO integrals (P|mn) in the MP2 fitting basis and the metric (P|Q) from Psi4's MintsHelper,
-and records Psi4's own DF-MP2 energies (all electrons and frozen core) under reference/frozen_core_<n>.
+See docs/integral-file-format.md. The script runs an SCF in C1 symmetry, takes the three-index AO integrals (P|mn)
+in the MP2 fitting basis and the metric (P|Q) from Psi4's MintsHelper, and records Psi4's own DF-MP2 energies (all
+electrons and frozen core) under reference/frozen_core_<n>.
+
+Closed shell (--reference rhf, the default for --multiplicity 1): format version 1, AO or MO form, exactly as
+before (no `reference` attribute).
+
+Open shell (--reference uhf, the default for --multiplicity > 1, or rohf; AO form only): format version 2, root
+attribute `reference`, the alpha orbitals in mo_coefficients / orbital_energies / nocc and the beta ones in
+mo_coefficients_beta / orbital_energies_beta / nocc_beta, metadata attribute `multiplicity`, and
+mp2_singles_energy (Psi4's MP2 SINGLES ENERGY) in each reference group.
+  uhf:  the UHF's canonical alpha and beta orbitals.
+  rohf: the semicanonical orbitals of ROHF-MBPT(2): Psi4's ROHF orbitals C (first nbeta doubly, next
+        nalpha - nbeta singly occupied) with each spin's AO Fock matrix of the converged density (wfn.Fa(),
+        wfn.Fb(): in Psi4 1.3.2 these are H + J[Da+Db] - K[Da] and H + J[Da+Db] - K[Db], built with the SCF's own
+        J/K, so DF for --scf-type df; the script checks that they reproduce the SCF energy) diagonalised within
+        that spin's occupied orbitals and within its virtual ones. singles_alpha[i] = -sum_a f_ia^2 / (e_a - e_i)
+        over the semicanonical alpha virtuals a (f = C_occ'^T F_alpha C_vir'), singles_beta likewise. The script
+        checks that the sum of all terms reproduces Psi4's MP2 SINGLES ENERGY of its all-electron ROHF DF-MP2, and
+        the sum from orbital n_frozen on that of its frozen-core run (Psi4 leaves the frozen orbitals' terms out),
+        within 1e-9 Eh, and that its orbital energies are those of Psi4's own semicanonicalisation.
 """
 
 import argparse
@@ -25,6 +46,10 @@ GENERATOR = "psi4 1.3.2 via scripts/export_psi4.py"
 E_CONVERGENCE = 1e-11
 D_CONVERGENCE = 1e-10
 SCF_AGREEMENT = 1e-9  # the second SCF (frozen-core MP2 run) must reproduce the first this closely
+SINGLES_AGREEMENT = 1e-9  # ROHF: our singles terms must sum to Psi4's MP2 SINGLES ENERGY this closely
+FOCK_ENERGY_AGREEMENT = 1e-8  # ROHF: the SCF energy recomputed from wfn.Fa()/wfn.Fb() (Psi4 1.3.2: about 1e-10)
+SEMICANONICAL_AGREEMENT = 1e-8  # ROHF: our semicanonical orbital energies against Psi4's semicanonicalize()
+REFERENCES = ("rhf", "uhf", "rohf")
 
 FLOAT_RE = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eEdD][-+]?\d+)?"
 ATOM_LINE_RE = re.compile(r"^\s*([A-Za-z]{1,3})\s+(%s)\s+(%s)\s+(%s)\s*$" % (FLOAT_RE, FLOAT_RE, FLOAT_RE))
@@ -65,7 +90,8 @@ def parse_xyz(text, parser, origin):
 
 def build_parser():
     p = argparse.ArgumentParser(
-        description="Run a closed-shell RHF with Psi4 1.3.2 and write a dfmp2 integral file (format version 1).")
+        description="Run an SCF (closed-shell RHF, or open-shell UHF / ROHF) with Psi4 1.3.2 and write a dfmp2 "
+                    "integral file (format version 1 for RHF, 2 for UHF and ROHF).")
     geo = p.add_mutually_exclusive_group(required=True)
     geo.add_argument("--xyz", help="geometry as 'Symbol x y z' lines in angstrom (literal \\n separates lines)")
     geo.add_argument("--xyz-file", metavar="FILE", help="geometry file ('Symbol x y z' lines, angstrom; "
@@ -75,9 +101,14 @@ def build_parser():
     p.add_argument("--jk-basis", default=None,
                    help="SCF fitting basis for --scf-type df (default: Psi4's choice for the orbital basis)")
     p.add_argument("--scf-type", choices=["pk", "df"], default="pk", help="SCF integral algorithm (default pk)")
-    p.add_argument("--charge", type=int, default=0, help="molecular charge (default 0); closed shell only")
+    p.add_argument("--charge", type=int, default=0, help="molecular charge (default 0)")
+    p.add_argument("--multiplicity", type=int, default=1,
+                   help="spin multiplicity 2S+1 (default 1: closed shell)")
+    p.add_argument("--reference", choices=REFERENCES, default=None,
+                   help="SCF reference: rhf (closed shell; the default for multiplicity 1), uhf (the default "
+                        "otherwise) or rohf (written as its semicanonical orbitals and singles terms)")
     p.add_argument("--form", choices=["ao", "mo"], default="ao",
-                   help="write AO three-index integrals + MO coefficients (ao, default) or (P|ia) (mo)")
+                   help="write AO three-index integrals + MO coefficients (ao, default) or (P|ia) (mo; RHF only)")
     p.add_argument("--threads", type=int, default=1, help="Psi4 threads (default 1)")
     p.add_argument("--memory", default="2 GB", help="Psi4 memory, e.g. '2 GB' (default 2 GB)")
     p.add_argument("-o", "--output", required=True, metavar="OUT.h5", help="output HDF5 file")
@@ -110,6 +141,15 @@ def check_args(args, parser):
         parser.error("--memory: cannot parse %r (expected e.g. '2 GB' or '500 MiB')" % args.memory)
     if args.jk_basis is not None and args.scf_type != "df":
         parser.error("--jk-basis is only used with --scf-type df")
+    if args.multiplicity < 1:
+        parser.error("--multiplicity must be >= 1 (2S+1), got %d" % args.multiplicity)
+    if args.reference is None:
+        args.reference = "rhf" if args.multiplicity == 1 else "uhf"
+    if args.reference == "rhf" and args.multiplicity != 1:
+        parser.error("--reference rhf is closed-shell and needs --multiplicity 1, got %d (use --reference uhf or rohf)"
+                     % args.multiplicity)
+    if args.reference != "rhf" and args.form == "mo":
+        parser.error("--form mo is closed-shell (RHF) only; --reference %s needs --form ao" % args.reference)
     for opt in ("basis", "aux_basis", "jk_basis"):
         val = getattr(args, opt)
         if val is not None and not re.fullmatch(r"[A-Za-z0-9_+*()\-]+", val):
@@ -149,7 +189,7 @@ def set_common_options(psi4, args, freeze_core):
         "df_basis_mp2": args.aux_basis,
         "scf_type": args.scf_type,
         "mp2_type": "df",
-        "reference": "rhf",
+        "reference": args.reference,
         "e_convergence": E_CONVERGENCE,
         "d_convergence": D_CONVERGENCE,
         "freeze_core": freeze_core,
@@ -159,13 +199,15 @@ def set_common_options(psi4, args, freeze_core):
     psi4.set_options(opts)
 
 
-def mp2_variables(psi4):
+def mp2_variables(psi4, open_shell):
     names = {
         "mp2_opposite_spin_correlation_energy": "MP2 OPPOSITE-SPIN CORRELATION ENERGY",
         "mp2_same_spin_correlation_energy": "MP2 SAME-SPIN CORRELATION ENERGY",
         "mp2_correlation_energy": "MP2 CORRELATION ENERGY",
         "mp2_total_energy": "MP2 TOTAL ENERGY",
     }
+    if open_shell:  # RHF files keep exactly the version-1 reference datasets
+        names["mp2_singles_energy"] = "MP2 SINGLES ENERGY"
     have = psi4.core.variables()
     out = {}
     for key, var in names.items():
@@ -173,6 +215,39 @@ def mp2_variables(psi4):
             raise RuntimeError("Psi4 did not set the variable %r" % var)
         out[key] = float(psi4.variable(var))
     return out
+
+
+def semicanonical(np, C, F, nocc):
+    """ROHF-MBPT(2)'s semicanonical orbitals of one spin: F (AO Fock matrix of that spin) diagonalised within the
+    first nocc orbitals of C and within the rest, eigenvalues ascending in each block. Returns the orbitals [nbf,
+    nmo] (occupied first), their energies [nmo], and each occupied orbital's singles term -sum_a f_ia^2/(e_a - e_i)
+    [nocc]. Each orbital's sign is fixed (its largest coefficient positive) so that the file does not depend on the
+    eigensolver's choice."""
+    F = 0.5 * (F + F.T)
+    blocks = []
+    for Cb in (C[:, :nocc], C[:, nocc:]):
+        e, U = np.linalg.eigh(Cb.T @ F @ Cb)
+        Cs = Cb @ U
+        if Cs.shape[1]:
+            big = np.argmax(np.abs(Cs), axis=0)
+            Cs = Cs * np.where(Cs[big, np.arange(Cs.shape[1])] < 0, -1.0, 1.0)
+        blocks.append((Cs, e))
+    (Co, eo), (Cv, ev) = blocks
+    if eo.size and ev.size and eo.max() >= ev.min():
+        raise RuntimeError("semicanonical orbital energies: highest occupied %.6f is not below lowest virtual %.6f"
+                           % (eo.max(), ev.min()))
+    f = Co.T @ F @ Cv
+    singles = -np.sum(f ** 2 / (ev[None, :] - eo[:, None]), axis=1)
+    return np.hstack([Co, Cv]), np.concatenate([eo, ev]), singles
+
+
+def check_orbital_order(np, eps, nocc, what):
+    """The format's order: occupied energies ascending and below every virtual one, virtuals ascending."""
+    if np.any(np.diff(eps[:nocc]) < 0) or np.any(np.diff(eps[nocc:]) < 0):
+        raise RuntimeError("%s orbital energies are not ascending within the occupied and the virtual orbitals" % what)
+    if 0 < nocc < eps.size and eps[nocc - 1] >= eps[nocc]:
+        raise RuntimeError("%s orbital energies: highest occupied %.6f is not below lowest virtual %.6f"
+                           % (what, eps[nocc - 1], eps[nocc]))
 
 
 def run_psi4(psi4, np, args, atoms, workdir):
@@ -183,19 +258,26 @@ def run_psi4(psi4, np, args, atoms, workdir):
     psi4.set_num_threads(args.threads)
 
     geom = "\n".join(["units angstrom", "symmetry c1", "no_reorient", "no_com",
-                      "%d 1" % args.charge] + molecule_lines(atoms))
+                      "%d %d" % (args.charge, args.multiplicity)] + molecule_lines(atoms))
     mol = psi4.geometry(geom, name="dfmp2_export")
     mol.update_geometry()
 
     # 1. SCF (all-electron wavefunction: frzcpi = 0).
     set_common_options(psi4, args, freeze_core=False)
     e_scf, wfn = psi4.energy("scf", return_wfn=True)
-    if wfn.soccpi().sum() != 0 or wfn.nirrep() != 1:
+    open_shell = args.reference != "rhf"
+    if wfn.nirrep() != 1:
+        raise RuntimeError("expected a C1 wavefunction")
+    if not open_shell and wfn.soccpi().sum() != 0:
         raise RuntimeError("expected a closed-shell C1 wavefunction")
+    if open_shell and int(wfn.nalpha()) - int(wfn.nbeta()) != args.multiplicity - 1:
+        raise RuntimeError("expected nalpha - nbeta = %d, got nalpha %d nbeta %d"
+                           % (args.multiplicity - 1, wfn.nalpha(), wfn.nbeta()))
     basis = wfn.basisset()
     nbf = basis.nbf()
     nmo = wfn.nmo()
-    nocc = int(wfn.doccpi().sum())
+    nocc = int(wfn.nalpha()) if open_shell else int(wfn.doccpi().sum())
+    nocc_b = int(wfn.nbeta()) if open_shell else nocc
     if not 1 <= nocc < nmo:
         raise RuntimeError("need 1 <= nocc < nmo, got nocc=%d nmo=%d" % (nocc, nmo))
     C = np.array(wfn.Ca())  # [nbf, nmo]
@@ -205,6 +287,34 @@ def run_psi4(psi4, np, args, atoms, workdir):
     if np.any(np.diff(eps) < 0):
         raise RuntimeError("orbital energies are not in ascending order")
     e_nuc = float(mol.nuclear_repulsion_energy())
+    C_scf = C  # the orbitals as the SCF left them (ROHF: DFMP2 semicanonicalises the wavefunction in place)
+    Cb_scf = Cb = eps_b = singles_a = singles_b = None
+    if open_shell:
+        Cb_scf = Cb = np.array(wfn.Cb())
+        eps_b = np.array(wfn.epsilon_b())
+        if Cb.shape != (nbf, nmo) or eps_b.shape != (nmo,):
+            raise RuntimeError("unexpected shapes: Cb %s, epsilon_b %s" % (Cb.shape, eps_b.shape))
+    if args.reference == "uhf":
+        check_orbital_order(np, eps, nocc, "alpha")
+        check_orbital_order(np, eps_b, nocc_b, "beta")
+    elif args.reference == "rohf":
+        if np.abs(Cb - C).max() != 0.0:
+            raise RuntimeError("ROHF wavefunction has different alpha and beta orbitals")
+        # Psi4 1.3.2's ROHF keeps the AO spin Fock matrices H + J[Da+Db] - K[Da|Db] (its own J/K) in Fa/Fb;
+        # make sure by recomputing the SCF energy from them.
+        Fa, Fb = np.array(wfn.Fa()), np.array(wfn.Fb())
+        if Fa.shape != (nbf, nbf) or Fb.shape != (nbf, nbf):
+            raise RuntimeError("unexpected shapes: Fa %s, Fb %s" % (Fa.shape, Fb.shape))
+        Da, Db = C[:, :nocc] @ C[:, :nocc].T, C[:, :nocc_b] @ C[:, :nocc_b].T
+        mints_h = psi4.core.MintsHelper(basis)
+        H = np.array(mints_h.ao_kinetic()) + np.array(mints_h.ao_potential())
+        e_fock = e_nuc + 0.5 * (np.sum((Da + Db) * H) + np.sum(Da * Fa) + np.sum(Db * Fb))
+        if abs(e_fock - e_scf) > FOCK_ENERGY_AGREEMENT:
+            raise RuntimeError("ROHF Fa/Fb do not reproduce the SCF energy: %.12f vs %.12f" % (e_fock, e_scf))
+        C, eps, singles_a = semicanonical(np, C_scf, Fa, nocc)
+        Cb, eps_b, singles_b = semicanonical(np, C_scf, Fb, nocc_b)
+        check_orbital_order(np, eps, nocc, "semicanonical alpha")
+        check_orbital_order(np, eps_b, nocc_b, "semicanonical beta")
 
     # 2. Three-index integrals and metric in the MP2 fitting basis, built as Psi4's DFMP2 builds it.
     aux = psi4.core.BasisSet.build(mol, "DF_BASIS_MP2", args.aux_basis, "RIFIT", args.basis,
@@ -219,7 +329,7 @@ def run_psi4(psi4, np, args, atoms, workdir):
     psi4.core.set_global_option("FREEZE_CORE", "FALSE")
     e_mp2_ae, wfn_ae = psi4.energy("mp2", ref_wfn=wfn, return_wfn=True)
     nfrz_ae = int(wfn_ae.frzcpi().sum())
-    refs = {nfrz_ae: mp2_variables(psi4)}
+    refs = {nfrz_ae: mp2_variables(psi4, open_shell)}
     # The aux basis DFMP2 used must be ours.
     aux_used = wfn.get_basisset("DF_BASIS_MP2")
     if (aux_used.nbf() != naux or aux_used.nshell() != aux.nshell()
@@ -228,8 +338,17 @@ def run_psi4(psi4, np, args, atoms, workdir):
                            "nbf=%d nshell=%d puream=%s" % (aux_used.nbf(), aux_used.nshell(),
                                                            aux_used.has_puream(), naux, aux.nshell(),
                                                            aux.has_puream()))
-    if np.abs(np.array(wfn.Ca()) - C).max() != 0.0:
-        raise RuntimeError("DFMP2 changed the SCF orbitals")
+    if args.reference == "rohf":
+        # DFMP2 semicanonicalised the wavefunction: its orbital energies must be ours.
+        for what, ours, theirs in (("alpha", eps, wfn.epsilon_a()), ("beta", eps_b, wfn.epsilon_b())):
+            diff = float(np.abs(np.array(theirs) - ours).max())
+            if diff > SEMICANONICAL_AGREEMENT:
+                raise RuntimeError("semicanonical %s orbital energies differ from Psi4's by %.3e" % (what, diff))
+    else:
+        if np.abs(np.array(wfn.Ca()) - C).max() != 0.0:
+            raise RuntimeError("DFMP2 changed the SCF orbitals")
+        if open_shell and np.abs(np.array(wfn.Cb()) - Cb).max() != 0.0:
+            raise RuntimeError("DFMP2 changed the SCF beta orbitals")
 
     # 4. Psi4's DF-MP2 with frozen core. The number of frozen orbitals is fixed when a wavefunction is
     # built, so this needs a fresh SCF; it must reproduce the first one.
@@ -240,9 +359,12 @@ def run_psi4(psi4, np, args, atoms, workdir):
     if abs(e_scf_fc - e_scf) > SCF_AGREEMENT:
         raise RuntimeError("second SCF energy %.12f differs from the first %.12f by %.3e > %.0e"
                            % (e_scf_fc, e_scf, e_scf_fc - e_scf, SCF_AGREEMENT))
-    eps_fc = np.array(wfn_fc.epsilon_a())
+    eps_fc = np.array(wfn_fc.epsilon_a())  # ROHF: semicanonical, as DFMP2 left the wavefunction
+    max_eps_diff_fc = float(np.abs(eps_fc - eps).max())
+    if open_shell:
+        max_eps_diff_fc = max(max_eps_diff_fc, float(np.abs(np.array(wfn_fc.epsilon_b()) - eps_b).max()))
     nfrz_fc = int(wfn_fc.frzcpi().sum())
-    fc_vals = mp2_variables(psi4)
+    fc_vals = mp2_variables(psi4, open_shell)
     if nfrz_fc in refs:
         # no core to freeze: both runs are the same calculation
         diff = abs(fc_vals["mp2_correlation_energy"] - refs[nfrz_fc]["mp2_correlation_energy"])
@@ -252,11 +374,24 @@ def run_psi4(psi4, np, args, atoms, workdir):
         refs[nfrz_fc] = fc_vals
     psi4.core.clean()
 
+    singles_diff = {}
+    if args.reference == "rohf":
+        # Psi4's singles energy with n frozen orbitals is the sum of the active orbitals' terms.
+        for n, vals in refs.items():
+            ours = float(np.sum(singles_a[n:]) + np.sum(singles_b[n:]))
+            singles_diff[n] = ours - vals["mp2_singles_energy"]
+            if abs(singles_diff[n]) > SINGLES_AGREEMENT:
+                raise RuntimeError("ROHF singles terms from orbital %d on sum to %.12f, Psi4's MP2 SINGLES ENERGY is "
+                                   "%.12f (difference %.3e > %.0e)" % (n, ours, vals["mp2_singles_energy"],
+                                                                       singles_diff[n], SINGLES_AGREEMENT))
+
     return {
         "nbf": nbf, "nmo": nmo, "nocc": nocc, "naux": naux, "C": C, "eps": eps, "Pmn": Pmn, "J": J,
         "e_scf": float(e_scf), "e_nuc": e_nuc, "refs": refs, "puream": bool(basis.has_puream()),
         "aux_puream": bool(aux.has_puream()), "e_scf_fc": e_scf_fc,
-        "max_eps_diff_fc": float(np.abs(eps_fc - eps).max()),
+        "max_eps_diff_fc": max_eps_diff_fc,
+        "nocc_beta": nocc_b, "C_beta": Cb, "eps_beta": eps_b, "singles_alpha": singles_a,
+        "singles_beta": singles_b, "singles_diff": singles_diff,
     }
 
 
@@ -295,8 +430,12 @@ def write_file(h5py, np, path, args, atoms, res):
     try:
         with h5py.File(tmp, "w", libver=("v110", "v110")) as f:
             f.attrs["dfmp2_format"] = np.bytes_("dfmp2-integrals")
-            f.attrs["dfmp2_format_version"] = np.int64(1)
+            open_shell = args.reference != "rhf"
+            # RHF files stay version 1 (no `reference` attribute) so that older readers keep reading them.
+            f.attrs["dfmp2_format_version"] = np.int64(2 if open_shell else 1)
             f.attrs["form"] = np.bytes_(args.form)
+            if open_shell:
+                f.attrs["reference"] = np.bytes_(args.reference)
             nocc, naux, nbf, nmo = res["nocc"], res["naux"], res["nbf"], res["nmo"]
             if args.form == "ao":
                 put(f, "mo_coefficients", res["C"], chunks=(min(nbf, chunk_rows(nmo)), nmo))
@@ -312,11 +451,21 @@ def write_file(h5py, np, path, args, atoms, res):
             put(f, "orbital_energies", res["eps"], chunks=(min(nmo, chunk_rows(1)),))
             put(f, "nocc", np.int64(nocc), dtype="i8")
             put(f, "metric", res["J"], chunks=(min(naux, chunk_rows(naux)), naux))
+            if open_shell:  # the beta orbitals (format version 2, "Open shells"); AO form only
+                put(f, "nocc_beta", np.int64(res["nocc_beta"]), dtype="i8")
+                put(f, "mo_coefficients_beta", res["C_beta"], chunks=(min(nbf, chunk_rows(nmo)), nmo))
+                put(f, "orbital_energies_beta", res["eps_beta"], chunks=(min(nmo, chunk_rows(1)),))
+                if args.reference == "rohf":
+                    put(f, "singles_alpha", res["singles_alpha"], chunks=(max(1, min(nocc, chunk_rows(1))),))
+                    put(f, "singles_beta", res["singles_beta"],
+                        chunks=(max(1, min(res["nocc_beta"], chunk_rows(1))),))
             put(f, "scf_energy", np.float64(res["e_scf"]))
             put(f, "nuclear_repulsion_energy", np.float64(res["e_nuc"]))
             md = f.create_group("metadata")
             md.attrs["molecule"] = np.bytes_("\n".join(molecule_lines(atoms)))
             md.attrs["charge"] = np.int64(args.charge)
+            if open_shell:
+                md.attrs["multiplicity"] = np.int64(args.multiplicity)
             md.attrs["basis"] = np.bytes_(args.basis.lower())
             md.attrs["aux_basis"] = np.bytes_(args.aux_basis.lower())
             md.attrs["scf_type"] = np.bytes_(args.scf_type)
@@ -328,8 +477,8 @@ def write_file(h5py, np, path, args, atoms, res):
                 g = ref.create_group("frozen_core_%d" % n)
                 for key, val in res["refs"][n].items():
                     put(g, key, np.float64(val))
-                g.attrs["program"] = np.bytes_("psi4 1.3.2 dfmp2 (mp2_type df, scf_type %s, df_basis_mp2 %s)" % (
-                    args.scf_type, args.aux_basis.lower()))
+                g.attrs["program"] = np.bytes_("psi4 1.3.2 dfmp2 (%smp2_type df, scf_type %s, df_basis_mp2 %s)" % (
+                    "reference %s, " % args.reference if open_shell else "", args.scf_type, args.aux_basis.lower()))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -341,17 +490,29 @@ def one_line(msg):
     return " ".join(str(msg).split())
 
 
-def check_electrons(atoms, charge, parser):
+def check_electrons(atoms, args, parser):
     import qcelemental  # ships with (and is required by) Psi4 1.3.2
+    charge, mult = args.charge, args.multiplicity
     nelec = -charge
     for sym, _ in atoms:
         try:
             nelec += qcelemental.periodictable.to_Z(sym)
         except Exception:
             parser.error("unknown element symbol %r" % sym)
-    if nelec <= 0 or nelec % 2:
-        parser.error("closed-shell RHF needs a positive even number of electrons; got %d (charge %d)"
-                     % (nelec, charge))
+    if nelec <= 0:
+        parser.error("need a positive number of electrons; got %d (charge %d)" % (nelec, charge))
+    if mult == 1 and nelec % 2:
+        parser.error("an odd number of electrons (%d, charge %d) cannot have multiplicity 1; give --multiplicity 2 "
+                     "(or another even multiplicity) for an open-shell reference" % (nelec, charge))
+    if mult - 1 > nelec:
+        parser.error("multiplicity %d needs %d unpaired electrons but there are only %d (charge %d)"
+                     % (mult, mult - 1, nelec, charge))
+    if (nelec - (mult - 1)) % 2:
+        parser.error("charge %d and multiplicity %d are impossible together: %d electrons need %s multiplicity"
+                     % (charge, mult, nelec, "an even" if nelec % 2 else "an odd"))
+    if nelec == mult - 1:
+        parser.error("multiplicity %d leaves no beta electron (%d electrons, charge %d): Psi4 1.3.2's DF-MP2, whose "
+                     "energies the file records, needs at least one" % (mult, nelec, charge))
 
 
 def _cleanup(workdir, cwd):
@@ -382,7 +543,7 @@ def main(argv=None):
         psi4.set_memory(args.memory, execute=False)
     except Exception as exc:  # psi4.ValidationError
         parser.error("--memory: %s" % one_line(getattr(exc, "message", exc)))
-    check_electrons(atoms, args.charge, parser)
+    check_electrons(atoms, args, parser)
     chatter = io.StringIO()  # Psi4 prints some errors and notes on stdout itself
     try:
         with contextlib.redirect_stdout(chatter):
@@ -410,11 +571,16 @@ def main(argv=None):
         return 1
     write_file(h5py, np, out, args, atoms, res)
 
-    print("wrote %s (form %s, %d bytes)" % (out, args.form, os.path.getsize(out)))
+    print("wrote %s (form %s, reference %s, format version %d, %d bytes)"
+          % (out, args.form, args.reference, 1 if args.reference == "rhf" else 2, os.path.getsize(out)))
     print("  basis %s (puream %s), aux basis %s (puream %s), scf_type %s"
           % (args.basis.lower(), res["puream"], args.aux_basis.lower(), res["aux_puream"], args.scf_type))
-    print("  nbf %d  nmo %d  nocc %d  nvir %d  naux %d"
-          % (res["nbf"], res["nmo"], res["nocc"], res["nmo"] - res["nocc"], res["naux"]))
+    if args.reference == "rhf":
+        print("  nbf %d  nmo %d  nocc %d  nvir %d  naux %d"
+              % (res["nbf"], res["nmo"], res["nocc"], res["nmo"] - res["nocc"], res["naux"]))
+    else:
+        print("  nbf %d  nmo %d  multiplicity %d  nocc alpha %d beta %d  naux %d"
+              % (res["nbf"], res["nmo"], args.multiplicity, res["nocc"], res["nocc_beta"], res["naux"]))
     print("  E(SCF) %.12f  E(nuc) %.12f  (frozen-core rerun SCF differs by %.1e, max |d eps| %.1e)"
           % (res["e_scf"], res["e_nuc"], res["e_scf_fc"] - res["e_scf"], res["max_eps_diff_fc"]))
     for n in sorted(res["refs"]):
@@ -422,6 +588,10 @@ def main(argv=None):
         print("  psi4 DF-MP2 frozen_core_%d: OS %.12f  SS %.12f  corr %.12f  total %.12f"
               % (n, r["mp2_opposite_spin_correlation_energy"], r["mp2_same_spin_correlation_energy"],
                  r["mp2_correlation_energy"], r["mp2_total_energy"]))
+        if "mp2_singles_energy" in r:
+            print("  psi4 DF-MP2 frozen_core_%d: singles %.15f%s" % (
+                n, r["mp2_singles_energy"], "  (semicanonical singles terms sum to it within %.1e)"
+                % abs(res["singles_diff"][n]) if n in res["singles_diff"] else ""))
     return 0
 
 

@@ -154,6 +154,28 @@ def swap_homo_lumo(spec):
     spec["data"]["orbital_energies"] = e
 
 
+def open_shell(spec, reference):
+    """A valid version-2 file of `reference` (uhf or rohf) from a closed-shell spec: its orbitals as both spins, one
+    beta electron fewer (the numbers are not a real radical's; the reader only checks the form)."""
+    out = copy.deepcopy(spec)
+    out["attrs"]["dfmp2_format_version"] = np.int64(2)
+    out["attrs"]["reference"] = np.bytes_(reference)
+    nocc = int(out["data"]["nocc"])
+    out["data"]["nocc_beta"] = np.int64(nocc - 1)
+    out["data"]["orbital_energies_beta"] = np.array(out["data"]["orbital_energies"])
+    out["data"]["mo_coefficients_beta"] = np.array(out["data"]["mo_coefficients"])
+    if reference == "rohf":
+        out["data"]["singles_alpha"] = np.full(nocc, -1e-4)
+        out["data"]["singles_beta"] = np.full(nocc - 1, -1e-4)
+    return out
+
+
+def mo_base_v2(spec):
+    out = copy.deepcopy(spec)
+    out["attrs"]["dfmp2_format_version"] = np.int64(2)
+    return out
+
+
 def structural_cases(Case, repo, work):
     m = Maker(repo, work)
     mo_base = to_mo_form(m.base)
@@ -177,8 +199,8 @@ def structural_cases(Case, repo, work):
         file_edit=lambda f: f.attrs.__delitem__("dfmp2_format")))
     case("format_attribute_other", 3, "root attribute 'dfmp2_format' is missing or not 'dfmp2-integrals'",
          m.make(set_attr("dfmp2_format", np.bytes_("psi4-wavefunction"))))
-    case("format_version_2", 3, "format version 2 is not supported", m.make(
-        set_attr("dfmp2_format_version", np.int64(2))))
+    case("format_version_3", 3, "format version 3 is not supported (this dfmp2 reads versions 1 and 2)", m.make(
+        set_attr("dfmp2_format_version", np.int64(3))))
     case("format_version_string", 3, "attribute 'dfmp2_format_version' of '/' must be an integer", m.make(
         set_attr("dfmp2_format_version", np.bytes_("1"))))
     case("form_unknown", 3, "root attribute 'form' must be 'ao' or 'mo'", m.make(set_attr("form", np.bytes_("ri"))))
@@ -326,6 +348,32 @@ def structural_cases(Case, repo, work):
     case("mo_form_orbital_energies_2_to_60", 3, "dataset 'orbital_energies' declares shape", m.make(
         file_edit=replace_dataset("orbital_energies", lambda f, n: f.create_dataset(
             n, shape=(2 ** 60,), dtype="f8", chunks=(1024,))), base=mo_base))
+    # Open shells (format version 2): the fixture's orbitals as both spins of a UHF with one beta electron fewer.
+    uhf = open_shell(m.base, "uhf")
+    rohf = open_shell(m.base, "rohf")
+    case("reference_in_version_1", 3, "root attribute 'reference' is a format version 2 attribute, and the file is "
+         "version 1", m.make(set_attr("dfmp2_format_version", np.int64(1)), base=uhf))
+    case("reference_unknown", 3, "root attribute 'reference' is 'ghf', expected rhf, uhf or rohf", m.make(
+        set_attr("reference", np.bytes_("ghf")), base=uhf))
+    case("open_shell_mo_form", 3, "an open shell needs form 'ao'", m.make(
+        set_attr("reference", np.bytes_("uhf")), base=mo_base_v2(mo_base)))
+    for name in ("nocc_beta", "orbital_energies_beta", "mo_coefficients_beta"):
+        case("uhf_missing_" + name, 3, "dataset '%s' is missing" % name, m.make(drop(name), base=uhf))
+    case("uhf_nocc_beta_above_nocc", 3, "dataset 'nocc_beta' is 6, expected 0 <= nocc_beta <= nocc = 5", m.make(
+        set_data("nocc_beta", np.int64(6)), base=uhf))
+    case("uhf_beta_energies_short", 3, "dataset 'orbital_energies_beta' has shape [23], expected [24]", m.make(
+        set_data("orbital_energies_beta", lambda e: e[:23]), base=uhf))
+    case("uhf_beta_energies_unordered", 3, "dataset 'orbital_energies_beta': the occupied energies must ascend",
+         m.make(set_data("orbital_energies_beta", lambda e: np.concatenate([e[:2][::-1], e[2:]])), base=uhf))
+    case("uhf_beta_coefficients_nan", 3, "dataset 'mo_coefficients_beta' holds a non-finite value", m.make(
+        element("mo_coefficients_beta", (0, 0), np.nan), base=uhf))
+    case("uhf_multiplicity_mismatch", 3, "metadata attribute 'multiplicity' is 3, and the file's orbitals have 5 "
+         "alpha and 4 beta electrons (multiplicity 2)", m.make(set_attr("multiplicity", np.int64(3), "metadata"),
+                                                               base=uhf))
+    for name in ("singles_alpha", "singles_beta"):
+        case("rohf_missing_" + name, 3, "dataset '%s' is missing" % name, m.make(drop(name), base=rohf))
+    case("rohf_singles_positive", 3, "dataset 'singles_alpha': element 0 is 0.1 Eh; a singles term is never positive",
+         m.make(element("singles_alpha", 0, 0.1), base=rohf))
     # Older writers: files without checksums are read (with a note), but gross damage is still caught.
     case("old_format_metric_times_1e300", 3, "dataset 'metric': diagonal element", m.make(
         set_data("metric", lambda j: j * 1e300), checksums=False))

@@ -184,3 +184,28 @@ TEST(Scale, SaveIntegralsOnlyWhenAskedWithItsSizeFirst) {
 }
 
 }  // namespace
+
+namespace {
+// An open-shell reference saved after its SCF (integral file format version 2: both spins' orbitals, ROHF's singles
+// terms) and run again from the file gives the same energies, frozen core included (the file's metadata keeps the
+// multiplicity).
+TEST(Scale, OpenShellIntegralFileGivesTheSameEnergies) {
+  TempDir dir;
+  for (const std::string reference : {"uhf", "rohf"}) {
+    SCOPED_TRACE(reference);
+    const auto first = run_json(dir, reference + "_scf",
+                                "molecule: {xyz: \"O 0 0 0\\nH 0 0 0.97\", multiplicity: 2}\nbasis: cc-pvdz\n"
+                                "reference: " + reference + "\nfrozen_core: true\nsave_integrals: " + reference + ".h5\n");
+    ASSERT_FALSE(first.is_null());
+    const auto again = run_json(dir, reference + "_file", "integrals: " + reference + ".h5\nfrozen_core: true\n");
+    ASSERT_FALSE(again.is_null());
+    EXPECT_EQ(again["keywords"]["reference"], reference);
+    EXPECT_EQ(again["properties"]["calcinfo_nbeta"], 4);
+    for (const char* p : {"scf_total_energy", "mp2_correlation_energy", "mp2_singles_energy",
+                          "mp2_same_spin_correlation_energy", "mp2_opposite_spin_correlation_energy"}) {
+      EXPECT_NEAR(again["properties"][p].get<double>(), first["properties"][p].get<double>(), 1e-12) << p;
+    }
+    if (reference == "rohf") EXPECT_LT(first["properties"]["mp2_singles_energy"].get<double>(), -1e-3);
+  }
+}
+}  // namespace
