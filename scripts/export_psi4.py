@@ -288,9 +288,9 @@ def run_psi4(psi4, np, args, atoms, workdir):
         raise RuntimeError("orbital energies are not in ascending order")
     e_nuc = float(mol.nuclear_repulsion_energy())
     C_scf = C  # the orbitals as the SCF left them (ROHF: DFMP2 semicanonicalises the wavefunction in place)
-    Cb_scf = Cb = eps_b = singles_a = singles_b = None
+    Cb = eps_b = singles_a = singles_b = None
     if open_shell:
-        Cb_scf = Cb = np.array(wfn.Cb())
+        Cb = np.array(wfn.Cb())
         eps_b = np.array(wfn.epsilon_b())
         if Cb.shape != (nbf, nmo) or eps_b.shape != (nmo,):
             raise RuntimeError("unexpected shapes: Cb %s, epsilon_b %s" % (Cb.shape, eps_b.shape))
