@@ -30,6 +30,7 @@ from checks import Checker  # noqa: E402
 WATER = "O 0.000000 0.000000 0.117790\nH 0.000000 0.755453 -0.471161\nH 0.000000 -0.755453 -0.471161"
 AMMONIA = "N 0.0 0.0 0.1\nH 0.0 0.94 -0.27\nH 0.81 -0.47 -0.27\nH -0.81 -0.47 -0.27"
 HYDRONIUM = "O 0.0 0.0 0.05\nH 0.0 0.95 -0.25\nH 0.82 -0.47 -0.25\nH -0.82 -0.47 -0.25\n1 1"
+HYDROXYL = "O 0 0 0\nH 0 0 0.97\n0 2"
 # Tight enough that the two programs' SCF convergence does not decide the comparison.
 CONVERGED = {"e_convergence": 1e-10, "d_convergence": 1e-10}
 
@@ -212,6 +213,10 @@ def qcengine_group(args, c):
         ("water cc-pVDZ, DF-SCF, frozen core", WATER, "cc-pvdz", {"scf_type": "df", "freeze_core": True}),
         ("ammonia def2-SVP, exact SCF", AMMONIA, "def2-svp", {"scf_type": "pk"}),
         ("hydronium aug-cc-pVDZ, DF-SCF", HYDRONIUM, "aug-cc-pvdz", {"scf_type": "df"}),
+        # Open shells: the multiplicity from the molecule, the reference from Psi4's keyword.
+        ("hydroxyl cc-pVDZ, UHF, DF-SCF", HYDROXYL, "cc-pvdz", {"scf_type": "df", "reference": "uhf"}),
+        ("hydroxyl cc-pVDZ, ROHF, exact SCF, frozen core", HYDROXYL, "cc-pvdz",
+         {"scf_type": "pk", "reference": "rohf", "freeze_core": True}),
     ]
     for name, xyz, basis, keywords in cases:
         inp = atomic_input(xyz, basis, dict(CONVERGED, mp2_type="df", **keywords))
@@ -230,6 +235,13 @@ def qcengine_group(args, c):
             name, mine.properties.mp2_correlation_energy, d_mp2))
         c.check(abs(mine.return_result - theirs.return_result) <= 1e-6, "%s: return_result %+.1e Eh from Psi4" % (
             name, mine.return_result - theirs.return_result))
+        # Psi4's variable names in extras.qcvars, as QCEngine's Psi4 harness returns them.
+        for var in ("MP2 SINGLES ENERGY", "MP2 SAME-SPIN CORRELATION ENERGY", "MP2 OPPOSITE-SPIN CORRELATION ENERGY"):
+            ours, psi4s = mine.extras.get("qcvars", {}).get(var), theirs.extras.get("qcvars", {}).get(var)
+            if psi4s is None:
+                continue
+            c.check(ours is not None and abs(float(ours) - float(psi4s)) <= 1e-7, "%s: qcvars '%s' %s, Psi4 %.10f" % (
+                name, var, "missing" if ours is None else "%.10f" % float(ours), float(psi4s)))
     bad = atomic_input(WATER, "cc-pvdz", {"scf_typ": "df"})
     failed = qcengine.compute(bad, "dfmp2", task_config=config)
     c.check(not failed.success and failed.error.error_type == "input_error" and
