@@ -73,6 +73,11 @@ std::string format_header(const Calculation& calc) {
   out += fmt::format("  orbitals     nbf {}  nmo {}  nocc {}  frozen {}  active {}  nvir {}  naux {}\n",
                      p.nbf > 0 ? fmt::format("{}", p.nbf) : std::string("-"), p.nmo, p.nocc, p.nfrozen,
                      p.nocc - p.nfrozen, p.nmo - p.nocc, p.naux);
+  if (p.open_shell()) {
+    out += fmt::format("  reference    {}: alpha as above; beta nocc {}  active {}  nvir {}\n",
+                       chem::reference_label(p.scf_reference), p.nocc_beta, p.nocc_beta - p.nfrozen,
+                       p.nmo - p.nocc_beta);
+  }
   // What ran (backend-major, as the runs were made): the backends, their precisions and the metric method.
   std::vector<std::string> backends;
   std::vector<std::vector<std::string>> precisions_of;

@@ -140,6 +140,12 @@ def main():
                 check_file(checks, tag, f, multiplicity, reference, ncore)
                 refs = {int(name.split("_")[-1]): {k: float(v[()]) for k, v in f["reference"][name].items()}
                         for name in f["reference"]}
+            # The independent numpy DF-MP2 (DF-UMP2, singles) of scripts/check_integral_file.py agrees with the
+            # energies the exporter recorded.
+            checker = os.path.join(os.path.dirname(os.path.abspath(args.exporter)), "check_integral_file.py")
+            p = subprocess.run([sys.executable, checker, h5], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            checks.check(p.returncode == 0, "%s check_integral_file.py passes (%s)" % (
+                tag, (p.stderr.strip() or p.stdout.strip().splitlines()[-1])[:200]))
             keys = ENERGIES + (("mp2_singles_energy",) if reference != "rhf" else ())
             for frozen, nfrozen in (("false", 0), ("true", ncore)):
                 result, problem = run_dfmp2(args.dfmp2, h5, frozen, work)

@@ -182,6 +182,19 @@ def main():
     c.raises(dfmp2.InputError, "unknown key 'froze_core'", lambda: dfmp2.run({"integrals": water, "froze_core": 1}),
              "a bad input dict")
     c.raises(TypeError, "argument 'input'", lambda: dfmp2.run(3), "run(3)")
+    # An open shell from Python: the hydroxyl radical's ROHF-MBPT(2) (Psi4 1.3.2: correlation -0.154951620237 with
+    # singles -0.002725111670, DF-SCF; tests/validation/reference/psi4_open_shell.json).
+    r = dfmp2.run({"molecule": {"xyz": "O 0 0 0\nH 0 0 0.97", "multiplicity": 2}, "basis": "cc-pvdz",
+                   "reference": "rohf", "scf": {"e_convergence": 1e-10, "d_convergence": 1e-10},
+                   "backends": ["eigen"], "threads": 1})
+    c.check(abs(r["properties"]["mp2_correlation_energy"] - (-0.154951620237)) < 1e-8 and
+            abs(r["properties"]["mp2_singles_energy"] - (-0.002725111670)) < 1e-9 and
+            r["keywords"]["reference"] == "rohf" and r["properties"]["calcinfo_nbeta"] == 4,
+            "dfmp2.run(open shell): OH ROHF-MBPT(2) correlation %.12f, singles %.12f" % (
+                r["properties"]["mp2_correlation_energy"], r["properties"]["mp2_singles_energy"]))
+    c.raises(dfmp2.InputError, "rhf is for closed shells", lambda: dfmp2.run(
+        {"molecule": {"xyz": "O 0 0 0\nH 0 0 0.97", "multiplicity": 2}, "basis": "cc-pvdz", "reference": "rhf"}),
+        "reference rhf for a doublet")
     # `output` in a dict is honoured as in a file: checked before the run, written after it.
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "water.json")
