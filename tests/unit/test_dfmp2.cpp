@@ -368,3 +368,129 @@ TEST(PlanBlocks, RanksShareTheTensors) {
   // Each rank transforms at most its share of the columns.
   EXPECT_LE(four.aux_block, 1344 / 4);
 }
+
+namespace {
+
+// DF-UMP2 against the naive sums on a random problem with different alpha and beta orbitals (5 and 4 occupied):
+// E_aa = 1/2 sum (ia|jb)[(ia|jb) - (ib|ja)] / D over alpha (E_bb over beta), E_ab = sum (ia|jb)^2 / D with i, a
+// alpha and j, b beta; the singles terms of the active orbitals added (ROHF-MBPT(2)). One block per space, and many
+// (small memory: several auxiliary blocks and one or two orbitals per block, so that cross-spin block pairs of
+// unequal sizes occur), with and without a frozen core.
+struct SpinSums {
+  double aa = 0, bb = 0, ab = 0;
+};
+
+SpinSums naive_unrestricted(const Problem& pa, const Problem& pb, Index nfrozen) {
+  const Matrix a_alpha = mo_3index(pa), a_beta = mo_3index(pb);
+  const Matrix jinv_beta = pa.metric.ldlt().solve(a_beta.transpose());
+  const Matrix v_aa = a_alpha * pa.metric.ldlt().solve(a_alpha.transpose());
+  const Matrix v_bb = a_beta * jinv_beta, v_ab = a_alpha * jinv_beta;
+  const Index va = pa.nbf - pa.nocc, vb = pb.nbf - pb.nocc;
+  SpinSums s;
+  auto same = [&](const Problem& p, const Matrix& v, Index nv) {
+    double e = 0;
+    for (Index i = nfrozen; i < p.nocc; ++i)
+      for (Index j = nfrozen; j < p.nocc; ++j)
+        for (Index x = 0; x < nv; ++x)
+          for (Index y = 0; y < nv; ++y) {
+            const double iajb = v(x + nv * i, y + nv * j), ibja = v(y + nv * i, x + nv * j);
+            e += 0.5 * iajb * (iajb - ibja) / (p.eps[i] + p.eps[j] - p.eps[p.nocc + x] - p.eps[p.nocc + y]);
+          }
+    return e;
+  };
+  s.aa = same(pa, v_aa, va);
+  s.bb = same(pb, v_bb, vb);
+  for (Index i = nfrozen; i < pa.nocc; ++i)
+    for (Index j = nfrozen; j < pb.nocc; ++j)
+      for (Index x = 0; x < va; ++x)
+        for (Index y = 0; y < vb; ++y) {
+          const double iajb = v_ab(x + va * i, y + vb * j);
+          s.ab += iajb * iajb / (pa.eps[i] + pb.eps[j] - pa.eps[pa.nocc + x] - pb.eps[pb.nocc + y]);
+        }
+  return s;
+}
+
+TEST(DfUmp2, MatchesTheNaiveSpinSums) {
+  const Problem alpha = random_problem(7);
+  Problem beta = random_problem(8);
+  beta.nocc = 4;
+  beta.metric = alpha.metric;
+  beta.ao = alpha.ao;  // one set of integrals, two sets of orbitals
+  for (Index i = 0; i < beta.nbf; ++i) beta.eps[i] = i < beta.nocc ? -1.8 + 0.25 * double(i) : 0.3 + 0.25 * double(i);
+  const Vector singles_alpha = Vector::LinSpaced(alpha.nocc, -3e-3, -1e-3);
+  const Vector singles_beta = Vector::LinSpaced(beta.nocc, -2e-3, -5e-4);
+  dfmp2::testing::MemorySource source(dfmp2::chem::ThreeIndexForm::ao, alpha.naux, alpha.nbf * alpha.nbf);
+  source.data() = alpha.ao;
+  dfmp2::chem::DfMp2Input in{&alpha.eps, alpha.nocc, &alpha.c, &alpha.metric, &source,
+                             &beta.eps, beta.nocc, &beta.c, &singles_alpha, &singles_beta};
+  auto backend = dfmp2::devices::make_backend("openblas");
+  dfmp2::linalg::KernelLog log;
+  dfmp2::linalg::Kernels kernels(*backend, log);
+  for (const int nfrozen : {0, 1}) {
+    const SpinSums want = naive_unrestricted(alpha, beta, nfrozen);
+    for (const double memory : {1e9, 8.0 * (9 * 9 * 31 + 31 * 31 + 2 * 14 * 28 + 4 * 81 + 200)}) {
+      SCOPED_TRACE(::testing::Message() << "frozen " << nfrozen << ", memory " << memory);
+      dfmp2::chem::DfMp2Options options;
+      options.nfrozen = nfrozen;
+      const auto r = run_planned(in, options, kernels, memory);
+      EXPECT_TRUE(r.unrestricted);
+      EXPECT_NEAR(r.same_spin_alpha, want.aa, 1e-12 * std::abs(want.aa));
+      EXPECT_NEAR(r.same_spin_beta, want.bb, 1e-12 * std::abs(want.bb));
+      EXPECT_NEAR(r.opposite_spin, want.ab, 1e-12 * std::abs(want.ab));
+      EXPECT_DOUBLE_EQ(r.same_spin, r.same_spin_alpha + r.same_spin_beta);
+      EXPECT_NEAR(r.singles, singles_alpha.tail(alpha.nocc - nfrozen).sum() + singles_beta.tail(beta.nocc - nfrozen).sum(),
+                  1e-15);
+      EXPECT_NEAR(r.correlation(), r.singles + want.aa + want.bb + want.ab, 1e-12);
+      EXPECT_EQ(r.nact, alpha.nocc - nfrozen);
+      EXPECT_EQ(r.nact_beta, beta.nocc - nfrozen);
+      if (memory < 1e6) EXPECT_GT(r.block_pairs, 3);
+    }
+  }
+}
+
+// The same orbitals for both spins give the closed-shell energies: E_ab is RHF's opposite-spin energy and
+// E_aa = E_bb half its same-spin energy.
+TEST(DfUmp2, EqualSpinsGiveTheClosedShellEnergies) {
+  const Problem p = random_problem(11);
+  dfmp2::testing::MemorySource source(dfmp2::chem::ThreeIndexForm::ao, p.naux, p.nbf * p.nbf);
+  source.data() = p.ao;
+  dfmp2::chem::DfMp2Input closed{&p.eps, p.nocc, &p.c, &p.metric, &source};
+  dfmp2::chem::DfMp2Input open = closed;
+  open.orbital_energies_beta = &p.eps;
+  open.nocc_beta = p.nocc;
+  open.mo_coefficients_beta = &p.c;
+  auto backend = dfmp2::devices::make_backend("eigen");
+  dfmp2::linalg::KernelLog log;
+  dfmp2::linalg::Kernels kernels(*backend, log);
+  const auto r = run_planned(closed, {}, kernels), u = run_planned(open, {}, kernels);
+  EXPECT_NEAR(u.opposite_spin, r.opposite_spin, 1e-13 * std::abs(r.opposite_spin));
+  EXPECT_NEAR(u.same_spin_alpha, 0.5 * r.same_spin, 1e-13 * std::abs(r.same_spin));
+  EXPECT_NEAR(u.same_spin_beta, 0.5 * r.same_spin, 1e-13 * std::abs(r.same_spin));
+}
+
+// Two spaces: every block of each space, and every pair of blocks once (within a space I >= J, across spaces a beta
+// block with an alpha block), with the spins the blocks have.
+TEST(Mp2Layout, TwoSpacesPairEveryBlockOnce) {
+  dfmp2::testing::MemorySource source(dfmp2::chem::ThreeIndexForm::ao, 40, 4);
+  for (const int ranks : {1, 3}) {
+    const auto l = dfmp2::chem::make_layout(source, 13, {7, 5}, 3, ranks, 0);
+    ASSERT_EQ(l.occupied.size(), 5u);  // alpha [0,3) [3,6) [6,7), beta [0,3) [3,5)
+    EXPECT_EQ(l.occupied_spin, (std::vector<int>{0, 0, 0, 1, 1}));
+    EXPECT_EQ(l.pairs.size(), 15u);
+    int cross = 0;
+    for (std::size_t k = 0; k < l.pairs.size(); ++k) {
+      const auto [bi, bj] = l.pair_blocks[k];
+      EXPECT_GE(bi, bj);
+      const auto& p = l.pairs[k];
+      EXPECT_EQ(p.spin_i, l.occupied_spin[static_cast<std::size_t>(bi)]);
+      EXPECT_EQ(p.spin_j, l.occupied_spin[static_cast<std::size_t>(bj)]);
+      EXPECT_EQ(p.i0, l.occupied[static_cast<std::size_t>(bi)].first);
+      EXPECT_EQ(p.j0, l.occupied[static_cast<std::size_t>(bj)].first);
+      cross += !p.same_spin();
+      EXPECT_FALSE(!p.same_spin() && p.diagonal());  // beta block 0 with alpha block 0 is not a diagonal pair
+    }
+    EXPECT_EQ(cross, 6);  // 2 beta blocks x 3 alpha blocks
+  }
+}
+
+}  // namespace
