@@ -153,8 +153,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadFile{"wrong_format", [](FileSpec& s) { s.format = "fcidump"; },
                 "root attribute 'dfmp2_format' is missing or not 'dfmp2-integrals' (see docs/integral-file-format.md)"},
-        BadFile{"future_version", [](FileSpec& s) { s.version = 2; },
-                "format version 2 is not supported (this dfmp2 reads version 1)"},
+        BadFile{"future_version", [](FileSpec& s) { s.version = 3; },
+                "format version 3 is not supported (this dfmp2 reads versions 1 and 2)"},
         BadFile{"bad_form", [](FileSpec& s) { s.form = "ri"; }, "root attribute 'form' must be 'ao' or 'mo'"},
         BadFile{"missing_metric", [](FileSpec& s) { s.skip_metric = true; }, "dataset 'metric' is missing"},
         BadFile{"metric_not_square", [](FileSpec& s) { s.metric_dims = {6, 5}; },
