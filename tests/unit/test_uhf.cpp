@@ -208,3 +208,13 @@ TEST(OpenShellMp2, FrozenCoreHydroxylMatchesPsi4) {
   EXPECT_NEAR(rohf.opposite_spin, -0.113857322120685, 1e-8);
   EXPECT_NEAR(rohf.same_spin_alpha + rohf.same_spin_beta, rohf.same_spin, 1e-15);
 }
+
+// SCS-MP2 of an ROHF counts the singles term, as Psi4 does: OH cc-pVDZ, DF-SCF, Psi4 1.3.2's SCS-MP2 CORRELATION
+// ENERGY -0.153338916736483 = singles -0.002725111670 + 1/3 SS + 6/5 OS.
+TEST(OpenShellMp2, RohfScsCountsTheSinglesAsPsi4) {
+  auto backend = dfmp2::devices::make_backend("openblas");
+  dfmp2::linalg::KernelLog log;
+  dfmp2::linalg::Kernels kernels(*backend, log);
+  const chem::DfMp2Result r = open_shell_mp2(hydroxyl(), "cc-pvdz", scf(hydroxyl(), 2, true, Ref::rohf), kernels);
+  EXPECT_NEAR(r.scs_correlation(), -0.153338916736483, 1e-8);
+}
