@@ -257,11 +257,13 @@ YAML::Node molecule_mapping(const QcReader& qc, const YAML::Node& root, const nl
   }
   qc.check_echoed(root, as_json, "", kEchoedTop, symbols.size());
   qc.check_echoed(mol, as_json["molecule"], "molecule.", kEchoedMolecule, symbols.size());
+  // real: false makes a ghost atom (its basis functions, no nucleus, no electrons): Gh(X) in the xyz lines.
+  std::vector<bool> ghost(symbols.size(), false);
   if (const YAML::Node real = mol["real"]) {
     for (std::size_t i = 0; real.IsSequence() && i < real.size(); ++i) {
       const auto b = real[i].IsScalar() ? as_bool(real[i].Scalar()) : std::nullopt;
       if (!b) qc.fail(real[i], fmt::format("molecule.real[{}]", i), "expected true or false");
-      if (!*b) qc.fail(real[i], fmt::format("molecule.real[{}]", i), "ghost atoms are not supported");
+      if (i < ghost.size()) ghost[i] = !*b;
     }
   }
   YAML::Node m(YAML::NodeType::Map);
@@ -271,7 +273,8 @@ YAML::Node molecule_mapping(const QcReader& qc, const YAML::Node& root, const nl
     const std::string sym = qc.text(symbols[i], field, "an element symbol");
     // Checked here, not left to the xyz reader: a symbol holding a blank or a newline would add fields or atoms.
     if (chem::atomic_number(sym) == 0) qc.fail(symbols[i], field, fmt::format("'{}' is not an element symbol", sym));
-    lines += fmt::format("{} {:.17g} {:.17g} {:.17g}\n", sym, xyz[3 * i], xyz[3 * i + 1], xyz[3 * i + 2]);
+    lines += fmt::format("{} {:.17g} {:.17g} {:.17g}\n", ghost[i] ? "Gh(" + sym + ")" : sym, xyz[3 * i],
+                         xyz[3 * i + 1], xyz[3 * i + 2]);
   }
   m["xyz"] = lines;
   m["units"] = "bohr";

@@ -262,8 +262,10 @@ nlohmann::json results_json(const Calculation& calc) {
     m["schema_version"] = 2;
     m["symbols"] = nlohmann::json::array();
     m["geometry"] = nlohmann::json::array();
+    m["real"] = nlohmann::json::array();  // false: a ghost atom
     for (const auto& a : mol->atoms) {
       m["symbols"].push_back(chem::element_symbol(a.atomic_number));
+      m["real"].push_back(!a.ghost);
       for (double x : {a.x, a.y, a.z}) m["geometry"].push_back(x * chem::kBohrPerAngstrom);
     }
     m["molecular_charge"] = mol->charge;

@@ -190,7 +190,10 @@ Reference molecule_reference(const Input& input) {
   }
   Reference p;
   p.kind = "molecule";
-  p.description = fmt::format("{} atoms from {}; {} / {}{}", mol.atoms.size(), input.molecule_source, m->basis.name,
+  const auto ghosts = std::count_if(mol.atoms.begin(), mol.atoms.end(), [](const chem::Atom& a) { return a.ghost; });
+  p.description = fmt::format("{} atoms{} from {}; {} / {}{}", mol.atoms.size(),
+                              ghosts > 0 ? fmt::format(" ({} ghost{})", ghosts, ghosts == 1 ? "" : "s") : std::string(),
+                              input.molecule_source, m->basis.name,
                               m->aux_basis.name,
                               input.scf.type == chem::ScfType::df ? fmt::format("; DF-SCF with {}", m->jk_basis.name)
                                                                   : std::string("; exact SCF"));

@@ -817,7 +817,7 @@ void write_integral_file(const std::string& path, const IntegralFileContents& c)
     if (c.molecule) {
       std::string xyz;
       for (const auto& a : c.molecule->atoms) {
-        xyz += fmt::format("{}{} {:.12f} {:.12f} {:.12f}", xyz.empty() ? "" : "\n", element_symbol(a.atomic_number),
+        xyz += fmt::format("{}{} {:.12f} {:.12f} {:.12f}", xyz.empty() ? "" : "\n", atom_symbol(a),
                            a.x, a.y, a.z);
       }
       write_attribute(md.get(), "molecule", xyz);

@@ -213,7 +213,7 @@ double nuclear_repulsion_energy(const Molecule& molecule) {
       const double dy = atoms[a].y - atoms[b].y;
       const double dz = atoms[a].z - atoms[b].z;
       const double r = std::sqrt(dx * dx + dy * dy + dz * dz) * kBohrPerAngstrom;
-      e += atoms[a].atomic_number * atoms[b].atomic_number / r;
+      e += atoms[a].nuclear_charge() * atoms[b].nuclear_charge() / r;
     }
   }
   return e;
@@ -234,7 +234,8 @@ linalg::Matrix nuclear_attraction_matrix(const BasisSet& basis, const Molecule& 
   std::vector<std::pair<double, std::array<double, 3>>> charges;
   charges.reserve(molecule.atoms.size());
   for (const Atom& atom : molecule.atoms) {
-    charges.push_back({static_cast<double>(atom.atomic_number),
+    if (atom.ghost) continue;  // basis functions, no nucleus
+    charges.push_back({static_cast<double>(atom.nuclear_charge()),
                        {atom.x * kBohrPerAngstrom, atom.y * kBohrPerAngstrom, atom.z * kBohrPerAngstrom}});
   }
   return one_body_matrix(b, make_engine("nuclear-attraction integrals", Operator::nuclear, b.max_nprim, b.max_l,

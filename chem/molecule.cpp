@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <vector>
@@ -44,6 +45,21 @@ std::string element_symbol(int z) {
   return kSymbols[static_cast<std::size_t>(z)];
 }
 
+std::string atom_symbol(const Atom& atom) {
+  return atom.ghost ? "Gh(" + element_symbol(atom.atomic_number) + ")" : element_symbol(atom.atomic_number);
+}
+
+namespace {
+// The element of a symbol and whether it is a ghost: "O", "Gh(O)" (any case) or "@O". Empty element when the text
+// inside names none.
+std::pair<std::string, bool> element_of(const std::string& symbol) {
+  if (symbol.size() > 1 && symbol[0] == '@') return {symbol.substr(1), true};
+  if (symbol.size() > 4 && lower(symbol.substr(0, 3)) == "gh(" && symbol.back() == ')')
+    return {symbol.substr(3, symbol.size() - 4), true};
+  return {symbol, false};
+}
+}  // namespace
+
 Molecule parse_xyz_lines(const std::string& text, const std::string& where) {
   Molecule mol;
   std::istringstream lines(text);
@@ -56,9 +72,13 @@ Molecule parse_xyz_lines(const std::string& text, const std::string& where) {
     if (!(fields >> symbol)) continue;  // blank line
     Atom atom;
     atom.symbol = symbol;
-    atom.atomic_number = atomic_number(symbol);
+    const auto [element, ghost] = element_of(symbol);
+    atom.atomic_number = atomic_number(element);
+    atom.ghost = ghost;
     if (atom.atomic_number == 0) {
-      throw InputError(fmt::format("{}: line {}: '{}' is not an element symbol", where, number, symbol));
+      throw InputError(ghost ? fmt::format("{}: line {}: '{}' is a ghost of '{}', which is not an element symbol",
+                                           where, number, symbol, element)
+                             : fmt::format("{}: line {}: '{}' is not an element symbol", where, number, symbol));
     }
     std::string extra;
     if (!(fields >> atom.x >> atom.y >> atom.z) || (fields >> extra) || !std::isfinite(atom.x) ||
@@ -68,6 +88,10 @@ Molecule parse_xyz_lines(const std::string& text, const std::string& where) {
     mol.atoms.push_back(atom);
   }
   if (mol.atoms.empty()) throw InputError(fmt::format("{}: no atoms", where));
+  if (std::all_of(mol.atoms.begin(), mol.atoms.end(), [](const Atom& a) { return a.ghost; })) {
+    throw InputError(fmt::format("{}: every atom is a ghost (Gh(X) or @X); a molecule needs at least one real atom",
+                                 where));
+  }
   return mol;
 }
 
@@ -125,13 +149,13 @@ int frozen_core_orbitals(int z) {
 
 int frozen_core_orbitals(const Molecule& molecule) {
   int n = 0;
-  for (const auto& atom : molecule.atoms) n += frozen_core_orbitals(atom.atomic_number);
+  for (const auto& atom : molecule.atoms) n += frozen_core_orbitals(atom.nuclear_charge());  // ghosts: no core
   return n;
 }
 
 int electron_count(const Molecule& molecule) {
   int electrons = -molecule.charge;
-  for (const auto& a : molecule.atoms) electrons += a.atomic_number;
+  for (const auto& a : molecule.atoms) electrons += a.nuclear_charge();
   return electrons;
 }
 

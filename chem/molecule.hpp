@@ -10,9 +10,13 @@ namespace dfmp2::chem {
 inline constexpr double kBohrPerAngstrom = 1.0 / 0.52917721067;  // CODATA 2014, as Psi4 1.3 uses
 
 struct Atom {
-  std::string symbol;  // as written, e.g. "O"
-  int atomic_number = 0;
+  std::string symbol;  // as written, e.g. "O" or "Gh(O)"
+  int atomic_number = 0;  // of the element whose basis functions the atom carries
   double x = 0, y = 0, z = 0;  // angstrom
+  // A ghost atom (Psi4's Gh(X) or @X, QCSchema real: false): X's basis functions, no nucleus and no electrons, as
+  // counterpoise corrections place them.
+  bool ghost = false;
+  int nuclear_charge() const { return ghost ? 0 : atomic_number; }
 };
 
 struct Molecule {
@@ -25,9 +29,12 @@ struct Molecule {
 int atomic_number(const std::string& symbol);
 // Standard capitalisation ("O", "Cl") of atomic number z.
 std::string element_symbol(int z);
+// The atom's symbol as the xyz reader takes it back: "O", or "Gh(O)" for a ghost.
+std::string atom_symbol(const Atom& atom);
 
 // Parses xyz lines "Symbol x y z" (angstrom); `where` names the source for error messages. Blank lines are
-// skipped. Throws InputError naming `where` and the line.
+// skipped. A symbol Gh(X) or @X is a ghost atom of element X (Psi4's two spellings). Throws InputError naming
+// `where` and the line, and when every atom is a ghost.
 Molecule parse_xyz_lines(const std::string& text, const std::string& where);
 
 // Geometry a calculation can use: every coordinate within kMaxCoordinate angstrom of the origin and no two atoms

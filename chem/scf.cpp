@@ -185,7 +185,7 @@ Matrix atomic_density_factor(const Atom& atom, const BasisSet& atom_basis, linal
   const Matrix s = overlap_matrix(atom_basis);
   const Matrix h = kinetic_matrix(atom_basis) + nuclear_attraction_matrix(atom_basis, single);
   const Matrix x = orthogonaliser(s);
-  const int electrons = std::min<int>(atom.atomic_number, 2 * static_cast<int>(h.rows()));
+  const int electrons = std::min<int>(atom.atomic_number, 2 * static_cast<int>(h.rows()));  // a real atom's
   ExactJk jk(atom_basis, 0.0, nullptr);
   Orbitals orb = diagonalise(h, x, kernels);
   std::vector<double> weights = spherical_weights(orb.eps, electrons);
@@ -228,6 +228,10 @@ Matrix sad_guess(const Molecule& molecule, const BasisSet& basis, linalg::Kernel
   Index columns = 0;
   for (std::size_t a = 0; a < molecule.atoms.size(); ++a) {
     const int z = molecule.atoms[a].atomic_number;
+    if (molecule.atoms[a].ghost) {  // no electrons: no columns in the guess
+      factors.emplace_back(count[a], 0);
+      continue;
+    }
     auto it = by_element.find(z);
     if (it == by_element.end()) {
       it = by_element.emplace(z, atomic_density_factor(molecule.atoms[a], atom_subset(basis, int(a)), kernels)).first;

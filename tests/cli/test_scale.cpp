@@ -209,3 +209,23 @@ TEST(Scale, OpenShellIntegralFileGivesTheSameEnergies) {
   }
 }
 }  // namespace
+
+namespace {
+// A ghost atom survives the integral file (the metadata molecule writes it as Gh(X)): the rerun's frozen core counts
+// the real atoms only, its energies are the first run's, and the results file marks the ghost real: false.
+TEST(Scale, GhostAtomKeptByTheIntegralFile) {
+  TempDir dir;
+  const auto first = run_json(dir, "ghost_scf",
+                              "molecule: {xyz: \"O 0 0 0.117790\\nH 0 0.755453 -0.471161\\nH 0 -0.755453 -0.471161\\n"
+                              "@Ne 0 0 3.0\"}\nbasis: cc-pvdz\nscf: {type: exact}\nfrozen_core: true\n"
+                              "save_integrals: ghost.h5\n");
+  ASSERT_FALSE(first.is_null());
+  const auto again = run_json(dir, "ghost_file", "integrals: ghost.h5\nfrozen_core: true\n");
+  ASSERT_FALSE(again.is_null());
+  EXPECT_EQ(again["keywords"]["num_frozen_docc"], 1);
+  EXPECT_EQ(again["molecule"]["real"], nlohmann::json({true, true, true, false}));
+  EXPECT_EQ(again["molecule"]["symbols"][3], "Ne");
+  EXPECT_NEAR(again["properties"]["mp2_correlation_energy"].get<double>(),
+              first["properties"]["mp2_correlation_energy"].get<double>(), 1e-12);
+}
+}  // namespace

@@ -35,6 +35,9 @@ CASES = [
     ("formaldehyde", FORMALDEHYDE, 0, "cc-pvdz", "df", True),
     ("water", WATER, 0, "cc-pvtz", "df", True),
     ("water", WATER, 0, "aug-cc-pvdz", "df", True),  # diffuse functions (the augmented library sets)
+    # A ghost atom (issue 26): helium's basis functions 3 angstrom from the water, no nucleus, no electrons.
+    ("water + Gh(He)", WATER + "\nGh(He) 0 0 3.0", 0, "cc-pvdz", "pk", False),
+    ("water + @He", WATER + "\n@He 0 0 3.0", 0, "cc-pvdz", "pk", True),
 ]
 
 

@@ -31,6 +31,7 @@ WATER = "O 0.000000 0.000000 0.117790\nH 0.000000 0.755453 -0.471161\nH 0.000000
 AMMONIA = "N 0.0 0.0 0.1\nH 0.0 0.94 -0.27\nH 0.81 -0.47 -0.27\nH -0.81 -0.47 -0.27"
 HYDRONIUM = "O 0.0 0.0 0.05\nH 0.0 0.95 -0.25\nH 0.82 -0.47 -0.25\nH -0.82 -0.47 -0.25\n1 1"
 HYDROXYL = "O 0 0 0\nH 0 0 0.97\n0 2"
+WATER_GHOST_HE = "O 0.000000 0.000000 0.117790\nH 0.000000 0.755453 -0.471161\nH 0.000000 -0.755453 -0.471161\n@He 0 0 3.0"
 # Tight enough that the two programs' SCF convergence does not decide the comparison.
 CONVERGED = {"e_convergence": 1e-10, "d_convergence": 1e-10}
 
@@ -213,6 +214,8 @@ def qcengine_group(args, c):
         ("water cc-pVDZ, DF-SCF, frozen core", WATER, "cc-pvdz", {"scf_type": "df", "freeze_core": True}),
         ("ammonia def2-SVP, exact SCF", AMMONIA, "def2-svp", {"scf_type": "pk"}),
         ("hydronium aug-cc-pVDZ, DF-SCF", HYDRONIUM, "aug-cc-pvdz", {"scf_type": "df"}),
+        # A ghost atom (molecule.real false): helium's basis functions beside the water.
+        ("water + ghost He cc-pVDZ, exact SCF", WATER_GHOST_HE, "cc-pvdz", {"scf_type": "pk"}),
         # Open shells: the multiplicity from the molecule, the reference from Psi4's keyword.
         ("hydroxyl cc-pVDZ, UHF, DF-SCF", HYDROXYL, "cc-pvdz", {"scf_type": "df", "reference": "uhf"}),
         ("hydroxyl cc-pVDZ, ROHF, exact SCF, frozen core", HYDROXYL, "cc-pvdz",

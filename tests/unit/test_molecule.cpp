@@ -47,6 +47,40 @@ TEST(Molecule, BadXyzLinesNameTheLine) {
   EXPECT_THROW(dfmp2::chem::parse_xyz_lines("\n\n", "geometry"), dfmp2::InputError);
 }
 
+// Ghost atoms in Psi4's two spellings: the element's basis functions (its atomic number), no nuclear charge, no
+// electrons, no frozen core; written back as Gh(X). A ghost of no element, and a molecule of ghosts only, are errors.
+TEST(Molecule, GhostAtoms) {
+  using dfmp2::chem::parse_xyz_lines;
+  const auto m = parse_xyz_lines("O 0 0 0.1\nH 0 0.7 -0.4\nH 0 -0.7 -0.4\nGh(He) 0 0 3\n@ne 0 0 -3\ngh(Li) 3 0 0\n", "test");
+  ASSERT_EQ(m.atoms.size(), 6u);
+  EXPECT_FALSE(m.atoms[0].ghost);
+  EXPECT_TRUE(m.atoms[3].ghost);
+  EXPECT_EQ(m.atoms[3].atomic_number, 2);
+  EXPECT_EQ(m.atoms[3].nuclear_charge(), 0);
+  EXPECT_TRUE(m.atoms[4].ghost);
+  EXPECT_EQ(m.atoms[4].atomic_number, 10);
+  EXPECT_TRUE(m.atoms[5].ghost);
+  EXPECT_EQ(dfmp2::chem::atom_symbol(m.atoms[5]), "Gh(Li)");
+  EXPECT_EQ(dfmp2::chem::atom_symbol(m.atoms[0]), "O");
+  EXPECT_EQ(dfmp2::chem::electron_count(m), 10);
+  EXPECT_EQ(dfmp2::chem::closed_shell_occupied(m), 5);
+  EXPECT_EQ(dfmp2::chem::frozen_core_orbitals(m), 1);  // O's 1s; the ghost Ne and Li freeze nothing
+  try {
+    parse_xyz_lines("O 0 0 0\nGh(Xx) 0 0 1\n", "geometry");
+    FAIL();
+  } catch (const dfmp2::InputError& e) {
+    EXPECT_STREQ(e.what(), "geometry: line 2: 'Gh(Xx)' is a ghost of 'Xx', which is not an element symbol");
+  }
+  try {
+    parse_xyz_lines("Gh(O) 0 0 0\n@H 0 0 1\n", "geometry");
+    FAIL();
+  } catch (const dfmp2::InputError& e) {
+    EXPECT_STREQ(e.what(), "geometry: every atom is a ghost (Gh(X) or @X); a molecule needs at least one real atom");
+  }
+  EXPECT_THROW(parse_xyz_lines("Gh() 0 0 0\n", "geometry"), dfmp2::InputError);
+  EXPECT_THROW(parse_xyz_lines("@ 0 0 0\n", "geometry"), dfmp2::InputError);
+}
+
 TEST(Geometry, CoincidentOrDistantAtomsAreInputErrors) {
   using dfmp2::chem::check_geometry;
   using dfmp2::chem::parse_xyz_lines;
