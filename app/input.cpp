@@ -357,6 +357,7 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
     if (const YAML::Node n = scf["jk_basis"]) {
       if (in.scf.type != chem::ScfType::df) ctx.fail_key(n, "scf.jk_basis", "{key} applies to scf type df only");
       in.jk_basis = ctx.scalar(n, "scf.jk_basis", "a basis set name");
+      in.jk_basis_given = true;
     }
     if (const YAML::Node n = scf["e_convergence"]) in.scf.e_convergence = positive_number(n, ctx, "scf.e_convergence");
     if (const YAML::Node n = scf["d_convergence"]) in.scf.d_convergence = positive_number(n, ctx, "scf.d_convergence");

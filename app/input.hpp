@@ -82,6 +82,7 @@ struct Input {
   std::string molecule_source;  // "molecule.xyz" (inline) or the resolved .xyz path
   std::string molecule_file;    // the resolved .xyz path with molecule.file, else empty
   std::string basis, aux_basis, jk_basis;
+  bool jk_basis_given = false;  // scf.jk_basis named (else <basis>-jkfit, blended with the universal set)
   chem::ScfReference reference = chem::ScfReference::rhf;  // key `reference`, or its default for the multiplicity
   std::string basis_dir = default_basis_dir();  // the basis set library
   chem::ScfOptions scf;

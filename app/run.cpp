@@ -178,7 +178,10 @@ Reference molecule_reference(const Input& input) {
   m->basis = chem::load_basis(input.basis, mol, input.basis_dir, "basis", orbital_l);
   m->aux_basis = chem::load_basis(input.aux_basis, mol, input.basis_dir, "aux_basis", fitting_l);
   if (input.scf.type == chem::ScfType::df) {
-    m->jk_basis = chem::load_basis(input.jk_basis, mol, input.basis_dir, "scf.jk_basis", fitting_l);
+    // The default JK fitting set is blended with the universal one for elements it lacks, as Psi4 does; a set named
+    // in scf.jk_basis is taken as it is.
+    m->jk_basis = chem::load_basis(input.jk_basis, mol, input.basis_dir, "scf.jk_basis", fitting_l,
+                                   input.jk_basis_given ? "" : chem::kUniversalJkFit);
   }
   // As Psi4 1.3.2 does, the JK fitting set takes the orbital basis's form (cartesian d and higher for a cartesian
   // basis such as 6-31G*), while the MP2 fitting set keeps its file's form. Measured: with 6-31G* water, either

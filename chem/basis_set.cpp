@@ -458,8 +458,9 @@ std::string basis_file_name(const std::string& name) {
   return file + ".gbs";
 }
 
-BasisSet load_basis(const std::string& name, const Molecule& molecule, const std::string& library_dir,
-                    const std::string& key, int max_l) {
+namespace {
+// The file of a basis name: a path as given, or the first library folder that has the name's file.
+fs::path find_basis_file(const std::string& name, const std::string& library_dir, const std::string& key) {
   if (name.empty()) throw InputError("", key, "{key}: empty basis set name");
   fs::path path;
   if (is_basis_file_path(name)) {
@@ -492,7 +493,14 @@ BasisSet load_basis(const std::string& name, const Molecule& molecule, const std
       throw InputError("", key, fmt::format("{{key}}: no basis set '{}' (no file {} in {})", name, file, fmt::join(folders, ", ")));
     }
   }
-  const auto parsed = load_file(path);
+  return path;
+}
+}  // namespace
+
+BasisSet load_basis(const std::string& name, const Molecule& molecule, const std::string& library_dir,
+                    const std::string& key, int max_l, const std::string& fallback) {
+  const fs::path path = find_basis_file(name, library_dir, key);
+  const auto primary = load_file(path);
 
   BasisSet basis;
   basis.name = name;
@@ -503,10 +511,25 @@ BasisSet load_basis(const std::string& name, const Molecule& molecule, const std
     if (z == 0) {
       throw InputError("", key, fmt::format("{{key}}: atom {} ('{}') is not an element", a + 1, atom.symbol));
     }
-    const auto it = parsed->elements.find(z);
+    auto parsed = primary;
+    fs::path element_file = path;
+    auto it = parsed->elements.find(z);
     if (it != parsed->elements.end() && !it->second.error.empty()) throw InputError(it->second.error);
+    if ((it == parsed->elements.end() || !it->second.has_basis) && !fallback.empty()) {
+      // Psi4's blend: an element the fitting set lacks takes the universal set's functions.
+      const fs::path other = find_basis_file(fallback, library_dir, key);
+      parsed = load_file(other);
+      element_file = other;
+      it = parsed->elements.find(z);
+      if (it != parsed->elements.end() && !it->second.error.empty()) throw InputError(it->second.error);
+      if (basis.name == name) {
+        basis.name = name + " + " + fallback;
+        basis.source += ", " + other.string();
+      }
+    }
     if (it == parsed->elements.end() || !it->second.has_basis) {
-      throw InputError("", key, fmt::format("{{key}}: basis set '{}' has no functions for element {}", name, element_symbol(z)));
+      throw InputError("", key, fmt::format("{{key}}: basis set '{}' has no functions for element {}",
+                                            fallback.empty() ? name : name + "' (or '" + fallback, element_symbol(z)));
     }
     if (it->second.ecp_core > 0) {
       throw InputError("", key, fmt::format("{{key}}: basis set '{}' replaces {} core electrons of element {} by an effective core potential, "
@@ -515,7 +538,7 @@ BasisSet load_basis(const std::string& name, const Molecule& molecule, const std
     const std::array<double, 3> center{atom.x * kBohrPerAngstrom, atom.y * kBohrPerAngstrom, atom.z * kBohrPerAngstrom};
     for (const RawShell& raw : it->second.shells) {
       if (raw.l > max_l) {
-        throw InputError(fmt::format("{}:{}", path.string(), raw.line), key,
+        throw InputError(fmt::format("{}:{}", element_file.string(), raw.line), key,
                          fmt::format("{} shell of {}: angular momentum {} is beyond what the integral library of this "
                                      "build supports for {{key}} (at most {})",
                                      l_letter(raw.l), element_symbol(z), raw.l, max_l));

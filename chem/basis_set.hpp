@@ -55,8 +55,13 @@ struct BasisSet {
 // A shell of angular momentum above `max_l` (what the integral code can do for the basis's role, see
 // chem/integrals.hpp) is an InputError naming the file and line.
 // `library_dir` is one folder or a ':'-separated list of folders, searched in order for a name's file.
+// Psi4's def2-universal-jkfit, which its library file names def2-qzvpp-jkfit.
+inline constexpr const char* kUniversalJkFit = "def2-qzvpp-jkfit";
+// `fallback` (may be empty): a basis whose functions an element missing from `name` takes instead, as Psi4 blends a
+// default fitting set with the universal one (cc-pVDZ-JKFIT + def2-QZVPP-JKFIT for helium); the name becomes
+// "<name> + <fallback>" when it is used.
 BasisSet load_basis(const std::string& name, const Molecule& molecule, const std::string& library_dir,
-                    const std::string& key, int max_l = 6);
+                    const std::string& key, int max_l = 6, const std::string& fallback = "");
 
 // Whether a basis name is a file path rather than a library name: it holds a '/' or ends in .gbs (any case).
 bool is_basis_file_path(const std::string& name);

@@ -37,6 +37,7 @@ CASES = [
     ("water", WATER, 0, "aug-cc-pvdz", "df", True),  # diffuse functions (the augmented library sets)
     # A ghost atom (issue 26): helium's basis functions 3 angstrom from the water, no nucleus, no electrons.
     ("water + Gh(He)", WATER + "\nGh(He) 0 0 3.0", 0, "cc-pvdz", "pk", False),
+    ("water + Gh(He)", WATER + "\nGh(He) 0 0 3.0", 0, "cc-pvdz", "df", False),  # JKFIT blended for He, as Psi4
     ("water + @He", WATER + "\n@He 0 0 3.0", 0, "cc-pvdz", "pk", True),
 ]
 
@@ -74,7 +75,9 @@ def psi4_energies(xyz, charge, basis, scf_type, frozen, multiplicity, reference)
     psi4.core.clean_options()
     ri, jk = FITTING.get(basis, (basis + "-ri", basis + "-jkfit"))
     psi4.geometry("units angstrom\nsymmetry c1\nno_reorient\nno_com\n%d %d\n%s" % (charge, multiplicity, xyz))
-    psi4.set_options({"basis": basis, "df_basis_mp2": ri, "df_basis_scf": jk, "scf_type": scf_type,
+    if basis in FITTING:  # otherwise Psi4's own default, <basis>-jkfit blended with def2-universal-jkfit as dfmp2's
+        psi4.set_options({"df_basis_scf": jk})
+    psi4.set_options({"basis": basis, "df_basis_mp2": ri, "scf_type": scf_type,
                       "mp2_type": "df", "freeze_core": frozen, "reference": reference, "e_convergence": 1e-10,
                       "d_convergence": 1e-10 if reference != "rhf" else 1e-9})
     _, wfn = psi4.energy("mp2", return_wfn=True)

@@ -130,6 +130,19 @@ TEST(BasisSet, MethaneSizesMatchPsi4) {
   for (const auto& want : kMethaneSizes) expect_sizes(methane(), want);
 }
 
+// Psi4's blend for the default JK fitting set (its output: "Blend: CC-PVDZ-JKFIT + DEF2-QZVPP-JKFIT", 139 functions
+// for water with a ghost helium): helium, which cc-pVDZ-JKFIT lacks, takes the universal set's functions.
+TEST(BasisSet, MissingElementTakesTheFallbackAsPsi4Blends) {
+  const auto m = dfmp2::chem::parse_xyz_lines("O 0 0 0.1178\nH 0 0.7555 -0.4712\nH 0 -0.7555 -0.4712\nGh(He) 0 0 3\n", "t");
+  EXPECT_THROW(load_basis("cc-pvdz-jkfit", m, kLibrary, "scf.jk_basis"), dfmp2::InputError);
+  const BasisSet b = load_basis("cc-pvdz-jkfit", m, kLibrary, "scf.jk_basis", 6, dfmp2::chem::kUniversalJkFit);
+  EXPECT_EQ(b.nbf(), 139);
+  EXPECT_EQ(b.name, "cc-pvdz-jkfit + def2-qzvpp-jkfit");
+  // Without an element missing, the fallback is not used and the name stays.
+  EXPECT_EQ(load_basis("cc-pvdz-jkfit", water(), kLibrary, "scf.jk_basis", 6, dfmp2::chem::kUniversalJkFit).name,
+            "cc-pvdz-jkfit");
+}
+
 TEST(BasisSet, ShellsAreInAtomOrderWithCentresInBohr) {
   const BasisSet b = load_basis("cc-pvdz", water(), kLibrary, "basis");
   EXPECT_EQ(b.name, "cc-pvdz");
