@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <regex>
 #include <set>
@@ -234,12 +235,30 @@ double positive_number(const YAML::Node& n, const YamlReader& ctx, const std::st
 }
 
 // The fitting set Psi4 1.3.2 uses when none is named: <basis>-ri / <basis>-jkfit, except for orbital bases that have
-// none of their own (inputs/basis/README.md).
+// none of their own (inputs/basis/README.md), as Psi4 reports them (BasisSet.build(mol, "DF_BASIS_MP2", "", "RIFIT",
+// basis).blend(), and the same for JKFIT): the Pople sets take the correlation-consistent set of their zeta level,
+// augmented as their diffuse functions are, the (X+d) sets that of X, def2-SVPD and -TZVPD their own RI set and the
+// undiffuse JKFIT one.
 std::string default_fitting(const std::string& basis, const std::string& kind) {
   std::string b = basis;
   std::transform(b.begin(), b.end(), b.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (b == "sto-3g") return kind == "ri" ? "def2-qzvpp-ri" : "def2-svp-jkfit";
-  if (b == "6-31g*" || b == "6-31gs" || b == "6-31g(d)") return kind == "ri" ? "cc-pvdz-ri" : "cc-pvdz-jkfit";
+  const bool ri = kind == "ri";
+  // Pople: 6-31G and 6-311G, with or without polarisation (*, **, (d), (d,p)), by their diffuse functions.
+  const auto pople = [&](const std::string& stem, const char* zeta) -> std::optional<std::string> {
+    if (b.rfind(stem, 0) != 0) return std::nullopt;
+    const std::string rest = b.substr(stem.size());
+    const std::string diffuse = rest.rfind("++g", 0) == 0 ? "aug-" : rest.rfind("+g", 0) == 0 ? "heavy-aug-" : "";
+    if (diffuse.empty() && rest.rfind("g", 0) != 0) return std::nullopt;
+    return diffuse + "cc-pv" + zeta + "z-" + kind;
+  };
+  if (b == "sto-3g" || b == "3-21g") return ri ? "def2-qzvpp-ri" : "def2-svp-jkfit";
+  if (const auto f = pople("6-311", "t")) return *f;
+  if (const auto f = pople("6-31", "d")) return *f;
+  if (b == "jun-cc-pv(d+d)z") return "jun-cc-pvdz-" + kind;
+  if (b == "aug-cc-pv(d+d)z") return "aug-cc-pvdz-" + kind;
+  if (b == "aug-cc-pv(t+d)z") return "aug-cc-pvtz-" + kind;
+  if (b == "def2-svpd") return ri ? "def2-svpd-ri" : "def2-svp-jkfit";
+  if (b == "def2-tzvpd") return ri ? "def2-tzvpd-ri" : "def2-tzvp-jkfit";
   return b + "-" + kind;
 }
 

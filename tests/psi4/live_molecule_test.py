@@ -39,6 +39,11 @@ CASES = [
     ("water + Gh(He)", WATER + "\nGh(He) 0 0 3.0", 0, "cc-pvdz", "pk", False),
     ("water + Gh(He)", WATER + "\nGh(He) 0 0 3.0", 0, "cc-pvdz", "df", False),  # JKFIT blended for He, as Psi4
     ("water + @He", WATER + "\n@He 0 0 3.0", 0, "cc-pvdz", "pk", True),
+    # Interaction-energy bases (issue 26), with the fitting sets Psi4 picks for them.
+    ("water", WATER, 0, "6-31+g*", "df", False),
+    ("water", WATER, 0, "6-311++g**", "df", True),
+    ("water", WATER, 0, "aug-cc-pv(d+d)z", "df", False),
+    ("ammonia", AMMONIA, 0, "def2-svpd", "df", True),
 ]
 
 
@@ -75,9 +80,9 @@ def psi4_energies(xyz, charge, basis, scf_type, frozen, multiplicity, reference)
     psi4.core.clean_options()
     ri, jk = FITTING.get(basis, (basis + "-ri", basis + "-jkfit"))
     psi4.geometry("units angstrom\nsymmetry c1\nno_reorient\nno_com\n%d %d\n%s" % (charge, multiplicity, xyz))
-    if basis in FITTING:  # otherwise Psi4's own default, <basis>-jkfit blended with def2-universal-jkfit as dfmp2's
-        psi4.set_options({"df_basis_scf": jk})
-    psi4.set_options({"basis": basis, "df_basis_mp2": ri, "scf_type": scf_type,
+    if basis in FITTING:  # otherwise Psi4's own defaults, which dfmp2 follows (<basis>-jkfit blended, Pople sets...)
+        psi4.set_options({"df_basis_scf": jk, "df_basis_mp2": ri})
+    psi4.set_options({"basis": basis, "scf_type": scf_type,
                       "mp2_type": "df", "freeze_core": frozen, "reference": reference, "e_convergence": 1e-10,
                       "d_convergence": 1e-10 if reference != "rhf" else 1e-9})
     _, wfn = psi4.energy("mp2", return_wfn=True)

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <filesystem>
 #include <set>
 
@@ -116,6 +118,27 @@ TEST(ReadInput, DefaultsAndResolvedPaths) {
   EXPECT_EQ(mol.aux_basis, "cc-pvdz-ri");
   EXPECT_EQ(mol.jk_basis, "cc-pvdz-jkfit");
   EXPECT_EQ(mol.molecule->charge, 0);
+  // The fitting sets Psi4 1.3.2 picks for the bases without their own (its BasisSet.build(..., "RIFIT" / "JKFIT")).
+  const std::vector<std::array<std::string, 3>> psi4_defaults = {
+      {"6-31G", "cc-pvdz-ri", "cc-pvdz-jkfit"},
+      {"6-31G**", "cc-pvdz-ri", "cc-pvdz-jkfit"},
+      {"6-31+G*", "heavy-aug-cc-pvdz-ri", "heavy-aug-cc-pvdz-jkfit"},
+      {"6-31++G**", "aug-cc-pvdz-ri", "aug-cc-pvdz-jkfit"},
+      {"6-311G*", "cc-pvtz-ri", "cc-pvtz-jkfit"},
+      {"6-311+G**", "heavy-aug-cc-pvtz-ri", "heavy-aug-cc-pvtz-jkfit"},
+      {"6-311++G", "aug-cc-pvtz-ri", "aug-cc-pvtz-jkfit"},
+      {"3-21G", "def2-qzvpp-ri", "def2-svp-jkfit"},
+      {"jun-cc-pV(D+d)Z", "jun-cc-pvdz-ri", "jun-cc-pvdz-jkfit"},
+      {"aug-cc-pV(D+d)Z", "aug-cc-pvdz-ri", "aug-cc-pvdz-jkfit"},
+      {"aug-cc-pV(T+d)Z", "aug-cc-pvtz-ri", "aug-cc-pvtz-jkfit"},
+      {"def2-SVPD", "def2-svpd-ri", "def2-svp-jkfit"},
+      {"def2-TZVPD", "def2-tzvpd-ri", "def2-tzvp-jkfit"},
+      {"def2-TZVPP", "def2-tzvpp-ri", "def2-tzvpp-jkfit"}};
+  for (const auto& [basis, ri, jk] : psi4_defaults) {
+    const auto in = app::read_input(dir.file("b.yaml", "molecule: {xyz: \"H 0 0 0\\nH 0 0 0.74\"}\nbasis: \"" + basis + "\"\n"));
+    EXPECT_EQ(in.aux_basis, ri) << basis;
+    EXPECT_EQ(in.jk_basis, jk) << basis;
+  }
 }
 
 // Every one of the 18 top-level keys and every sub-key, each with a value other than its default, and where each
