@@ -322,25 +322,36 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
     }
   }
   chem::check_geometry(mol, in.molecule_source);
+  std::optional<int> charge, multiplicity;
   if (const YAML::Node n = node["charge"]) {
     const auto q = as_integer(ctx.scalar(n, "molecule.charge", "an integer"));
     if (!q || std::abs(*q) > 1000) ctx.fail_key(n, "molecule.charge", fmt::format("{{key}}: expected an integer, got '{}'", n.Scalar()));
-    mol.charge = static_cast<int>(*q);
+    charge = static_cast<int>(*q);
   }
   if (const YAML::Node n = node["multiplicity"]) {
     const auto m = as_integer(ctx.scalar(n, "molecule.multiplicity", "an integer 2S + 1 >= 1"));
     if (!m || *m < 1 || *m > 1001) {
       ctx.fail_key(n, "molecule.multiplicity", fmt::format("{{key}}: expected an integer 2S + 1 >= 1, got '{}'", n.Scalar()));
     }
-    mol.multiplicity = static_cast<int>(*m);
+    multiplicity = static_cast<int>(*m);
+  }
+  // Fragments (Psi4's `--` lines, each possibly with its "charge multiplicity" line): the complex's charge and
+  // multiplicity from theirs unless the keys give them, checked against them.
+  try {
+    chem::combine_fragments(mol, charge, multiplicity);
+  } catch (const InputError& e) {
+    const YAML::Node at = e.key() == "molecule.charge" && node["charge"] ? node["charge"] : node["xyz"] ? node["xyz"] : node;
+    ctx.fail_key(at, e.key(), e.text());
   }
   // The charge and the multiplicity must leave a whole number of alpha and beta electrons: the error names both.
   // Without a multiplicity the charge is what the user gave, so the error is the charge's and says what to add.
+  const bool multiplicity_given = node["multiplicity"] || !mol.fragments.empty();
   try {
     chem::spin_occupied(mol, mol.multiplicity);
   } catch (const InputError& e) {
     const int electrons = chem::electron_count(mol);
-    if (node["multiplicity"] && electrons > 0) ctx.fail_key(node["multiplicity"], e.key(), e.text());
+    if (multiplicity_given && electrons > 0)
+      ctx.fail_key(node["multiplicity"] ? node["multiplicity"] : node, e.key(), e.text());
     ctx.fail_key(node["charge"] ? node["charge"] : node, "molecule.charge",
                  fmt::format("{{key}}: charge {} leaves {} electron{}, {}", mol.charge, electrons,
                              std::abs(electrons) == 1 ? "" : "s",

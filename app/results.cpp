@@ -270,6 +270,18 @@ nlohmann::json results_json(const Calculation& calc) {
     }
     m["molecular_charge"] = mol->charge;
     m["molecular_multiplicity"] = mol->multiplicity;
+    if (!mol->fragments.empty()) {  // QCSchema's fragments: each one's atom indices, charge and multiplicity
+      m["fragments"] = nlohmann::json::array();
+      m["fragment_charges"] = nlohmann::json::array();
+      m["fragment_multiplicities"] = nlohmann::json::array();
+      for (const auto& f : mol->fragments) {
+        nlohmann::json atoms = nlohmann::json::array();
+        for (std::size_t a = f.first; a < f.first + f.count; ++a) atoms.push_back(a);
+        m["fragments"].push_back(atoms);
+        m["fragment_charges"].push_back(f.charge);
+        m["fragment_multiplicities"].push_back(f.multiplicity);
+      }
+    }
     j["molecule"] = m;
   }
   j["driver"] = "energy";

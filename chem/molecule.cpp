@@ -65,11 +65,35 @@ Molecule parse_xyz_lines(const std::string& text, const std::string& where) {
   std::istringstream lines(text);
   std::string line;
   int number = 0;
+  std::vector<Fragment> fragments(1);
   while (std::getline(lines, line)) {
     ++number;
     std::istringstream fields(line);
     std::string symbol;
     if (!(fields >> symbol)) continue;  // blank line
+    if (symbol == "--") {
+      fragments.push_back({mol.atoms.size(), 0, 0, 1, false});
+      continue;
+    }
+    // "charge multiplicity", first in its fragment.
+    long charge = 0, multiplicity = 0;
+    std::string trailing;
+    std::istringstream state(line);
+    if ((state >> charge >> multiplicity) && !(state >> trailing) && line.find('.') == std::string::npos) {
+      Fragment& f = fragments.back();
+      if (f.count > 0 || f.state_given) {
+        throw InputError(fmt::format("{}: line {}: '{}': a fragment's charge and multiplicity come first in it",
+                                     where, number, line));
+      }
+      if (std::abs(charge) > 1000 || multiplicity < 1 || multiplicity > 1001) {
+        throw InputError(fmt::format("{}: line {}: charge {} and multiplicity {} are out of range", where, number,
+                                     charge, multiplicity));
+      }
+      f.charge = static_cast<int>(charge);
+      f.multiplicity = static_cast<int>(multiplicity);
+      f.state_given = true;
+      continue;
+    }
     Atom atom;
     atom.symbol = symbol;
     const auto [element, ghost] = element_of(symbol);
@@ -86,8 +110,10 @@ Molecule parse_xyz_lines(const std::string& text, const std::string& where) {
       throw InputError(fmt::format("{}: line {}: expected 'Symbol x y z', got '{}'", where, number, line));
     }
     mol.atoms.push_back(atom);
+    ++fragments.back().count;
   }
   if (mol.atoms.empty()) throw InputError(fmt::format("{}: no atoms", where));
+  if (fragments.size() > 1 || fragments[0].state_given) mol.fragments = fragments;
   if (std::all_of(mol.atoms.begin(), mol.atoms.end(), [](const Atom& a) { return a.ghost; })) {
     throw InputError(fmt::format("{}: every atom is a ghost (Gh(X) or @X); a molecule needs at least one real atom",
                                  where));
@@ -151,6 +177,40 @@ int frozen_core_orbitals(const Molecule& molecule) {
   int n = 0;
   for (const auto& atom : molecule.atoms) n += frozen_core_orbitals(atom.nuclear_charge());  // ghosts: no core
   return n;
+}
+
+Molecule fragment_molecule(const Molecule& molecule, const Fragment& f) {
+  Molecule out;
+  out.atoms.assign(molecule.atoms.begin() + static_cast<std::ptrdiff_t>(f.first),
+                   molecule.atoms.begin() + static_cast<std::ptrdiff_t>(f.first + f.count));
+  out.charge = f.charge;
+  out.multiplicity = f.multiplicity;
+  return out;
+}
+
+void combine_fragments(Molecule& molecule, std::optional<int> charge, std::optional<int> multiplicity) {
+  int charges = 0, unpaired = 0;
+  bool any_given = false;
+  for (std::size_t k = 0; k < molecule.fragments.size(); ++k) {
+    const Fragment& f = molecule.fragments[k];
+    const std::string name = fmt::format("molecule fragment {}", k + 1);
+    if (f.count == 0) throw InputError("", name, "{key} has no atoms");
+    if (!f.state_given) continue;
+    any_given = true;
+    charges += f.charge;
+    unpaired += f.multiplicity - 1;
+    try {
+      spin_occupied(fragment_molecule(molecule, f), f.multiplicity);
+    } catch (const InputError& e) {
+      throw InputError("", name, std::string("{key}: ") + e.text().substr(e.text().find(':') + 2));
+    }
+  }
+  if (charge && any_given && *charge != charges) {
+    throw InputError("", "molecule.charge",
+                     fmt::format("{{key}}: {}, and the fragments' charges add up to {}", *charge, charges));
+  }
+  molecule.charge = charge ? *charge : charges;
+  molecule.multiplicity = multiplicity ? *multiplicity : any_given ? 1 + unpaired : 1;
 }
 
 int electron_count(const Molecule& molecule) {

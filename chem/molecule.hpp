@@ -1,6 +1,7 @@
 #pragma once
 // Atoms of a molecule and what the method needs to know about them: nuclear charges (for frozen-core counts)
 // and positions.
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,11 +20,28 @@ struct Atom {
   int nuclear_charge() const { return ghost ? 0 : atomic_number; }
 };
 
+// A fragment of a molecule (Psi4's `--`-separated blocks of xyz text, a YAML list of fragments): atoms
+// [first, first + count), with its own charge and multiplicity when a "charge multiplicity" line or keys gave them.
+struct Fragment {
+  std::size_t first = 0, count = 0;
+  int charge = 0, multiplicity = 1;
+  bool state_given = false;
+};
+
 struct Molecule {
   std::vector<Atom> atoms;
   int charge = 0;
   int multiplicity = 1;  // 2S + 1
+  std::vector<Fragment> fragments;  // none: the molecule is one fragment
 };
+
+// The molecule of fragment `f`'s atoms, with the fragment's charge and multiplicity.
+Molecule fragment_molecule(const Molecule& molecule, const Fragment& f);
+// The complex's charge and multiplicity from its fragments, as Psi4 sets them: the charges add up, the unpaired
+// electrons of the fragments add up (high spin, 1 + sum (m_i - 1)); `charge` or `multiplicity` given by the input
+// instead are checked against the fragments that give theirs. Checks every fragment (atoms, a possible charge and
+// multiplicity). Throws InputError about molecule.charge, molecule.multiplicity or the fragment ("fragment 2").
+void combine_fragments(Molecule& molecule, std::optional<int> charge, std::optional<int> multiplicity);
 
 // Atomic number of an element symbol (case-insensitive), 0 when the symbol is not an element.
 int atomic_number(const std::string& symbol);
@@ -33,7 +51,8 @@ std::string element_symbol(int z);
 std::string atom_symbol(const Atom& atom);
 
 // Parses xyz lines "Symbol x y z" (angstrom); `where` names the source for error messages. Blank lines are
-// skipped. A symbol Gh(X) or @X is a ghost atom of element X (Psi4's two spellings). Throws InputError naming
+// skipped. A symbol Gh(X) or @X is a ghost atom of element X (Psi4's two spellings). As in Psi4's geometry strings, a
+// line "--" starts a new fragment and a line of two integers first in a fragment gives its charge and multiplicity. Throws InputError naming
 // `where` and the line, and when every atom is a ghost.
 Molecule parse_xyz_lines(const std::string& text, const std::string& where);
 

@@ -81,6 +81,34 @@ TEST(Molecule, GhostAtoms) {
   EXPECT_THROW(parse_xyz_lines("@ 0 0 0\n", "geometry"), dfmp2::InputError);
 }
 
+// Fragments as Psi4's geometry strings write them: "--" lines between them, each possibly starting with its
+// "charge multiplicity" line. The complex's charge adds up the fragments', its multiplicity their unpaired electrons
+// (high spin); a charge or multiplicity given for the complex must agree with the fragments that give theirs.
+TEST(Molecule, FragmentsAsPsi4WritesThem) {
+  using dfmp2::chem::parse_xyz_lines;
+  auto m = parse_xyz_lines("0 2\nO 0 0 0\nH 0 0 0.97\n--\n1 1\nNa 3 0 0\n--\nHe 0 0 -3\n", "t");
+  ASSERT_EQ(m.fragments.size(), 3u);
+  EXPECT_EQ(m.fragments[0].count, 2u);
+  EXPECT_EQ(m.fragments[1].first, 2u);
+  EXPECT_EQ(m.fragments[1].charge, 1);
+  EXPECT_TRUE(m.fragments[1].state_given);
+  EXPECT_FALSE(m.fragments[2].state_given);
+  dfmp2::chem::combine_fragments(m, std::nullopt, std::nullopt);
+  EXPECT_EQ(m.charge, 1);
+  EXPECT_EQ(m.multiplicity, 2);
+  EXPECT_EQ(dfmp2::chem::fragment_molecule(m, m.fragments[1]).atoms.size(), 1u);
+  EXPECT_THROW(dfmp2::chem::combine_fragments(m, 0, std::nullopt), dfmp2::InputError);  // 0 against 1
+  // Without "--" or a charge line, no fragments.
+  EXPECT_TRUE(parse_xyz_lines("O 0 0 0\nH 0 0 0.97\n", "t").fragments.empty());
+  // A fragment without atoms, and one whose charge and multiplicity cannot go together.
+  auto empty = parse_xyz_lines("O 0 0 0\n--\n--\nH 0 0 3\n", "t");
+  EXPECT_THROW(dfmp2::chem::combine_fragments(empty, std::nullopt, std::nullopt), dfmp2::InputError);
+  auto odd = parse_xyz_lines("O 0 0 0\nH 0 0 0.97\nH 0.9 0 -0.3\n--\n0 1\nH 0 0 3\n", "t");
+  EXPECT_THROW(dfmp2::chem::combine_fragments(odd, std::nullopt, std::nullopt), dfmp2::InputError);
+  // The charge line comes first in its fragment.
+  EXPECT_THROW(parse_xyz_lines("O 0 0 0\n0 1\nH 0 0 1\n", "t"), dfmp2::InputError);
+}
+
 TEST(Geometry, CoincidentOrDistantAtomsAreInputErrors) {
   using dfmp2::chem::check_geometry;
   using dfmp2::chem::parse_xyz_lines;
