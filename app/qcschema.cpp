@@ -267,8 +267,37 @@ YAML::Node molecule_mapping(const QcReader& qc, const YAML::Node& root, const nl
     }
   }
   YAML::Node m(YAML::NodeType::Map);
+  // fragments (with fragment_charges and fragment_multiplicities): Psi4's "--" lines and "charge multiplicity" lines
+  // in the xyz text. dfmp2 takes fragments of consecutive atoms in order, as Psi4 writes them.
+  std::vector<std::string> before(symbols.size());  // the lines that start a fragment at each atom
+  if (const YAML::Node frags = mol["fragments"]; frags && frags.IsSequence() && frags.size() > 0) {
+    const YAML::Node charges = mol["fragment_charges"], mults = mol["fragment_multiplicities"];
+    std::size_t next = 0;
+    for (std::size_t k = 0; k < frags.size(); ++k) {
+      const std::string field = fmt::format("molecule.fragments[{}]", k);
+      if (!frags[k].IsSequence() || frags[k].size() == 0) qc.fail(frags[k], field, "expected a list of atom indices");
+      for (std::size_t a = 0; a < frags[k].size(); ++a) {
+        if (qc.whole_number(frags[k][a], fmt::format("{}[{}]", field, a), 0, 1000000) != static_cast<long long>(next)) {
+          qc.fail(frags[k][a], fmt::format("{}[{}]", field, a),
+                  "dfmp2 takes fragments of consecutive atoms in order (atom indices 0, 1, 2, ... across the fragments)");
+        }
+        ++next;
+      }
+      std::string line = k > 0 ? "--\n" : "";
+      if (charges && charges.IsSequence() && k < charges.size() && mults && mults.IsSequence() && k < mults.size()) {
+        line += fmt::format("{} {}\n",
+                            qc.whole_number(charges[k], fmt::format("molecule.fragment_charges[{}]", k), -1000, 1000),
+                            qc.whole_number(mults[k], fmt::format("molecule.fragment_multiplicities[{}]", k), 1, 1001));
+      }
+      before[static_cast<std::size_t>(next - frags[k].size())] = line;
+    }
+    if (next != symbols.size()) {
+      qc.fail(frags, "molecule.fragments", fmt::format("the fragments hold {} atoms of {}", next, symbols.size()));
+    }
+  }
   std::string lines;
   for (std::size_t i = 0; i < symbols.size(); ++i) {
+    lines += before[i];
     const std::string field = fmt::format("molecule.symbols[{}]", i);
     const std::string sym = qc.text(symbols[i], field, "an element symbol");
     // Checked here, not left to the xyz reader: a symbol holding a blank or a newline would add fields or atoms.
