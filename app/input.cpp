@@ -262,6 +262,49 @@ std::string default_fitting(const std::string& basis, const std::string& kind) {
   return b + "-" + kind;
 }
 
+// The molecule's charge and multiplicity (keys `charge`, `multiplicity`, and the fragments' own lines): the
+// complex's from its fragments unless the keys give them (then checked against them), and a whole number of alpha
+// and beta electrons.
+void read_charge_and_multiplicity(const YAML::Node& node, const YamlReader& ctx, chem::Molecule& mol) {
+  std::optional<int> charge, multiplicity;
+  if (const YAML::Node n = node["charge"]) {
+    const auto q = as_integer(ctx.scalar(n, "molecule.charge", "an integer"));
+    if (!q || std::abs(*q) > 1000) ctx.fail_key(n, "molecule.charge", fmt::format("{{key}}: expected an integer, got '{}'", n.Scalar()));
+    charge = static_cast<int>(*q);
+  }
+  if (const YAML::Node n = node["multiplicity"]) {
+    const auto m = as_integer(ctx.scalar(n, "molecule.multiplicity", "an integer 2S + 1 >= 1"));
+    if (!m || *m < 1 || *m > 1001) {
+      ctx.fail_key(n, "molecule.multiplicity", fmt::format("{{key}}: expected an integer 2S + 1 >= 1, got '{}'", n.Scalar()));
+    }
+    multiplicity = static_cast<int>(*m);
+  }
+  // Fragments (Psi4's `--` lines, each possibly with its "charge multiplicity" line): the complex's charge and
+  // multiplicity from theirs unless the keys give them, checked against them.
+  try {
+    chem::combine_fragments(mol, charge, multiplicity);
+  } catch (const InputError& e) {
+    const YAML::Node at = e.key() == "molecule.charge" && node["charge"] ? node["charge"] : node["xyz"] ? node["xyz"] : node;
+    ctx.fail_key(at, e.key(), e.text());
+  }
+  // The charge and the multiplicity must leave a whole number of alpha and beta electrons: the error names both.
+  // Without a multiplicity the charge is what the user gave, so the error is the charge's and says what to add.
+  const bool multiplicity_given = node["multiplicity"] || !mol.fragments.empty();
+  try {
+    chem::spin_occupied(mol, mol.multiplicity);
+  } catch (const InputError& e) {
+    const int electrons = chem::electron_count(mol);
+    if (multiplicity_given && electrons > 0)
+      ctx.fail_key(node["multiplicity"] ? node["multiplicity"] : node, e.key(), e.text());
+    ctx.fail_key(node["charge"] ? node["charge"] : node, "molecule.charge",
+                 fmt::format("{{key}}: charge {} leaves {} electron{}, {}", mol.charge, electrons,
+                             std::abs(electrons) == 1 ? "" : "s",
+                             electrons <= 0 ? "none at all"
+                                            : "an odd count, and molecule.multiplicity is 1 when not given; an open "
+                                              "shell needs its multiplicity (2 for a doublet)"));
+  }
+}
+
 // Key `reference` (molecule input): rhf, uhf or rohf; by default RHF for a singlet and UHF otherwise (as PySCF's
 // scf.HF chooses). What cannot run is refused here: RHF for an open shell, ROHF with the mixed-precision SCF.
 void read_reference(const YAML::Node& root, const YamlReader& ctx, Input& in) {
@@ -322,43 +365,7 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
     }
   }
   chem::check_geometry(mol, in.molecule_source);
-  std::optional<int> charge, multiplicity;
-  if (const YAML::Node n = node["charge"]) {
-    const auto q = as_integer(ctx.scalar(n, "molecule.charge", "an integer"));
-    if (!q || std::abs(*q) > 1000) ctx.fail_key(n, "molecule.charge", fmt::format("{{key}}: expected an integer, got '{}'", n.Scalar()));
-    charge = static_cast<int>(*q);
-  }
-  if (const YAML::Node n = node["multiplicity"]) {
-    const auto m = as_integer(ctx.scalar(n, "molecule.multiplicity", "an integer 2S + 1 >= 1"));
-    if (!m || *m < 1 || *m > 1001) {
-      ctx.fail_key(n, "molecule.multiplicity", fmt::format("{{key}}: expected an integer 2S + 1 >= 1, got '{}'", n.Scalar()));
-    }
-    multiplicity = static_cast<int>(*m);
-  }
-  // Fragments (Psi4's `--` lines, each possibly with its "charge multiplicity" line): the complex's charge and
-  // multiplicity from theirs unless the keys give them, checked against them.
-  try {
-    chem::combine_fragments(mol, charge, multiplicity);
-  } catch (const InputError& e) {
-    const YAML::Node at = e.key() == "molecule.charge" && node["charge"] ? node["charge"] : node["xyz"] ? node["xyz"] : node;
-    ctx.fail_key(at, e.key(), e.text());
-  }
-  // The charge and the multiplicity must leave a whole number of alpha and beta electrons: the error names both.
-  // Without a multiplicity the charge is what the user gave, so the error is the charge's and says what to add.
-  const bool multiplicity_given = node["multiplicity"] || !mol.fragments.empty();
-  try {
-    chem::spin_occupied(mol, mol.multiplicity);
-  } catch (const InputError& e) {
-    const int electrons = chem::electron_count(mol);
-    if (multiplicity_given && electrons > 0)
-      ctx.fail_key(node["multiplicity"] ? node["multiplicity"] : node, e.key(), e.text());
-    ctx.fail_key(node["charge"] ? node["charge"] : node, "molecule.charge",
-                 fmt::format("{{key}}: charge {} leaves {} electron{}, {}", mol.charge, electrons,
-                             std::abs(electrons) == 1 ? "" : "s",
-                             electrons <= 0 ? "none at all"
-                                            : "an odd count, and molecule.multiplicity is 1 when not given; an open "
-                                              "shell needs its multiplicity (2 for a doublet)"));
-  }
+  read_charge_and_multiplicity(node, ctx, mol);
   in.molecule = mol;
 
   if (!root["basis"]) ctx.fail("missing key 'basis' (the orbital basis, e.g. cc-pvdz) for 'molecule' input");
