@@ -15,6 +15,7 @@
 #include <regex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <sched.h>
 #include <unistd.h>
@@ -321,22 +322,21 @@ void read_reference(const YAML::Node& root, const YamlReader& ctx, Input& in) {
   }
 }
 
-void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& in) {
-  const YAML::Node node = root["molecule"];
-  if (!node.IsMap()) {
-    ctx.fail_key(node, "molecule", fmt::format("{{key}}: expected a mapping {{xyz: ..., units: angstrom, charge: 0}}, got {}", YamlReader::kind(node)));
+// The atoms of a molecule mapping (or of one fragment of a list): `xyz` lines or an .xyz `file`, in `units`; `key`
+// names it in messages ("molecule", "molecule[1]").
+chem::Molecule read_atoms(const YAML::Node& node, const YamlReader& ctx, const std::string& key, Input& in) {
+  if (node["xyz"] && node["file"]) {
+    ctx.fail(node["file"], fmt::format("keys '{0}.xyz' and '{0}.file' exclude each other", key));
   }
-  check_keys(node, ctx, "molecule", kMoleculeKeys);
-  if (node["xyz"] && node["file"]) ctx.fail(node["file"], "keys 'molecule.xyz' and 'molecule.file' exclude each other");
-  std::string text;
+  std::string text, source;
   if (const YAML::Node n = node["xyz"]) {
-    text = ctx.scalar(n, "molecule.xyz", "xyz lines 'Symbol x y z'");
-    in.molecule_source = ctx.where(n) + " (molecule.xyz)";
+    text = ctx.scalar(n, key + ".xyz", "xyz lines 'Symbol x y z'");
+    source = ctx.where(n) + " (" + key + ".xyz)";
   } else if (const YAML::Node n = node["file"]) {
-    const fs::path path = ctx.resolve(ctx.scalar(n, "molecule.file", "a file path"));
-    require_regular_file(path, [&](const std::string& what) { ctx.fail_key(n, "molecule.file", "{key}: " + what); });
+    const fs::path path = ctx.resolve(ctx.scalar(n, key + ".file", "a file path"));
+    require_regular_file(path, [&](const std::string& what) { ctx.fail_key(n, key + ".file", "{key}: " + what); });
     std::ifstream f(path);
-    if (!f) ctx.fail_key(n, "molecule.file", fmt::format("{{key}}: cannot read '{}'", path.string()));
+    if (!f) ctx.fail_key(n, key + ".file", fmt::format("{{key}}: cannot read '{}'", path.string()));
     in.molecule_file = path.string();
     text.assign(std::istreambuf_iterator<char>(f), {});
     // A standard .xyz file starts with the atom count and a comment line.
@@ -347,13 +347,14 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
       std::getline(lines, rest);  // comment
       text.assign(std::istreambuf_iterator<char>(lines), {});
     }
-    in.molecule_source = path.string();
+    source = path.string();
   } else {
-    ctx.fail_key(node, "molecule", "{key}: missing 'xyz' (inline lines) or 'file' (an .xyz file)");
+    ctx.fail_key(node, key, "{key}: missing 'xyz' (inline lines) or 'file' (an .xyz file)");
   }
-  chem::Molecule mol = chem::parse_xyz_lines(text, in.molecule_source);
+  if (in.molecule_source.empty()) in.molecule_source = source;
+  chem::Molecule mol = chem::parse_xyz_lines(text, source);
   if (const YAML::Node n = node["units"]) {
-    const std::string units = ctx.scalar(n, "molecule.units", "angstrom or bohr");
+    const std::string units = ctx.scalar(n, key + ".units", "angstrom or bohr");
     if (units == "bohr") {
       for (auto& a : mol.atoms) {
         a.x /= chem::kBohrPerAngstrom;
@@ -361,11 +362,74 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
         a.z /= chem::kBohrPerAngstrom;
       }
     } else if (units != "angstrom") {
-      ctx.fail_key(n, "molecule.units", fmt::format("{{key}}: expected angstrom or bohr, got '{}'", units));
+      ctx.fail_key(n, key + ".units", fmt::format("{{key}}: expected angstrom or bohr, got '{}'", units));
     }
   }
+  return mol;
+}
+
+// `molecule` as a list of fragments, each a mapping with its own atoms, charge and multiplicity (0 and 1 when not
+// given): the complex is their atoms in order, its charge the sum and its multiplicity the high-spin sum.
+chem::Molecule read_fragment_list(const YAML::Node& node, const YamlReader& ctx, Input& in) {
+  if (node.size() == 0) ctx.fail_key(node, "molecule", "{key}: an empty list of fragments");
+  chem::Molecule mol;
+  for (std::size_t k = 0; k < node.size(); ++k) {
+    const std::string key = fmt::format("molecule[{}]", k);
+    const YAML::Node item = node[k];
+    if (!item.IsMap()) {
+      ctx.fail_key(item, key, fmt::format("{{key}}: expected a fragment {{xyz: ..., charge: 0, multiplicity: 1}}, got {}",
+                                          YamlReader::kind(item)));
+    }
+    check_keys(item, ctx, key, kMoleculeKeys);
+    const chem::Molecule part = read_atoms(item, ctx, key, in);
+    if (!part.fragments.empty()) {
+      ctx.fail_key(item["xyz"] ? item["xyz"] : item, key,
+                   "{key}: a fragment of the list is one fragment (no '--' or charge lines in it; give charge and "
+                   "multiplicity as its keys)");
+    }
+    chem::Fragment f{mol.atoms.size(), part.atoms.size(), 0, 1, true};
+    for (const auto& [field, value, low, high] :
+         {std::tuple{"charge", &f.charge, -1000, 1000}, std::tuple{"multiplicity", &f.multiplicity, 1, 1001}}) {
+      if (const YAML::Node n = item[field]) {
+        const auto v = as_integer(ctx.scalar(n, key + "." + field, "an integer"));
+        if (!v || *v < low || *v > high) {
+          ctx.fail_key(n, key + "." + field, fmt::format("{{key}}: expected an integer from {} to {}, got '{}'", low,
+                                                         high, n.Scalar()));
+        }
+        *value = static_cast<int>(*v);
+      }
+    }
+    mol.atoms.insert(mol.atoms.end(), part.atoms.begin(), part.atoms.end());
+    mol.fragments.push_back(f);
+  }
+  in.molecule_source = fmt::format("{} ({} fragments)", ctx.where(node), node.size());
   chem::check_geometry(mol, in.molecule_source);
-  read_charge_and_multiplicity(node, ctx, mol);
+  try {
+    chem::combine_fragments(mol, std::nullopt, std::nullopt);
+    chem::spin_occupied(mol, mol.multiplicity);
+  } catch (const InputError& e) {
+    const std::string& k = e.key();
+    const auto at = k.rfind("molecule fragment ", 0) == 0 ? std::stoul(k.substr(18)) - 1 : 0;
+    ctx.fail_key(node[at], k, e.text());
+  }
+  return mol;
+}
+
+void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& in) {
+  const YAML::Node node = root["molecule"];
+  chem::Molecule mol;
+  if (node.IsSequence()) {
+    mol = read_fragment_list(node, ctx, in);
+  } else {
+    if (!node.IsMap()) {
+      ctx.fail_key(node, "molecule", fmt::format("{{key}}: expected a mapping {{xyz: ..., units: angstrom, charge: 0}} "
+                                                 "or a list of fragments, got {}", YamlReader::kind(node)));
+    }
+    check_keys(node, ctx, "molecule", kMoleculeKeys);
+    mol = read_atoms(node, ctx, "molecule", in);
+    chem::check_geometry(mol, in.molecule_source);
+    read_charge_and_multiplicity(node, ctx, mol);
+  }
   in.molecule = mol;
 
   if (!root["basis"]) ctx.fail("missing key 'basis' (the orbital basis, e.g. cc-pvdz) for 'molecule' input");

@@ -223,6 +223,16 @@ TEST(ReadInput, EveryKey) {
                                                "basis: cc-pvdz\n")).reference,
             dfmp2::chem::ScfReference::uhf);
 
+  // Fragments, as a list: each one's atoms, charge and multiplicity; the complex their sum (high spin).
+  const auto fr = app::read_input(dir.file("fr.yaml", "molecule:\n  - {xyz: \"O 0 0 0\\nH 0 0 0.97\", multiplicity: 2}\n"
+                                                      "  - {xyz: \"Na 3 0 0\", charge: 1}\nbasis: cc-pvdz\n"));
+  ASSERT_EQ(fr.molecule->fragments.size(), 2u);
+  EXPECT_EQ(fr.molecule->atoms.size(), 3u);
+  EXPECT_EQ(fr.molecule->fragments[1].first, 2u);
+  EXPECT_EQ(fr.molecule->charge, 1);
+  EXPECT_EQ(fr.molecule->multiplicity, 2);
+  EXPECT_EQ(fr.reference, dfmp2::chem::ScfReference::uhf);
+
   const auto s = read("s.yaml", "synthetic: {nbasis: 40, nocc: 6, naux: 90, seed: 11}\n");
   EXPECT_EQ(s.synthetic->nbasis, 40);
   EXPECT_EQ(s.synthetic->nocc, 6);
