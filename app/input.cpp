@@ -15,7 +15,6 @@
 #include <regex>
 #include <set>
 #include <thread>
-#include <tuple>
 
 #include <sched.h>
 #include <unistd.h>
@@ -263,23 +262,29 @@ std::string default_fitting(const std::string& basis, const std::string& kind) {
   return b + "-" + kind;
 }
 
+// The charges and multiplicities a molecule or fragment may have: beyond them a value is a slip, not a molecule.
+constexpr std::pair<int, int> kCharges{-1000, 1000}, kMultiplicities{1, 1001};
+
+// An integer key in [low, high], or none when the key is absent; `expected` says what the message expects.
+std::optional<int> integer_key(const YAML::Node& n, const YamlReader& ctx, const std::string& key, int low, int high,
+                               const std::string& expected) {
+  if (!n) return std::nullopt;
+  const auto v = as_integer(ctx.scalar(n, key, expected.c_str()));
+  if (!v || *v < low || *v > high) {
+    ctx.fail_key(n, key, fmt::format("{{key}}: expected {}, got '{}'", expected, n.Scalar()));
+  }
+  return static_cast<int>(*v);
+}
+
 // The molecule's charge and multiplicity (keys `charge`, `multiplicity`, and the fragments' own lines): the
 // complex's from its fragments unless the keys give them (then checked against them), and a whole number of alpha
 // and beta electrons.
 void read_charge_and_multiplicity(const YAML::Node& node, const YamlReader& ctx, chem::Molecule& mol) {
-  std::optional<int> charge, multiplicity;
-  if (const YAML::Node n = node["charge"]) {
-    const auto q = as_integer(ctx.scalar(n, "molecule.charge", "an integer"));
-    if (!q || std::abs(*q) > 1000) ctx.fail_key(n, "molecule.charge", fmt::format("{{key}}: expected an integer, got '{}'", n.Scalar()));
-    charge = static_cast<int>(*q);
-  }
-  if (const YAML::Node n = node["multiplicity"]) {
-    const auto m = as_integer(ctx.scalar(n, "molecule.multiplicity", "an integer 2S + 1 >= 1"));
-    if (!m || *m < 1 || *m > 1001) {
-      ctx.fail_key(n, "molecule.multiplicity", fmt::format("{{key}}: expected an integer 2S + 1 >= 1, got '{}'", n.Scalar()));
-    }
-    multiplicity = static_cast<int>(*m);
-  }
+  const std::optional<int> charge =
+      integer_key(node["charge"], ctx, "molecule.charge", kCharges.first, kCharges.second, "an integer");
+  const std::optional<int> multiplicity = integer_key(node["multiplicity"], ctx, "molecule.multiplicity",
+                                                      kMultiplicities.first, kMultiplicities.second,
+                                                      "an integer 2S + 1 >= 1");
   // Fragments (Psi4's `--` lines, each possibly with its "charge multiplicity" line): the complex's charge and
   // multiplicity from theirs unless the keys give them, checked against them.
   try {
@@ -387,18 +392,12 @@ chem::Molecule read_fragment_list(const YAML::Node& node, const YamlReader& ctx,
                    "{key}: a fragment of the list is one fragment (no '--' or charge lines in it; give charge and "
                    "multiplicity as its keys)");
     }
-    chem::Fragment f{mol.atoms.size(), part.atoms.size(), 0, 1, true};
-    for (const auto& [field, value, low, high] :
-         {std::tuple{"charge", &f.charge, -1000, 1000}, std::tuple{"multiplicity", &f.multiplicity, 1, 1001}}) {
-      if (const YAML::Node n = item[field]) {
-        const auto v = as_integer(ctx.scalar(n, key + "." + field, "an integer"));
-        if (!v || *v < low || *v > high) {
-          ctx.fail_key(n, key + "." + field, fmt::format("{{key}}: expected an integer from {} to {}, got '{}'", low,
-                                                         high, n.Scalar()));
-        }
-        *value = static_cast<int>(*v);
-      }
-    }
+    auto bounded = [&](const char* field, std::pair<int, int> range) {
+      return integer_key(item[field], ctx, key + "." + field, range.first, range.second,
+                         fmt::format("an integer from {} to {}", range.first, range.second));
+    };
+    const chem::Fragment f{mol.atoms.size(), part.atoms.size(), bounded("charge", kCharges).value_or(0),
+                           bounded("multiplicity", kMultiplicities).value_or(1), true};
     mol.atoms.insert(mol.atoms.end(), part.atoms.begin(), part.atoms.end());
     mol.fragments.push_back(f);
   }

@@ -156,7 +156,8 @@ auto within_memory(const MemoryPlan& plan, double held, const Phase& phase) {
 
 // Bytes the SCF holds besides its J/K: H, S, X, F, D, C, the orbital gradient, J, K and their copies, and the DIIS
 // history of Fock and error matrices.
-// An open shell holds each spin's Fock, density and orbital matrices and DIIS vectors.
+// An open shell holds each spin's Fock, density and orbital matrices and DIIS vectors (and the exact J/K its last
+// D, J and K per spin for the incremental builds: three of the matrices the doubling adds).
 double scf_matrix_bytes(linalg::Index nbf, int diis_vectors, bool open_shell) {
   return 8.0 * double(nbf) * double(nbf) * (16.0 + 2.0 * double(diis_vectors)) * (open_shell ? 2.0 : 1.0);
 }
