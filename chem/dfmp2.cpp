@@ -336,7 +336,7 @@ double Mp2Layout::pair_cost(const OccupiedBlockPair& p) {
   return double(p.i1 - p.i0) * double(p.j1 - p.j0) * (p.diagonal() ? 0.5 : 1.0);
 }
 
-Mp2Layout make_layout(const ThreeIndexSource& source, Index aux_block, const std::vector<Index>& nact,
+Mp2Layout make_layout(const ThreeIndexSource& source, Index aux_block, const std::vector<SpinSpace>& spaces,
                       Index occupied_block, int ranks, int rank) {
   Mp2Layout l;
   l.ranks = ranks;
@@ -357,21 +357,24 @@ Mp2Layout make_layout(const ThreeIndexSource& source, Index aux_block, const std
     }
   }
   // Occupied blocks of every space in turn, held in contiguous runs of about equal counts.
-  for (std::size_t spin = 0; spin < nact.size(); ++spin) {
-    for (Index i0 = 0; i0 < nact[spin]; i0 += occupied_block) {
-      l.occupied.emplace_back(i0, std::min(i0 + occupied_block, nact[spin]));
+  for (std::size_t spin = 0; spin < spaces.size(); ++spin) {
+    const Index nact = spaces[spin].nact;
+    for (Index i0 = 0; i0 < nact; i0 += occupied_block) {
+      l.occupied.emplace_back(i0, std::min(i0 + occupied_block, nact));
       l.occupied_spin.push_back(static_cast<int>(spin));
     }
   }
   const Index nbo = static_cast<Index>(l.occupied.size());
   for (Index b = 0; b < nbo; ++b) l.occupied_rank.push_back(static_cast<int>(b * Index(ranks) / nbo));
-  // Pairs: every I >= J over the blocks in order (within a space the pairs of occupied_block_pairs, in its order).
+  // Pairs: every I >= J of one system over the blocks in order (within a space the pairs of occupied_block_pairs, in
+  // its order). The systems' electrons do not meet: no pair across two.
   for (Index bi = 0; bi < nbo; ++bi) {
     for (Index bj = 0; bj <= bi; ++bj) {
       const auto& [i0, i1] = l.occupied[static_cast<std::size_t>(bi)];
       const auto& [j0, j1] = l.occupied[static_cast<std::size_t>(bj)];
-      l.pairs.push_back({i0, i1, j0, j1, l.occupied_spin[static_cast<std::size_t>(bi)],
-                         l.occupied_spin[static_cast<std::size_t>(bj)]});
+      const int si = l.occupied_spin[static_cast<std::size_t>(bi)], sj = l.occupied_spin[static_cast<std::size_t>(bj)];
+      if (spaces[static_cast<std::size_t>(si)].system != spaces[static_cast<std::size_t>(sj)].system) continue;
+      l.pairs.push_back({i0, i1, j0, j1, si, sj});
       l.pair_blocks.emplace_back(bi, bj);
     }
   }
@@ -449,14 +452,19 @@ struct SpaceOrbitals {
   Index row0 = 0;
 };
 
-std::vector<SpaceOrbitals> spaces_of(const DfMp2Input& in, Index nfrozen) {
+// Every system's spaces (alpha, or alpha then beta), stacked in that order.
+std::vector<SpaceOrbitals> spaces_of(const std::vector<Mp2System>& systems) {
   std::vector<SpaceOrbitals> out;
-  auto add = [&](const Vector* eps, Index nocc, const Matrix* c) {
-    const SpinSpace sp{nocc, nocc - nfrozen, eps->size() - nocc};
-    out.push_back({sp, eps, c, out.empty() ? 0 : out.back().row0 + out.back().space.rows()});
-  };
-  add(in.orbital_energies, in.nocc, in.mo_coefficients);
-  if (in.unrestricted()) add(in.orbital_energies_beta, in.nocc_beta, in.mo_coefficients_beta);
+  for (std::size_t k = 0; k < systems.size(); ++k) {
+    const DfMp2Input& in = systems[k].input;
+    const Index nfrozen = systems[k].nfrozen;
+    auto add = [&](const Vector* eps, Index nocc, const Matrix* c) {
+      const SpinSpace sp{nocc, nocc - nfrozen, eps->size() - nocc, static_cast<int>(k)};
+      out.push_back({sp, eps, c, out.empty() ? 0 : out.back().row0 + out.back().space.rows()});
+    };
+    add(in.orbital_energies, in.nocc, in.mo_coefficients);
+    if (in.unrestricted()) add(in.orbital_energies_beta, in.nocc_beta, in.mo_coefficients_beta);
+  }
   return out;
 }
 
@@ -464,12 +472,9 @@ std::vector<SpaceOrbitals> spaces_of(const DfMp2Input& in, Index nfrozen) {
 // rank's), a block at a time: `written(p0, np, block)` is given each block [p0, p0 + np) (np contiguous columns of
 // every space's rows) to store. An AO block is read once and transformed with each space's orbitals.
 template <class W>
-void transform(const DfMp2Input& in, const DfMp2Options& options, const std::vector<std::pair<Index, Index>>& blocks,
-               linalg::Kernels& kernels, ScreeningReport& screening,
-               const std::function<void(Index, Index, const W*)>& written) {
-  const ThreeIndexSource& source = *in.three_index;
-  const Index nfrozen = options.nfrozen;
-  const std::vector<SpaceOrbitals> spaces = spaces_of(in, nfrozen);
+void transform(const ThreeIndexSource& source, const std::vector<SpaceOrbitals>& spaces, const DfMp2Options& options,
+               const std::vector<std::pair<Index, Index>>& blocks, linalg::Kernels& kernels,
+               ScreeningReport& screening, const std::function<void(Index, Index, const W*)>& written) {
   const Index rows = spaces.back().row0 + spaces.back().space.rows();
   Index nact_max = 0;
   for (const auto& sp : spaces) nact_max = std::max(nact_max, sp.space.nact);
@@ -497,7 +502,8 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const std::vec
     auto one_block = [&] {
       const Index stride = source.block_stride();
       // The file's order is already A's order when nothing is converted and no core is dropped.
-      const bool direct = std::is_same_v<W, double> && source.form() == ThreeIndexForm::mo && nfrozen == 0;
+      const bool direct =
+          std::is_same_v<W, double> && source.form() == ThreeIndexForm::mo && spaces[0].space.nfrozen() == 0;
       Stopwatch read_clock;
       if constexpr (std::is_same_v<W, double>) {
         if (direct) source.read_block(p0, np, out);
@@ -512,7 +518,7 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const std::vec
       if (source.form() == ThreeIndexForm::mo) {  // one space (run_dfmp2 checks)
         const SpinSpace& sp = spaces[0].space;
         for (Index p = 0; p < np; ++p) {
-          convert(buffer.data() + p * stride + nfrozen * sp.nvir, sp.rows(), out + p * rows, kernels,
+          convert(buffer.data() + p * stride + sp.nfrozen() * sp.nvir, sp.rows(), out + p * rows, kernels,
                   step_name(Mp2Step::transform));
         }
         return;
@@ -542,7 +548,7 @@ void transform(const DfMp2Input& in, const DfMp2Options& options, const std::vec
       for (std::size_t s = 0; s < spaces.size(); ++s) {
         const Index nocc = spaces[s].space.nocc, nact = spaces[s].space.nact, nvir = spaces[s].space.nvir;
         if (nact == 0) continue;
-        const ConstMatrixViewT<W> c_act{c[s].data() + nbf * nfrozen, nbf, nact, nbf};
+        const ConstMatrixViewT<W> c_act{c[s].data() + nbf * spaces[s].space.nfrozen(), nbf, nact, nbf};
         const ConstMatrixViewT<W> c_vir{c[s].data() + nbf * nocc, nbf, nvir, nbf};
         // A_P of this space: nvir x nact at row0 of column P (batch stride `rows`).
         const MatrixViewT<W> a_space{out + spaces[s].row0, nvir, nact, nvir};
@@ -647,20 +653,17 @@ std::vector<linalg::PhaseStats> step_stats(std::vector<linalg::PhaseStats> stats
 // fitting, Acc for the energy sums. The four steps of chem/dfmp2.hpp, on this rank's share of the work (Mp2Layout);
 // where the blocks of the tensor live is OccupiedBlocks' business.
 template <class W, class F, class Acc>
-void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernels& kernels, DfMp2Result& result) {
+void run_typed(const std::vector<Mp2System>& systems, const DfMp2Options& options, linalg::Kernels& kernels,
+               std::vector<DfMp2Result>& results) {
   linalg::SerialComm alone;
   linalg::Comm& comm = options.comm != nullptr ? *options.comm : alone;
-  const std::vector<SpaceOrbitals> orbitals = spaces_of(in, options.nfrozen);
-  std::vector<SpinSpace> spaces;
-  std::vector<Index> nact;
-  for (const auto& o : orbitals) {
-    spaces.push_back(o.space);
-    nact.push_back(o.space.nact);
-  }
+  const DfMp2Input& shared = systems.front().input;  // the metric and integrals every system shares
+  const std::vector<SpaceOrbitals> orbitals = spaces_of(systems);
+  const std::vector<SpinSpace> spaces = mp2_spaces(systems);
   const Index rows = orbitals.back().row0 + orbitals.back().space.rows();
-  const Index naux = in.three_index->naux();
-  const BlockPlan& plan = result.plan;
-  const Mp2Layout layout = make_layout(*in.three_index, plan.aux_block, nact, plan.occupied_block, comm.size(),
+  const Index naux = shared.three_index->naux();
+  const BlockPlan& plan = results.front().plan;
+  const Mp2Layout layout = make_layout(*shared.three_index, plan.aux_block, spaces, plan.occupied_block, comm.size(),
                                        comm.rank());
   std::vector<linalg::PhaseStats> stats(mp2_step_names().size());
   const auto traffic_before = comm.traffic();
@@ -675,20 +678,21 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
 
   // 1. The metric factor L (or J^-1/2), on every rank.
   MatrixT<F> factor;
+  linalg::InverseSqrtReport metric_report;
   step(Mp2Step::metric, [&] {
-    comm.checked([&] { factor = metric_factor<F>(*in.metric, options, kernels, result.metric_report); });
+    comm.checked([&] { factor = metric_factor<F>(*shared.metric, options, kernels, metric_report); });
   });
 
   // 2. A = (P|ia) for this rank's auxiliary blocks, into the occupied blocks' rows.
   std::unique_ptr<OccupiedBlocks<W>> blocks;
-  result.screening = {options.screening.enabled, options.screening.threshold, options.screening.block, 0, 0};
+  ScreeningReport screening{options.screening.enabled, options.screening.threshold, options.screening.block, 0, 0};
   step(Mp2Step::transform, [&] {
     comm.checked([&] {
       blocks = std::make_unique<OccupiedBlocks<W>>(layout, spaces, naux, plan, options.scratch_folder, comm, kernels);
-      transform<W>(in, options, blocks->aux_blocks(), kernels, result.screening,
+      transform<W>(*shared.three_index, orbitals, options, blocks->aux_blocks(), kernels, screening,
                    [&](Index p0, Index np, const W* a) { blocks->store_columns(p0, np, a, rows); });
     });
-    judge_screening(options.screening, result.screening, comm);
+    judge_screening(options.screening, screening, comm);
   });
 
   // 3. B = A L^-T (or A J^-1/2), block by block.
@@ -702,10 +706,11 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
   // 4. The pair energies of every occupied block pair (I, J): (ia|jb) = B_I B_J^T, then the energy sums.
   std::vector<Vector> eps_occ, eps_vir;  // per space: active occupied, virtual
   for (const auto& o : orbitals) {
-    eps_occ.push_back(o.eps->segment(options.nfrozen, o.space.nact));
+    eps_occ.push_back(o.eps->segment(o.space.nfrozen(), o.space.nact));
     eps_vir.push_back(o.eps->tail(o.space.nvir));
   }
-  const bool unrestricted = orbitals.size() > 1;
+  // A system of two spaces is an open shell (one spin each); of one, closed (both spins alike).
+  auto unrestricted = [&](int system) { return systems[static_cast<std::size_t>(system)].input.unrestricted(); };
   const std::size_t npairs = layout.pairs.size();
   std::vector<double> energies(2 * npairs, 0.0);  // (os, ss) per pair: this rank's, then summed over the ranks
   step(Mp2Step::pair_energy, [&] {
@@ -723,8 +728,9 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
         const PairEnergy e = block_pair_energy<W, Acc>(pair, b_i, b_j, eps_occ[si], eps_vir[si], kernels, workspace);
         // One space of both spins: its os and ss as they are. One spin's space: half the ss formula is that spin's
         // same-spin energy, and the os part is not a pair of that spin's (the opposite-spin pairs are the others).
-        energies[2 * k] = unrestricted ? 0.0 : e.opposite_spin;
-        energies[2 * k + 1] = unrestricted ? 0.5 * e.same_spin : e.same_spin;
+        const bool one_spin = unrestricted(spaces[si].system);
+        energies[2 * k] = one_spin ? 0.0 : e.opposite_spin;
+        energies[2 * k + 1] = one_spin ? 0.5 * e.same_spin : e.same_spin;
       }
       if (options.progress) options.progress(mp2_phase_name(Mp2Step::pair_energy), ++done, mine);
     });
@@ -732,21 +738,32 @@ void run_typed(const DfMp2Input& in, const DfMp2Options& options, linalg::Kernel
     comm.sum(energies.data(), energies.size());
   });
 
-  // The sum over the block pairs in pair order, in Acc (an fp32 run accumulates as fp32 arithmetic would): the
-  // same bits for any number of ranks.
-  Acc os = 0, ss[2] = {0, 0};
+  // The sums over each system's block pairs in pair order, in Acc (an fp32 run accumulates as fp32 arithmetic
+  // would): the same bits for any number of ranks.
+  std::vector<Acc> os(systems.size(), Acc(0)), ss(spaces.size(), Acc(0));
   for (std::size_t k = 0; k < npairs; ++k) {
-    os += Acc(energies[2 * k]);
-    ss[layout.pairs[k].spin_i] += Acc(energies[2 * k + 1]);
+    const auto si = static_cast<std::size_t>(layout.pairs[k].spin_i);
+    os[static_cast<std::size_t>(spaces[si].system)] += Acc(energies[2 * k]);
+    ss[si] += Acc(energies[2 * k + 1]);
   }
-  result.opposite_spin = double(os);
-  result.same_spin = double(ss[0] + ss[1]);
-  result.same_spin_alpha = unrestricted ? double(ss[0]) : 0.5 * result.same_spin;
-  result.same_spin_beta = unrestricted ? double(ss[1]) : 0.5 * result.same_spin;
-  result.block_pairs = static_cast<Index>(npairs);
-  const double sums[] = {result.opposite_spin, result.same_spin};
-  require_finite(step_name(Mp2Step::pair_energy), "the pair-energy sum", sums, 2);
-  result.ranks = comm.gather(step_stats(stats, kernels.log(), traffic_before, comm.traffic()));
+  const auto rank_stats = comm.gather(step_stats(stats, kernels.log(), traffic_before, comm.traffic()));
+  std::size_t space = 0;
+  for (std::size_t s = 0; s < systems.size(); ++s) {
+    DfMp2Result& result = results[s];
+    const bool open = unrestricted(static_cast<int>(s));
+    const Acc ss_alpha = ss[space], ss_beta = open ? ss[space + 1] : Acc(0);
+    space += open ? 2 : 1;
+    result.opposite_spin = double(os[s]);
+    result.same_spin = double(ss_alpha + ss_beta);
+    result.same_spin_alpha = open ? double(ss_alpha) : 0.5 * result.same_spin;
+    result.same_spin_beta = open ? double(ss_beta) : 0.5 * result.same_spin;
+    result.block_pairs = static_cast<Index>(npairs);
+    result.metric_report = metric_report;
+    result.screening = screening;
+    const double sums[] = {result.opposite_spin, result.same_spin};
+    require_finite(step_name(Mp2Step::pair_energy), "the pair-energy sum", sums, 2);
+    result.ranks = rank_stats;
+  }
 }
 
 }  // namespace
@@ -921,57 +938,72 @@ template PairEnergy block_pair_energy<float, float>(const OccupiedBlockPair&, li
                                                     linalg::ConstMatrixViewF, const Vector&, const Vector&,
                                                     linalg::Kernels&, linalg::MatrixF&);
 
+std::vector<SpinSpace> mp2_spaces(const std::vector<Mp2System>& systems) {
+  std::vector<SpinSpace> spaces;
+  for (const auto& o : spaces_of(systems)) spaces.push_back(o.space);
+  return spaces;
+}
+
 BlockPlan plan_for(const DfMp2Input& in, const DfMp2Options& options, const linalg::Backend& backend,
                    double memory_bytes, Mp2Storage storage, int ranks) {
   const bool ao = in.three_index->form() == ThreeIndexForm::ao;
-  std::vector<SpinSpace> spaces;
-  for (const auto& o : spaces_of(in, options.nfrozen)) spaces.push_back(o.space);
-  return plan_blocks(in.three_index->form(), ao ? in.mo_coefficients->rows() : 0, spaces, in.three_index->naux(),
-                     memory_bytes, options.precision, options.metric, options.screening.enabled, storage,
+  return plan_blocks(in.three_index->form(), ao ? in.mo_coefficients->rows() : 0,
+                     mp2_spaces({{in, options.nfrozen}}), in.three_index->naux(), memory_bytes, options.precision,
+                     options.metric, options.screening.enabled, storage,
                      working_copies_of(backend, options.precision, options.step_modes), ranks,
                      in.three_index->largest_block(1));
 }
 
-DfMp2Result run_dfmp2(const DfMp2Input& in, const BlockPlan& plan, const DfMp2Options& options,
-                      linalg::Kernels& kernels) {
-  const bool ao = in.three_index->form() == ThreeIndexForm::ao;
-  if (in.unrestricted() && !ao) throw std::logic_error("run_dfmp2: open-shell orbitals need AO-form integrals");
-  const std::vector<SpaceOrbitals> spaces = spaces_of(in, options.nfrozen);
-  for (const SpaceOrbitals& o : spaces) {
-    const Index nocc = o.space.nocc, nact = o.space.nact, nvir = o.space.nvir;
+namespace {
+
+// The orbitals of one system can be correlated: a frozen core that leaves at least one alpha orbital, and every
+// active occupied orbital below every virtual one.
+void check_orbitals(const std::vector<SpaceOrbitals>& spaces, const std::vector<Mp2System>& systems) {
+  for (std::size_t s = 0; s < spaces.size(); ++s) {
+    const SpaceOrbitals& o = spaces[s];
+    const Index nocc = o.space.nocc, nact = o.space.nact, nvir = o.space.nvir, nfrozen = o.space.nfrozen();
+    const auto& in = systems[static_cast<std::size_t>(o.space.system)].input;
+    const bool beta = s > 0 && spaces[s - 1].space.system == o.space.system;
     // The frozen core leaves at least one alpha orbital to correlate; the beta space may be left with none (a
     // doublet with one beta electron in its core, or none at all).
-    const Index most = o.row0 == 0 ? nocc - 1 : nocc;
-    if (options.nfrozen < 0 || options.nfrozen > most) {
-      throw std::logic_error(fmt::format("run_dfmp2: nfrozen {} outside 0..{}", options.nfrozen, most));
+    const Index most = beta ? nocc : nocc - 1;
+    if (nfrozen < 0 || nfrozen > most) {
+      throw std::logic_error(fmt::format("run_dfmp2: nfrozen {} outside 0..{}", nfrozen, most));
     }
     if (nact == 0) continue;
     // MP2 denominators must stay negative; a HOMO at or above the LUMO means the orbitals are not a valid
     // reference (or not sorted), and the energy would be meaningless.
-    const double homo = o.eps->segment(options.nfrozen, nact).maxCoeff(), lumo = o.eps->tail(nvir).minCoeff();
+    const double homo = o.eps->segment(nfrozen, nact).maxCoeff(), lumo = o.eps->tail(nvir).minCoeff();
     if (homo >= lumo) {
       throw NumericalError(fmt::format(
-          "orbital energies{}: highest occupied ({:.6f}) is not below lowest virtual ({:.6f}); MP2 denominators "
+          "orbital energies{}{}: highest occupied ({:.6f}) is not below lowest virtual ({:.6f}); MP2 denominators "
           "would vanish",
-          spaces.size() > 1 ? (o.row0 == 0 ? " (alpha)" : " (beta)") : "", homo, lumo));
+          systems.size() > 1 ? fmt::format(" of system {}", o.space.system + 1) : std::string(),
+          in.unrestricted() ? (beta ? " (beta)" : " (alpha)") : "", homo, lumo));
     }
   }
+}
 
-  DfMp2Result result;
-  result.unrestricted = in.unrestricted();
-  for (const linalg::Vector* terms : {in.singles_alpha, in.singles_beta})
-    if (terms != nullptr) result.singles += terms->tail(terms->size() - options.nfrozen).sum();
-  result.nfrozen = options.nfrozen;
-  result.nact = spaces[0].space.nact;
-  result.nvir = spaces[0].space.nvir;
-  result.nact_beta = spaces.back().space.nact;
-  result.nvir_beta = spaces.back().space.nvir;
-  result.naux = in.three_index->naux();
-  result.precision = options.precision;
-  result.metric = options.metric;
-  result.step_modes = step_matmul_modes(options.precision, options.step_modes);
-  result.eigh_threshold = options.eigh_threshold;
-  if (ao && in.mo_coefficients == nullptr) throw std::logic_error("run_dfmp2: AO-form integrals need MO coefficients");
+}  // namespace
+
+DfMp2Result run_dfmp2(const DfMp2Input& in, const BlockPlan& plan, const DfMp2Options& options,
+                      linalg::Kernels& kernels) {
+  return run_dfmp2(std::vector<Mp2System>{{in, options.nfrozen}}, plan, options, kernels).front();
+}
+
+std::vector<DfMp2Result> run_dfmp2(const std::vector<Mp2System>& systems, const BlockPlan& plan,
+                                   const DfMp2Options& options, linalg::Kernels& kernels) {
+  if (systems.empty()) throw std::logic_error("run_dfmp2: no system");
+  const DfMp2Input& shared = systems.front().input;
+  const bool ao = shared.three_index->form() == ThreeIndexForm::ao;
+  for (const Mp2System& sys : systems) {
+    const DfMp2Input& in = sys.input;
+    if (in.unrestricted() && !ao) throw std::logic_error("run_dfmp2: open-shell orbitals need AO-form integrals");
+    if (ao && in.mo_coefficients == nullptr) throw std::logic_error("run_dfmp2: AO-form integrals need MO coefficients");
+    if (!ao && systems.size() > 1) throw std::logic_error("run_dfmp2: several systems need AO-form integrals");
+  }
+  const std::vector<SpaceOrbitals> spaces = spaces_of(systems);
+  check_orbitals(spaces, systems);
   if (options.screening.enabled && !ao) {
     throw std::logic_error("run_dfmp2: screening applies to AO-form integrals only");
   }
@@ -980,22 +1012,45 @@ DfMp2Result run_dfmp2(const DfMp2Input& in, const BlockPlan& plan, const DfMp2Op
   if (plan.ranks != comm.size() || plan.occupied_block < 1 || plan.aux_block < 1) {
     throw std::logic_error(fmt::format("run_dfmp2: a plan for {} ranks run on {}", plan.ranks, comm.size()));
   }
-  result.plan = plan;
+
+  std::vector<DfMp2Result> results(systems.size());
+  std::size_t space = 0;
+  for (std::size_t s = 0; s < systems.size(); ++s) {
+    const DfMp2Input& in = systems[s].input;
+    DfMp2Result& result = results[s];
+    result.unrestricted = in.unrestricted();
+    for (const linalg::Vector* terms : {in.singles_alpha, in.singles_beta})
+      if (terms != nullptr) result.singles += terms->tail(terms->size() - systems[s].nfrozen).sum();
+    result.nfrozen = systems[s].nfrozen;
+    const SpinSpace& alpha = spaces[space].space;
+    const SpinSpace& last = spaces[space + (in.unrestricted() ? 1 : 0)].space;
+    space += in.unrestricted() ? 2 : 1;
+    result.nact = alpha.nact;
+    result.nvir = alpha.nvir;
+    result.nact_beta = last.nact;
+    result.nvir_beta = last.nvir;
+    result.naux = shared.three_index->naux();
+    result.precision = options.precision;
+    result.metric = options.metric;
+    result.step_modes = step_matmul_modes(options.precision, options.step_modes);
+    result.eigh_threshold = options.eigh_threshold;
+    result.plan = plan;
+  }
   switch (options.precision) {
-    case Precision::fp64: run_typed<double, double, double>(in, options, kernels, result); break;
-    case Precision::fp32: run_typed<float, float, float>(in, options, kernels, result); break;
-    case Precision::mixed: run_typed<float, double, double>(in, options, kernels, result); break;
+    case Precision::fp64: run_typed<double, double, double>(systems, options, kernels, results); break;
+    case Precision::fp32: run_typed<float, float, float>(systems, options, kernels, results); break;
+    case Precision::mixed: run_typed<float, double, double>(systems, options, kernels, results); break;
     case Precision::bf16:
     case Precision::bf16x3: {
       // The Kernels object applies each step's mode to the backend before each call, so nothing is left set
       // on the backend for the next run. UnsupportedError here on a backend without the mode.
-      for (const auto& [step, mode] : result.step_modes)
+      for (const auto& [step, mode] : results.front().step_modes)
         kernels.set_step_matmul_mode(step, mode);
-      run_typed<float, float, float>(in, options, kernels, result);
+      run_typed<float, float, float>(systems, options, kernels, results);
       break;
     }
   }
-  return result;
+  return results;
 }
 
 }  // namespace dfmp2::chem

@@ -21,6 +21,11 @@
 // block with an alpha block, giving the opposite-spin energy E_ab = sum (ia|jb)^2 / D (i, a alpha; j, b beta).
 // RHF is the one-space case: both spins alike, E_os and E_ss as above.
 //
+// Several references in one run (Mp2System; an interaction energy's complex and its fragments in the complex's
+// basis, which share the basis, the fitting basis and so the integrals and the metric): every system's spaces are
+// stacked in A and B, the metric is factored once and each block of integrals read once, and only the block pairs
+// within a system are formed, so each system gets the energies a run of its own would give.
+//
 // A row of A and B is one (i, a) pair with the virtual index fastest (row a + nvir*i), so the rows of one
 // occupied block are contiguous. An occupied block pair is a self-contained unit of work: given B and the
 // orbital energies, block_pair_energy() needs nothing else, so the pair list can be handed out to workers.
@@ -123,7 +128,9 @@ struct PairEnergy {
 // ROHF two (alpha, then beta). Its rows of A and B are nact x nvir.
 struct SpinSpace {
   linalg::Index nocc = 0, nact = 0, nvir = 0;
+  int system = 0;  // the reference it belongs to (Mp2System), when one run correlates several
   linalg::Index rows() const { return nact * nvir; }
+  linalg::Index nfrozen() const { return nocc - nact; }
 };
 
 // Active occupied orbitals [i0, i1) of space spin_i x [j0, j1) of space spin_j, indices counted from the space's
@@ -179,7 +186,7 @@ inline BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, linalg::Ind
 //   transform   the auxiliary blocks are cut from whole units of the source (shells) and given to the ranks in
 //               contiguous runs of about naux / ranks functions; each rank transforms its own
 //   storage     occupied blocks (every space's, alpha then beta) are held in contiguous runs of about equal counts
-//   pairs       every block pair I >= J over the blocks in that order; a diagonal pair (I, I) goes to I's holder, and so does a pair whose blocks one rank holds; the other
+//   pairs       every block pair I >= J of one system over the blocks in that order; a diagonal pair (I, I) goes to I's holder, and so does a pair whose blocks one rank holds; the other
 //               pairs, largest first, each to whichever of its two holders has less work so far (a tie: I's holder
 //               when I + J is odd, else J's): every rank computes about the same share of the cost (a diagonal
 //               pair is half a GEMM), with one block fetched for each pair whose blocks two ranks hold
@@ -200,8 +207,8 @@ struct Mp2Layout {
   // Relative cost of a pair (a diagonal pair is half a GEMM).
   static double pair_cost(const OccupiedBlockPair& p);
 };
-// `nact`: the active occupied orbitals of each space.
-Mp2Layout make_layout(const ThreeIndexSource& source, linalg::Index aux_block, const std::vector<linalg::Index>& nact,
+// `spaces`: the spaces whose rows are stacked, in order (their active orbitals and the system of each).
+Mp2Layout make_layout(const ThreeIndexSource& source, linalg::Index aux_block, const std::vector<SpinSpace>& spaces,
                       linalg::Index occupied_block, int ranks, int rank);
 // The largest Backend::working_copies over the operand formats a run of `precision` uses on `backend`.
 double working_copies_of(const linalg::Backend& backend, Precision precision,
@@ -272,5 +279,19 @@ BlockPlan plan_for(const DfMp2Input& input, const DfMp2Options& options, const l
 // scratch folder checked by the planner).
 DfMp2Result run_dfmp2(const DfMp2Input& input, const BlockPlan& plan, const DfMp2Options& options,
                       linalg::Kernels& kernels);
+
+// One of several references correlated in one run: its orbitals and its frozen core (each fragment of an
+// interaction energy freezes its own atoms' core orbitals).
+struct Mp2System {
+  DfMp2Input input;
+  int nfrozen = 0;
+};
+// The spaces of `systems`, in the order their rows are stacked: what plan_blocks is given for them.
+std::vector<SpinSpace> mp2_spaces(const std::vector<Mp2System>& systems);
+// Every system's energies, in order, from one run over all their spaces (see the top of this file). The systems share
+// the first one's metric and three-index source; options.nfrozen is not read (each system has its own). The shared
+// fields of the results (plan, ranks, block_pairs, metric_report, screening) describe the one run.
+std::vector<DfMp2Result> run_dfmp2(const std::vector<Mp2System>& systems, const BlockPlan& plan,
+                                   const DfMp2Options& options, linalg::Kernels& kernels);
 
 }  // namespace dfmp2::chem

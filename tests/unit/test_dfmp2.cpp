@@ -301,7 +301,7 @@ TEST(Mp2Layout, SharesEverythingOnceAndBalancesThePairs) {
   dfmp2::testing::MemorySource source(dfmp2::chem::ThreeIndexForm::mo, naux, 1);
   for (int ranks : {1, 2, 3, 4, 7}) {
     for (const auto& [nact, nb] : std::vector<std::pair<Index, Index>>{{40, 5}, {80, 8}, {5, 5}, {16, 8}, {33, 4}}) {
-      const auto l = dfmp2::chem::make_layout(source, 13, {nact}, nb, ranks, 0);
+      const auto l = dfmp2::chem::make_layout(source, 13, {dfmp2::chem::SpinSpace{nact, nact, 1}}, nb, ranks, 0);
       SCOPED_TRACE(testing::Message() << ranks << " ranks, nact " << nact << ", block " << nb);
       // Columns: consecutive blocks of at most 13 covering [0, naux), in rank order, each rank's run at most one
       // unit longer than an even share.
@@ -473,7 +473,7 @@ TEST(DfUmp2, EqualSpinsGiveTheClosedShellEnergies) {
 TEST(Mp2Layout, TwoSpacesPairEveryBlockOnce) {
   dfmp2::testing::MemorySource source(dfmp2::chem::ThreeIndexForm::ao, 40, 4);
   for (const int ranks : {1, 3}) {
-    const auto l = dfmp2::chem::make_layout(source, 13, {7, 5}, 3, ranks, 0);
+    const auto l = dfmp2::chem::make_layout(source, 13, {dfmp2::chem::SpinSpace{7, 7, 1}, dfmp2::chem::SpinSpace{5, 5, 1}}, 3, ranks, 0);
     ASSERT_EQ(l.occupied.size(), 5u);  // alpha [0,3) [3,6) [6,7), beta [0,3) [3,5)
     EXPECT_EQ(l.occupied_spin, (std::vector<int>{0, 0, 0, 1, 1}));
     EXPECT_EQ(l.pairs.size(), 15u);
@@ -490,6 +490,59 @@ TEST(Mp2Layout, TwoSpacesPairEveryBlockOnce) {
       EXPECT_FALSE(!p.same_spin() && p.diagonal());  // beta block 0 with alpha block 0 is not a diagonal pair
     }
     EXPECT_EQ(cross, 6);  // 2 beta blocks x 3 alpha blocks
+  }
+}
+
+// Several systems in one run (an interaction energy's complex and its fragments in the complex's basis): each gets
+// the energies of a run of its own, whatever the blocking, with a closed-shell system, an open-shell one and a
+// closed-shell one with its own frozen core stacked; and no block pair joins two systems.
+TEST(DfMp2Systems, EachSystemGetsTheEnergiesOfItsOwnRun) {
+  const Problem p = random_problem(21);
+  Problem q = random_problem(22);
+  q.nocc = 4;
+  for (Index i = 0; i < q.nbf; ++i) q.eps[i] = i < q.nocc ? -1.7 + 0.3 * double(i) : 0.35 + 0.2 * double(i);
+  dfmp2::testing::MemorySource source(dfmp2::chem::ThreeIndexForm::ao, p.naux, p.nbf * p.nbf);
+  source.data() = p.ao;
+  const dfmp2::chem::DfMp2Input closed{&p.eps, p.nocc, &p.c, &p.metric, &source};
+  dfmp2::chem::DfMp2Input open = closed;
+  open.orbital_energies_beta = &q.eps;
+  open.nocc_beta = q.nocc;
+  open.mo_coefficients_beta = &q.c;
+  const dfmp2::chem::DfMp2Input other{&q.eps, q.nocc, &q.c, &p.metric, &source};
+  const std::vector<dfmp2::chem::Mp2System> systems{{closed, 0}, {open, 1}, {other, 2}};
+  auto backend = dfmp2::devices::make_backend("openblas");
+  dfmp2::linalg::KernelLog log;
+  dfmp2::linalg::Kernels kernels(*backend, log);
+  std::vector<dfmp2::chem::DfMp2Result> alone;
+  for (const auto& sys : systems) {
+    dfmp2::chem::DfMp2Options options;
+    options.nfrozen = sys.nfrozen;
+    alone.push_back(run_planned(sys.input, options, kernels));
+  }
+  const auto spaces = dfmp2::chem::mp2_spaces(systems);
+  ASSERT_EQ(spaces.size(), 4u);
+  EXPECT_EQ(spaces[1].system, 1);
+  EXPECT_EQ(spaces[2].system, 1);
+  EXPECT_EQ(spaces[3].nact, q.nocc - 2);
+  for (const double memory : {1e9, 8.0 * (9 * 9 * 31 + 31 * 31 + 4 * 14 * 28 + 4 * 81 + 200)}) {
+    SCOPED_TRACE(::testing::Message() << "memory " << memory);
+    const auto plan = dfmp2::chem::plan_blocks(dfmp2::chem::ThreeIndexForm::ao, p.nbf, spaces, p.naux, memory,
+                                               dfmp2::chem::Precision::fp64, dfmp2::chem::MetricMethod::cholesky,
+                                               false, dfmp2::chem::Mp2Storage::automatic, 0, 1, 1);
+    const auto together = dfmp2::chem::run_dfmp2(systems, plan, {}, kernels);
+    ASSERT_EQ(together.size(), systems.size());
+    for (std::size_t s = 0; s < systems.size(); ++s) {
+      SCOPED_TRACE(::testing::Message() << "system " << s);
+      EXPECT_NEAR(together[s].opposite_spin, alone[s].opposite_spin, 1e-12 * std::abs(alone[s].opposite_spin));
+      EXPECT_NEAR(together[s].same_spin_alpha, alone[s].same_spin_alpha, 1e-12 * std::abs(alone[s].same_spin));
+      EXPECT_NEAR(together[s].same_spin_beta, alone[s].same_spin_beta, 1e-12 * std::abs(alone[s].same_spin));
+      EXPECT_EQ(together[s].unrestricted, alone[s].unrestricted);
+      EXPECT_EQ(together[s].nact, alone[s].nact);
+      EXPECT_EQ(together[s].nfrozen, systems[s].nfrozen);
+    }
+    const auto l = dfmp2::chem::make_layout(source, plan.aux_block, spaces, plan.occupied_block, 2, 0);
+    for (const auto& pair : l.pairs) EXPECT_EQ(spaces[pair.spin_i].system, spaces[pair.spin_j].system);
+    if (memory < 1e6) EXPECT_GT(together[0].block_pairs, 6);
   }
 }
 
