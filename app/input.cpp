@@ -39,7 +39,7 @@ constexpr double kDefaultMemoryShare = 0.5;
 constexpr double kMaxMemoryBytes = 1125899906842624.0;  // 1 PiB
 
 const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "basis",   "aux_basis",
-                                        "reference", "scf",       "save_integrals", "frozen_core", "backends", "precision",
+                                        "reference", "scf",       "save_integrals", "frozen_core", "interaction", "backends", "precision",
                                         "metric",    "screening", "memory",      "threads",  "output",
                                         "device",    "scratch",   "mp2_storage"};
 }  // namespace
@@ -55,6 +55,7 @@ const std::vector<std::string> kScfKeys = {"type", "jk_basis", "e_convergence", 
 const std::vector<std::string> kScreeningKeys = {"threshold", "block", "compare"};
 const std::vector<std::string> kSyntheticKeys = {"shape", "nbasis", "nocc", "naux", "seed"};
 const std::vector<std::string> kMetricKeys = {"method", "threshold", "tolerance", "max_iterations"};
+const std::vector<std::string> kInteractionKeys = {"bsse"};
 
 
 
@@ -759,6 +760,48 @@ Input read_input(const std::string& path, int node_ranks) {
   return input_from_mapping(root, ctx, node_ranks);
 }
 
+namespace {
+
+// Key `interaction` (molecule input): {bsse: cp | nocp | both}. It needs fragments to interact, each of which is a
+// calculation of its own: what cannot be honoured for each (a frozen-core count, one integral file) is refused.
+void read_interaction(const YAML::Node& root, const YamlReader& ctx, Input& in) {
+  const YAML::Node node = root["interaction"];
+  if (!node.IsMap()) {
+    ctx.fail_key(node, "interaction", fmt::format("{{key}}: expected a mapping {{bsse: cp | nocp | both}}, got {}",
+                                                  YamlReader::kind(node)));
+  }
+  check_keys(node, ctx, "interaction", kInteractionKeys);
+  InteractionOptions options;
+  if (const YAML::Node n = node["bsse"]) {
+    const std::string bsse = ctx.scalar(n, "interaction.bsse", "cp, nocp or both");
+    if (bsse == "cp" || bsse == "both" || bsse == "nocp") {
+      options.counterpoise = bsse != "nocp";
+      options.uncorrected = bsse != "cp";
+    } else {
+      ctx.fail_key(n, "interaction.bsse", fmt::format("{{key}}: expected cp, nocp or both, got '{}'", bsse));
+    }
+  }
+  const std::size_t fragments = in.molecule->fragments.size();
+  if (fragments < 2) {
+    ctx.fail_key(node, "interaction", fmt::format("{{key}}: needs a molecule of two or more fragments ('--' lines in "
+                                                  "its xyz, or molecule as a list of fragments), and it has {}",
+                                                  fragments == 0 ? "one" : "one fragment"));
+  }
+  if (in.frozen_core.kind == FrozenCore::Kind::count) {
+    ctx.fail_key(root["frozen_core"], "frozen_core",
+                 "{key}: a number of orbitals is one calculation's; with 'interaction' give true (each fragment "
+                 "freezes its own atoms' core, as Psi4 does) or false");
+  }
+  if (in.save_integrals) {
+    ctx.fail_key(root["save_integrals"], "save_integrals",
+                 "{key}: an integral file holds one calculation's orbitals, and 'interaction' runs one per fragment "
+                 "besides the complex; save them from single-point inputs");
+  }
+  in.interaction = options;
+}
+
+}  // namespace
+
 Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node_ranks) {
   const std::string& path = ctx.file();
   std::error_code ec;
@@ -794,7 +837,7 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
                "problem) or 'molecule' (with basis)");
     }
     if (!root["molecule"]) {
-      for (const char* key : {"basis", "aux_basis", "reference", "scf", "save_integrals"}) {
+      for (const char* key : {"basis", "aux_basis", "reference", "scf", "save_integrals", "interaction"}) {
         if (root[key]) ctx.fail_key(root[key], key, "{key} applies to 'molecule' input only");
       }
     }
@@ -822,6 +865,8 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
       ctx.fail_key(node, "frozen_core", fmt::format("{{key}}: expected true, false or a number of orbitals >= 0, got '{}'", value));
     }
   }
+
+  if (root["interaction"]) read_interaction(root, ctx, in);
 
   if (const YAML::Node node = root["backends"]) read_backends(node, ctx, in);
 

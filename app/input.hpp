@@ -18,6 +18,8 @@
 //   save_integrals path, true or false   false        integral file written after the SCF, for reruns (true:
 //                                                     <input>.h5 beside the input)
 //   frozen_core  bool or integer >= 0    false        true: Psi4's rule (previous noble-gas shell); n: n orbitals
+//   interaction  mapping                 (none)       {bsse: cp | nocp | both}: the interaction energy of the
+//                                                     molecule's fragments (molecule input of two or more)
 //   backends     list of strings         the faster   backends to run, in order; the first one's energies are
 //                                        CPU backend  the reported result (devices/registry.hpp default_backend)
 //   precision    string, list or mapping fp64         fp64, fp32, mixed, bf16 or bf16x3 (device models); a list runs
@@ -72,6 +74,13 @@ std::string library_basis_dir();       // the library that came with the program
 // finds its basis library from there. Called by main() and by the module when it loads.
 void set_program_location(const std::string& path);
 
+// Key `interaction`: the interaction energy of the molecule's fragments, counterpoise-corrected (cp: each fragment in
+// the complex's basis, the other fragments' atoms as ghosts), uncorrected (nocp: each in its own basis), or both.
+struct InteractionOptions {
+  bool counterpoise = true;  // bsse cp or both
+  bool uncorrected = false;  // bsse nocp or both
+};
+
 struct Input {
   std::string path;       // the YAML file as given
   std::string integrals;  // resolved path of the HDF5 file (empty with `synthetic`)
@@ -88,6 +97,7 @@ struct Input {
   chem::ScfOptions scf;
   std::optional<std::string> save_integrals;  // resolved path; empty optional = do not save
   FrozenCore frozen_core;
+  std::optional<InteractionOptions> interaction;
   std::vector<std::string> backends = {devices::default_backend()};
   std::vector<chem::Precision> precisions = {chem::Precision::fp64};
   // precision as a mapping: the precisions per backend (a backend not named runs in `precisions`).

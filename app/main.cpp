@@ -249,6 +249,7 @@ int run_input(const std::string& input_path, const std::optional<std::string>& o
     text += dfmp2::app::format_rank_table("DF-MP2 per rank", dfmp2::app::mp2_rank_phases(), r.result.ranks);
   }
   if (calc.runs.size() > 1) text += dfmp2::app::format_comparison(calc);
+  text += dfmp2::app::format_interaction(calc);
   dfmp2::app::finish_run(run, calc);
   if (run.output) text += fmt::format("\n  results written to {}\n", *run.output);
   std::fputs(text.c_str(), stdout);

@@ -425,4 +425,58 @@ std::string format_comparison(const Calculation& calc) {
   return out;
 }
 
+std::string format_interaction(const Calculation& calc) {
+  if (!calc.input.interaction || calc.runs.empty()) return {};
+  const chem::Molecule& mol = *calc.input.molecule;
+  std::string out = "\n  ==> Interaction energy <==\n\n";
+  for (std::size_t k = 0; k < mol.fragments.size(); ++k) {
+    const chem::Fragment& f = mol.fragments[k];
+    out += fmt::format("  fragment {}: atoms {}-{}, charge {}, multiplicity {}\n", k + 1, f.first + 1, f.first + f.count,
+                       f.charge, f.multiplicity);
+  }
+  // Every calculation's energies, of the first run (backend and precision).
+  const BackendRun& first = calc.runs.front();
+  out += fmt::format("\n  {:<40} {:>5} {:>22} {:>22}   ({})\n", "calculation", "nbf", "SCF [Eh]", "MP2 total [Eh]",
+                     run_label(first));
+  const linalg::Index nbf = calc.reference.nbf;
+  out += fmt::format("  {:<40} {:>5} {:>22.12f} {:>22.12f}\n", "complex", nbf, *calc.reference.scf_energy,
+                     *calc.reference.scf_energy + first.result.correlation());
+  for (std::size_t k = 0; k < calc.reference.ghosted.size(); ++k) {
+    const GhostedFragment& g = calc.reference.ghosted[k];
+    out += fmt::format("  {:<40} {:>5} {:>22.12f} {:>22.12f}\n",
+                       fmt::format("fragment {} in the complex's basis (CP)", g.fragment + 1), nbf, g.scf.energy,
+                       g.scf.energy + first.ghosted[k].correlation());
+  }
+  for (const OwnBasisFragment& f : calc.own_basis) {
+    const Reference& r = f.calc->reference;
+    out += fmt::format("  {:<40} {:>5} {:>22.12f} {:>22.12f}\n",
+                       fmt::format("fragment {} in its own basis (NOCP)", f.fragment + 1), r.nbf, *r.scf_energy,
+                       *r.scf_energy + f.calc->runs.front().result.correlation());
+  }
+  if (!calc.reference.ghosted.empty()) {
+    out += fmt::format("\n  shared by the complex and the {} fragments in its basis: the SCF's J/K (its three-index "
+                       "integrals and fitting, computed once), and one DF-MP2 run per backend and precision (the "
+                       "metric factored once, each (P|mn) block read once for {} sets of orbitals)\n",
+                       calc.reference.ghosted.size(), calc.reference.mp2_spaces().size());
+  }
+  for (std::size_t run = 0; run < calc.runs.size(); ++run) {
+    out += fmt::format("\n  {:<6} {:<34} {:>22} {:>16}   ({})\n", "scheme", "interaction energy", "[Eh]",
+                       "[kcal/mol]", run_label(calc.runs[run]));
+    for (const InteractionEnergy& e : interaction_energies(calc, run)) {
+      auto row = [&](const std::string& what, double value) {
+        out += fmt::format("  {:<6} {:<34} {:>22.12f} {:>16.8f}\n", e.scheme, what, value, value * kHartreeToKcalMol);
+      };
+      row("SCF", e.scf);
+      if (e.singles != 0) row("MP2 singles", e.singles);
+      row("MP2 opposite-spin", e.opposite_spin);
+      row("MP2 same-spin", e.same_spin);
+      row("MP2 correlation", e.correlation);
+      row("MP2 total", e.mp2_total());
+      row("SCS-MP2 correlation", e.scs_correlation);
+      row("SCS-MP2 total", e.scs_total());
+    }
+  }
+  return out;
+}
+
 }  // namespace dfmp2::app

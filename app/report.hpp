@@ -25,6 +25,9 @@ std::string format_modelled_table(const BackendRun& run);
 // With `molecule:` input: the RHF summary and the integral/SCF kernel table.
 std::string format_scf(const Calculation& calc);
 std::string format_comparison(const Calculation& calc);
+// With `interaction:`: the fragments, every calculation's SCF and MP2 energies (first run), what the complex and the
+// fragments in its basis shared, and per run each scheme's interaction energies in Eh and kcal/mol.
+std::string format_interaction(const Calculation& calc);
 // With several ranks: per phase the seconds on each rank (min, mean, max), the imbalance (max / mean), the flops of
 // all ranks, the bytes each rank sent and received (the largest), the messages and the longest wait.
 std::string format_rank_table(const std::string& title, const std::vector<std::string>& phases,

@@ -65,7 +65,67 @@ nlohmann::json qcvars(const Calculation& calc, const BackendRun& run) {
     v["CURRENT ENERGY"] = *scf + r.correlation();
   }
   if (auto nuc = f.nuclear_repulsion_energy) v["NUCLEAR REPULSION ENERGY"] = *nuc;
+  // Interaction energies, under the names of Psi4's n-body driver (1.3 and later spellings), of the MP2 total.
+  const auto interaction = interaction_energies(calc, std::size_t(&run - calc.runs.data()));
+  for (const InteractionEnergy& e : interaction) {
+    const std::string longer = e.scheme == "CP" ? "COUNTERPOISE CORRECTED" : "NON-COUNTERPOISE CORRECTED";
+    v[e.scheme + "-CORRECTED INTERACTION ENERGY"] = e.mp2_total();
+    v[e.scheme + "-CORRECTED 2-BODY INTERACTION ENERGY"] = e.mp2_total();
+    v[longer + " INTERACTION ENERGY"] = e.mp2_total();
+    if (e.scheme == "NOCP") v["NOCP-CORRECTED TOTAL ENERGY"] = v["NON-COUNTERPOISE CORRECTED TOTAL ENERGY"] = *f.scf_energy + r.correlation();
+  }
+  // The CP total energy is the fragments' own-basis energies plus the CP interaction energy: with both schemes.
+  if (interaction.size() == 2) {
+    double fragments = 0;
+    for (const OwnBasisFragment& o : calc.own_basis)
+      fragments += *o.calc->reference.scf_energy + o.calc->runs.at(std::size_t(&run - calc.runs.data())).result.correlation();
+    v["CP-CORRECTED TOTAL ENERGY"] = v["COUNTERPOISE CORRECTED TOTAL ENERGY"] = fragments + interaction[0].mp2_total();
+  }
   return v;
+}
+
+// extras.dfmp2.interaction: every calculation of the interaction energy (first run) and each run's interaction
+// energies by scheme, in Eh.
+nlohmann::json interaction_json(const Calculation& calc) {
+  nlohmann::json calcs = nlohmann::json::array();
+  const BackendRun& first = calc.runs.front();
+  const Reference& r = calc.reference;
+  calcs.push_back({{"name", "complex"}, {"basis", "complex"}, {"nbf", r.nbf}, {"scf_energy", *r.scf_energy},
+                   {"mp2_correlation_energy", first.result.correlation()},
+                   {"scf_iterations", r.molecule()->scf.iterations}});
+  for (std::size_t k = 0; k < r.ghosted.size(); ++k) {
+    const GhostedFragment& g = r.ghosted[k];
+    calcs.push_back({{"name", fmt::format("fragment {}", g.fragment + 1)}, {"fragment", g.fragment + 1},
+                     {"basis", "complex"}, {"nbf", r.nbf}, {"scf_energy", g.scf.energy},
+                     {"mp2_correlation_energy", first.ghosted[k].correlation()},
+                     {"scf_iterations", g.scf.iterations}});
+  }
+  for (const OwnBasisFragment& o : calc.own_basis) {
+    const Reference& f = o.calc->reference;
+    calcs.push_back({{"name", fmt::format("fragment {}", o.fragment + 1)}, {"fragment", o.fragment + 1},
+                     {"basis", "own"}, {"nbf", f.nbf}, {"scf_energy", *f.scf_energy},
+                     {"mp2_correlation_energy", o.calc->runs.front().result.correlation()},
+                     {"scf_iterations", f.molecule()->scf.iterations}});
+  }
+  nlohmann::json runs = nlohmann::json::array();
+  for (std::size_t run = 0; run < calc.runs.size(); ++run) {
+    nlohmann::json schemes;
+    for (const InteractionEnergy& e : interaction_energies(calc, run)) {
+      schemes[e.scheme == "CP" ? "cp" : "nocp"] = {
+          {"scf", e.scf}, {"mp2_singles", e.singles}, {"mp2_opposite_spin", e.opposite_spin},
+          {"mp2_same_spin", e.same_spin}, {"mp2_correlation", e.correlation}, {"mp2_total", e.mp2_total()},
+          {"scs_mp2_correlation", e.scs_correlation}, {"scs_mp2_total", e.scs_total()},
+          {"mp2_total_kcal_mol", e.mp2_total() * kHartreeToKcalMol}};
+    }
+    runs.push_back({{"backend", calc.runs[run].backend},
+                    {"precision", chem::precision_name(calc.runs[run].precision)},
+                    {"energies", schemes}});
+  }
+  const InteractionOptions& o = *calc.input.interaction;
+  return {{"bsse", o.counterpoise && o.uncorrected ? "both" : o.counterpoise ? "cp" : "nocp"},
+          {"calculations", calcs},
+          {"runs", runs},
+          {"kcal_mol_per_hartree", kHartreeToKcalMol}};
 }
 
 nlohmann::json kernels(const linalg::KernelLog& log) {
@@ -307,6 +367,7 @@ nlohmann::json results_json(const Calculation& calc) {
                             {"library", calc.mpi},
                             {"peak_resident_bytes", calc.rank_peak_resident}}},
                           {"backends", backends}};
+  if (calc.input.interaction) j["extras"]["dfmp2"]["interaction"] = interaction_json(calc);
   if (!calc.input.as_read.contains("backends")) {  // the default CPU backend, and why it was chosen
     j["extras"]["dfmp2"]["default_backend"] = {{"name", devices::default_backend_choice().name},
                                                {"reason", devices::default_backend_choice().reason}};

@@ -163,11 +163,47 @@ double scf_matrix_bytes(linalg::Index nbf, int diis_vectors, bool open_shell) {
 }
 
 // The reference and its occupied orbitals of each spin, from the molecule's charge and multiplicity.
-void set_occupation(const Input& input, Reference& r) {
-  const auto [nalpha, nbeta] = chem::spin_occupied(*input.molecule, input.molecule->multiplicity);
-  r.scf_reference = input.reference;
+void set_occupation(const chem::Molecule& mol, chem::ScfReference reference, Reference& r) {
+  const auto [nalpha, nbeta] = chem::spin_occupied(mol, mol.multiplicity);
+  r.scf_reference = reference;
   r.nocc = nalpha;
-  r.nocc_beta = input.reference == chem::ScfReference::rhf ? 0 : nbeta;
+  r.nocc_beta = reference == chem::ScfReference::rhf ? 0 : nbeta;
+}
+
+// A fragment's reference: RHF for a singlet (what UHF and ROHF give it too), else the complex's.
+chem::ScfReference fragment_reference(const Input& input, const chem::Molecule& fragment) {
+  return fragment.multiplicity == 1 ? chem::ScfReference::rhf : input.reference;
+}
+
+// The occupation and frozen core of `mol` (no basis set yet), checked as the complex's are: `description` names it
+// in the errors.
+Reference occupation_of(const Input& input, const chem::Molecule& mol, chem::ScfReference reference,
+                        const std::string& description) {
+  Reference r;
+  set_occupation(mol, reference, r);
+  r.metadata.molecule = mol;
+  r.description = description;
+  r.nfrozen = resolve_frozen_core(input, r);
+  return r;
+}
+
+// The fragments in the complex's basis (interaction.bsse cp or both), their occupations and frozen cores known.
+std::vector<GhostedFragment> ghosted_fragments(const Input& input) {
+  std::vector<GhostedFragment> out;
+  if (!input.interaction || !input.interaction->counterpoise) return out;
+  const chem::Molecule& mol = *input.molecule;
+  for (std::size_t k = 0; k < mol.fragments.size(); ++k) {
+    GhostedFragment g;
+    g.fragment = k;
+    g.molecule = chem::fragment_in_complex_basis(mol, mol.fragments[k]);
+    g.scf_reference = fragment_reference(input, g.molecule);
+    const Reference r = occupation_of(input, g.molecule, g.scf_reference, fmt::format("fragment {}", k + 1));
+    g.nocc = r.nocc;
+    g.nocc_beta = r.nocc_beta;
+    g.nfrozen = r.nfrozen;
+    out.push_back(std::move(g));
+  }
+  return out;
 }
 
 // The basis sets of `molecule:` input (no integral yet): what the memory plan needs to know. The SCF comes later
@@ -203,7 +239,7 @@ Reference molecule_reference(const Input& input) {
                                                                   : std::string("; exact SCF"));
   p.form = chem::ThreeIndexForm::ao;
   p.nbf = p.nmo = m->basis.nbf();
-  set_occupation(input, p);
+  set_occupation(mol, input.reference, p);
   p.naux = m->aux_basis.nbf();
   // MP2 correlates occupied with virtual orbitals: without a virtual one there is nothing to compute (He in STO-3G).
   if (p.nocc >= p.nbf) {
@@ -297,6 +333,33 @@ ScfJk plan_scf_jk(const Input& input, linalg::Backend& backend, linalg::Comm& co
   return jk;
 }
 
+// The progress line of an SCF iteration, `label` naming the SCF ("RHF", "UHF fragment 2").
+std::function<void(const chem::ScfIteration&)> scf_iteration_line(const std::string& label,
+                                                                  const std::function<void(const std::string&)>& say) {
+  return [label, say](const chem::ScfIteration& it) {
+    say(fmt::format("  @{} iter {:3}: {:20.12f}  dE {:10.3e}  gradient {:10.3e}  {:7.2f} s{}", label, it.iteration,
+                    it.energy, it.delta_energy, it.gradient_rms, it.seconds, it.fp32_exchange ? "  (fp32 K)" : ""));
+  };
+}
+
+// The SCFs of the fragments in the complex's basis (counterpoise), after the complex's, on its J/K: the J/K's
+// integrals (and their fitting) serve them all.
+void run_ghosted_scfs(const Input& input, const chem::BasisSet& basis, chem::JkBuilder& jk, linalg::Kernels& kernels,
+                      std::vector<GhostedFragment>& ghosted, const std::function<void(const std::string&)>& say) {
+  for (GhostedFragment& g : ghosted) {
+    const std::string label = fmt::format("{} fragment {}", chem::reference_label(g.scf_reference), g.fragment + 1);
+    say(fmt::format("  SCF of fragment {} in the complex's basis (the other fragments' atoms as ghosts): {}, {} alpha "
+                    "and {} beta electrons, on the complex's J/K", g.fragment + 1,
+                    chem::reference_label(g.scf_reference), g.nocc,
+                    g.scf_reference == chem::ScfReference::rhf ? g.nocc : g.nocc_beta));
+    linalg::Stopwatch clock;
+    g.scf = chem::run_scf(g.scf_reference, g.molecule, basis, jk, input.scf, kernels, scf_iteration_line(label, say));
+    g.scf_seconds = clock.seconds();
+    say(fmt::format("  SCF of fragment {} converged in {} iterations: E = {:.12f} Eh ({:.2f} s)", g.fragment + 1,
+                    g.scf.iterations, g.scf.energy, g.scf_seconds));
+  }
+}
+
 // Integrals, RHF and the MP2 fitting integrals for `molecule:` input, with the J/K as planned.
 void run_molecule(const Input& input, ScfJk& planned, linalg::Comm& comm, Calculation& calc,
                   const std::function<void(const std::string&)>& progress) {
@@ -343,13 +406,16 @@ void run_molecule(const Input& input, ScfJk& planned, linalg::Comm& comm, Calcul
   TimedJk timed(*jk, comm);
   comm.set_phase("SCF other");
   linalg::Stopwatch iterations_clock;
-  m.scf = chem::run_scf(input.reference, mol, m.basis, timed, input.scf, kernels, [&](const chem::ScfIteration& it) {
-    say(fmt::format("  @{} iter {:3}: {:20.12f}  dE {:10.3e}  gradient {:10.3e}  {:7.2f} s{}", label, it.iteration,
-                    it.energy, it.delta_energy, it.gradient_rms, it.seconds, it.fp32_exchange ? "  (fp32 K)" : ""));
-  });
+  m.scf = chem::run_scf(input.reference, mol, m.basis, timed, input.scf, kernels, scf_iteration_line(label, say));
+  m.scf_seconds = scf_clock.seconds();
+  say(fmt::format("  SCF converged in {} iterations: E = {:.12f} Eh ({:.2f} s){}{}", m.scf.iterations, m.scf.energy,
+                  m.scf_seconds, m.scf.open_shell() ? fmt::format("; <S^2> = {:.6f}", m.scf.s_squared) : std::string(),
+                  input.scf.precision == chem::ScfPrecision::mixed
+                      ? fmt::format("; mixed precision: {} with an fp32 K, then fp64", m.scf.fp32_iterations)
+                      : std::string()));
+  run_ghosted_scfs(input, m.basis, timed, kernels, calc.reference.ghosted, say);
   const double iteration_seconds = iterations_clock.seconds();
   jk.reset();
-  m.scf_seconds = scf_clock.seconds();
   // Per rank: the J/K set-up (integrals, fitting), the J/K builds and the replicated rest, with their kernels' flops
   // and their traffic.
   {
@@ -369,11 +435,6 @@ void run_molecule(const Input& input, ScfJk& planned, linalg::Comm& comm, Calcul
     }
     m.ranks = comm.gather(stats);
   }
-  say(fmt::format("  SCF converged in {} iterations: E = {:.12f} Eh ({:.2f} s){}{}", m.scf.iterations, m.scf.energy,
-                  m.scf_seconds, m.scf.open_shell() ? fmt::format("; <S^2> = {:.6f}", m.scf.s_squared) : std::string(),
-                  input.scf.precision == chem::ScfPrecision::mixed
-                      ? fmt::format("; mixed precision: {} with an fp32 K, then fp64", m.scf.fp32_iterations)
-                      : std::string()));
 
   // The MP2 integrals are computed block by block as DF-MP2 reads them (the transform's read_3index rows); here
   // only the metric and the screening of the shell pairs.
@@ -475,12 +536,10 @@ Reference make_reference(const Input& input) {
     reference = synthetic_reference(std::make_unique<chem::SyntheticProblem>(*input.synthetic), input.synthetic_name);
   } else if (input.molecule) {
     // The frozen-core count is known from the molecule alone: checked before any basis set is loaded.
-    Reference molecule_only;
-    set_occupation(input, molecule_only);
-    molecule_only.metadata.molecule = *input.molecule;
-    molecule_only.description = "the molecule";
-    resolve_frozen_core(input, molecule_only);
+    occupation_of(input, *input.molecule, input.reference, "the molecule");
+    std::vector<GhostedFragment> ghosted = ghosted_fragments(input);
     reference = molecule_reference(input);
+    reference.ghosted = std::move(ghosted);
   } else {
     reference = reference_from_file(chem::IntegralFile::open(input.integrals));
   }
@@ -500,7 +559,8 @@ void plan_dfmp2(const Input& input, const Reference& r, const std::vector<linalg
                 MemoryPlan& plan, int ranks) {
   // The orbitals C (nbf x nmo) and the MP2 metric stay for all of DF-MP2: read from the integral file or generated
   // now (after the start was measured), or computed after the SCF; molecule input also holds the MP2 integral engine.
-  const double spins = r.open_shell() ? 2.0 : 1.0;  // alpha and beta orbitals
+  // Every space's orbitals: alpha and beta ones of an open shell, and those of the ghosted fragments.
+  const double spins = double(r.mp2_spaces().size());
   const double later = 8.0 * (spins * (double(r.nbf) * double(r.nmo) + double(r.nmo)) + double(r.naux) * double(r.naux)) +
                        (r.molecule() ? chem::ThreeCenterEngine::bytes(r.molecule()->aux_basis, r.molecule()->basis) : 0.0);
   plan.mp2_budget = plan.budget - plan.baseline - later;
@@ -651,7 +711,10 @@ BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, che
   kernels.set_fallback(fallback);
   linalg::Stopwatch wall;
   const chem::BlockPlan& blocks = plan.mp2_blocks(backend.name(), precision);
-  run.result = chem::run_dfmp2(reference.dfmp2_input(), blocks, options, kernels);
+  // The reference and the fragments in its basis (counterpoise), in one run over the same integrals.
+  std::vector<chem::DfMp2Result> results = chem::run_dfmp2(reference.mp2_systems(), blocks, options, kernels);
+  run.result = std::move(results.front());
+  run.ghosted.assign(std::make_move_iterator(results.begin() + 1), std::make_move_iterator(results.end()));
   run.wall_seconds = wall.seconds();
   if (input.screening.enabled && input.screening_compare) {
     linalg::KernelLog reference_log;
@@ -678,6 +741,97 @@ void record_peaks(Calculation& calc, linalg::Comm& comm) {
 
 }  // namespace
 
+namespace {
+
+// A fragment in its own basis (interaction.bsse nocp or both): the input of a calculation of its own, with the
+// complex's settings.
+Input own_basis_input(const Input& input, std::size_t k) {
+  Input in = input;
+  const chem::Molecule& mol = *input.molecule;
+  in.molecule = chem::fragment_molecule(mol, mol.fragments[k]);
+  in.reference = fragment_reference(input, *in.molecule);
+  in.molecule_source = fmt::format("fragment {} of {}", k + 1, input.molecule_source);
+  in.interaction.reset();
+  in.output.reset();
+  in.save_integrals.reset();
+  in.qcschema.reset();
+  return in;
+}
+
+// Before any work: each fragment in its own basis can run (its basis sets, its frozen core, its memory plan on
+// these backends from the memory in use at the start). Smaller than the complex, it fits where the complex does,
+// unless the complex's fitting sets leave out a fragment's element.
+void check_own_basis_fragments(const Input& input, const std::vector<linalg::Backend*>& backends, int ranks,
+                               double resident_at_start) {
+  if (!input.interaction || !input.interaction->uncorrected) return;
+  for (std::size_t k = 0; k < input.molecule->fragments.size(); ++k) {
+    const Input fragment = own_basis_input(input, k);
+    const Reference r = make_reference(fragment);
+    make_memory_plan(fragment, r, backends, ranks, resident_at_start);
+  }
+}
+
+// Each fragment in its own basis (interaction.bsse nocp or both), after the complex: a calculation of its own, on the
+// same ranks, its progress indented under a line that names it.
+void run_own_basis_fragments(Calculation& calc, linalg::Comm& comm,
+                             const std::function<void(const std::string&)>& progress,
+                             const std::function<void(const std::string&, long long, long long)>& phase_progress) {
+  const Input& input = calc.input;
+  if (!input.interaction || !input.interaction->uncorrected) return;
+  for (std::size_t k = 0; k < input.molecule->fragments.size(); ++k) {
+    Input fragment = own_basis_input(input, k);
+    fragment.resident_at_start = resident_bytes();
+    if (progress) progress(fmt::format("  fragment {} in its own basis ({} atoms):", k + 1, fragment.molecule->atoms.size()));
+    auto indented = [&](const std::string& line) {
+      if (progress) progress("  " + line);
+    };
+    calc.own_basis.push_back(
+        {k, std::make_unique<Calculation>(run_calculation(fragment, comm, indented, phase_progress))});
+  }
+}
+
+}  // namespace
+
+std::vector<InteractionEnergy> interaction_energies(const Calculation& calc, std::size_t run) {
+  std::vector<InteractionEnergy> out;
+  if (!calc.input.interaction) return out;
+  auto energies = [](double scf, const chem::DfMp2Result& mp2) {
+    InteractionEnergy e;
+    e.scf = scf;
+    e.singles = mp2.singles;
+    e.opposite_spin = mp2.opposite_spin;
+    e.same_spin = mp2.same_spin;
+    e.correlation = mp2.correlation();
+    e.scs_correlation = mp2.scs_correlation();
+    return e;
+  };
+  auto subtract = [](InteractionEnergy& from, const InteractionEnergy& part) {
+    from.scf -= part.scf;
+    from.singles -= part.singles;
+    from.opposite_spin -= part.opposite_spin;
+    from.same_spin -= part.same_spin;
+    from.correlation -= part.correlation;
+    from.scs_correlation -= part.scs_correlation;
+  };
+  const BackendRun& complex = calc.runs.at(run);
+  const InteractionEnergy whole = energies(*calc.reference.scf_energy, complex.result);
+  if (calc.input.interaction->counterpoise) {
+    InteractionEnergy e = whole;
+    e.scheme = "CP";
+    for (std::size_t k = 0; k < calc.reference.ghosted.size(); ++k)
+      subtract(e, energies(calc.reference.ghosted[k].scf.energy, complex.ghosted.at(k)));
+    out.push_back(e);
+  }
+  if (calc.input.interaction->uncorrected) {
+    InteractionEnergy e = whole;
+    e.scheme = "NOCP";
+    for (const OwnBasisFragment& f : calc.own_basis)
+      subtract(e, energies(*f.calc->reference.scf_energy, f.calc->runs.at(run).result));
+    out.push_back(e);
+  }
+  return out;
+}
+
 Calculation run_calculation(const Input& input, linalg::Comm& comm,
                             const std::function<void(const std::string&)>& progress,
                             const std::function<void(const std::string&, long long, long long)>& phase_progress) {
@@ -700,6 +854,7 @@ Calculation run_calculation(const Input& input, linalg::Comm& comm,
     std::vector<linalg::Backend*> named;
     for (const auto& b : backends.named) named.push_back(b.get());
     calc.memory = make_memory_plan(input, calc.reference, named, comm.size(), resident_at_start);
+    check_own_basis_fragments(input, named, comm.size(), resident_at_start);
   });
   ScfJk scf_jk;
   if (calc.reference.molecule()) scf_jk = plan_scf_jk(input, *backends.scf, comm, calc);
@@ -727,6 +882,7 @@ Calculation run_calculation(const Input& input, linalg::Comm& comm,
     }
     backend->release();
   }
+  run_own_basis_fragments(calc, comm, progress, phase_progress);
   record_peaks(calc, comm);
   return calc;
 }
@@ -747,7 +903,27 @@ MoleculeRun* Reference::molecule() { return source_of<MoleculeRun>(source); }
 std::vector<chem::SpinSpace> Reference::mp2_spaces() const {
   std::vector<chem::SpinSpace> spaces{{nocc, nocc - nfrozen, nmo - nocc}};
   if (open_shell()) spaces.push_back({nocc_beta, nocc_beta - nfrozen, nmo - nocc_beta});
+  for (std::size_t k = 0; k < ghosted.size(); ++k) {
+    for (chem::SpinSpace sp : ghosted[k].mp2_spaces(nmo)) {
+      sp.system = static_cast<int>(k + 1);
+      spaces.push_back(sp);
+    }
+  }
   return spaces;
+}
+
+std::vector<chem::SpinSpace> GhostedFragment::mp2_spaces(linalg::Index nmo) const {
+  std::vector<chem::SpinSpace> spaces{{nocc, nocc - nfrozen, nmo - nocc}};
+  if (scf_reference != chem::ScfReference::rhf) spaces.push_back({nocc_beta, nocc_beta - nfrozen, nmo - nocc_beta});
+  return spaces;
+}
+
+std::vector<chem::Mp2System> Reference::mp2_systems() const {
+  std::vector<chem::Mp2System> systems{{dfmp2_input(), nfrozen}};
+  const MoleculeRun* m = molecule();
+  for (const GhostedFragment& g : ghosted)
+    systems.push_back({chem::dfmp2_input_of(g.scf, &m->metric, m->ao_3index.get()), g.nfrozen});
+  return systems;
 }
 
 chem::DfMp2Input Reference::dfmp2_input() const {

@@ -25,6 +25,7 @@ struct BackendRun {
   std::string details;  // Backend::details(), read after the threads were set
   chem::Precision precision = chem::Precision::fp64;
   chem::DfMp2Result result;
+  std::vector<chem::DfMp2Result> ghosted;  // Reference::ghosted's, in order, from the same run
   std::optional<double> unscreened_correlation;  // with screening.compare: the same run without screening
   linalg::KernelLog log;
   double wall_seconds = 0;
@@ -83,19 +84,21 @@ struct MoleculeRun {
   // Per rank (rank order), per phase of chem::scf_phase_names(): what it did.
   std::vector<std::vector<linalg::PhaseStats>> ranks;
   std::optional<std::string> saved_to;               // the integral file written after the SCF
-  chem::DfMp2Input dfmp2_input() const {
-    chem::DfMp2Input in{&scf.orbital_energies, scf.nocc, &scf.mo_coefficients, &metric, ao_3index.get()};
-    if (scf.open_shell()) {
-      in.orbital_energies_beta = &scf.orbital_energies_beta;
-      in.nocc_beta = scf.nocc_beta;
-      in.mo_coefficients_beta = &scf.mo_coefficients_beta;
-      if (scf.reference == chem::ScfReference::rohf) {
-        in.singles_alpha = &scf.singles_alpha;
-        in.singles_beta = &scf.singles_beta;
-      }
-    }
-    return in;
-  }
+  chem::DfMp2Input dfmp2_input() const { return chem::dfmp2_input_of(scf, &metric, ao_3index.get()); }
+};
+
+// A fragment of an interaction energy in the complex's basis (the counterpoise correction): the complex's basis sets,
+// J/K and DF-MP2 integrals, its own electrons and orbitals. Its SCF runs after the complex's on the same J/K; its
+// DF-MP2 in the same run as the complex's (chem::Mp2System), so that the metric and the integrals serve both.
+struct GhostedFragment {
+  std::size_t fragment = 0;  // in molecule.fragments
+  chem::Molecule molecule;   // the complex, the other fragments' atoms as ghosts (chem::fragment_in_complex_basis)
+  chem::ScfReference scf_reference = chem::ScfReference::rhf;  // rhf for a singlet, else the complex's
+  linalg::Index nocc = 0, nocc_beta = 0;
+  int nfrozen = 0;
+  chem::ScfResult scf;  // once the complex's SCF has run
+  double scf_seconds = 0;
+  std::vector<chem::SpinSpace> mp2_spaces(linalg::Index nmo) const;
 };
 
 // The reference state DF-MP2 starts from, whichever input made it: an integral file (`integrals:`), a synthetic
@@ -110,11 +113,15 @@ struct Reference {
   chem::ScfReference scf_reference = chem::ScfReference::rhf;
   linalg::Index nocc_beta = 0;
   bool open_shell() const { return scf_reference != chem::ScfReference::rhf; }
-  // The spaces DF-MP2 correlates (chem::SpinSpace): one, or alpha and beta.
+  // The spaces DF-MP2 correlates (chem::SpinSpace): one, or alpha and beta; then the ghosted fragments' (their
+  // systems numbered from 1).
   std::vector<chem::SpinSpace> mp2_spaces() const;
   std::optional<double> scf_energy, nuclear_repulsion_energy;
   chem::IntegralFileMetadata metadata;  // empty for synthetic problems
   int nfrozen = 0;                      // frozen core orbitals (resolve_frozen_core)
+  // Interaction energies with the counterpoise correction: the fragments in this reference's basis, correlated in
+  // the same DF-MP2 runs.
+  std::vector<GhostedFragment> ghosted;
   std::variant<std::monostate, std::unique_ptr<chem::IntegralFile>, std::unique_ptr<chem::SyntheticProblem>,
                std::unique_ptr<MoleculeRun>>
       source;
@@ -124,12 +131,20 @@ struct Reference {
   const chem::SyntheticProblem* synthetic() const;
   const MoleculeRun* molecule() const;
   MoleculeRun* molecule();
-  // What DF-MP2 reads (for a molecule: once its SCF has run).
+  // What DF-MP2 reads (for a molecule: once its SCF has run): this reference's, then every ghosted fragment's.
   chem::DfMp2Input dfmp2_input() const;
+  std::vector<chem::Mp2System> mp2_systems() const;
 };
 
 // A finished calculation: the input as read, the reference, the memory plan with its measured peaks, and one run per
 // backend and precision. The report and the results file read it; what ran is in `runs`.
+struct Calculation;
+// Interaction energies without the counterpoise correction: a fragment in its own basis, a calculation of its own.
+struct OwnBasisFragment {
+  std::size_t fragment = 0;
+  std::unique_ptr<Calculation> calc;
+};
+
 struct Calculation {
   int ranks = 1;    // MPI ranks the run was spread over
   std::string mpi;  // linalg::Comm::description()
@@ -138,7 +153,22 @@ struct Calculation {
   Reference reference;
   MemoryPlan memory;
   std::vector<BackendRun> runs;
+  std::vector<OwnBasisFragment> own_basis;  // interaction.bsse nocp or both
 };
+
+// An interaction energy, complex minus fragments, of one backend run's energies (Eh): SCF, the MP2 correlation and
+// its parts, SCS-MP2 and the totals.
+struct InteractionEnergy {
+  std::string scheme;  // "CP" (fragments in the complex's basis) or "NOCP" (each in its own), Psi4's prefixes
+  double scf = 0, singles = 0, opposite_spin = 0, same_spin = 0, correlation = 0, scs_correlation = 0;
+  double mp2_total() const { return scf + correlation; }
+  double scs_total() const { return scf + scs_correlation; }
+};
+// Each scheme the input asks for (CP first), from run `run` of the complex and the same backend and precision's
+// runs of the fragments.
+std::vector<InteractionEnergy> interaction_energies(const Calculation& calc, std::size_t run);
+// Eh to kcal/mol: CODATA 2014, the constants Psi4 1.3 takes from QCElemental.
+inline constexpr double kHartreeToKcalMol = 627.5094737775374;
 
 // Resident memory of this process now, and its peak so far (bytes).
 double resident_bytes();

@@ -188,6 +188,16 @@ Molecule fragment_molecule(const Molecule& molecule, const Fragment& f) {
   return out;
 }
 
+Molecule fragment_in_complex_basis(const Molecule& molecule, const Fragment& f) {
+  Molecule out;
+  out.atoms = molecule.atoms;
+  for (std::size_t a = 0; a < out.atoms.size(); ++a)
+    if (a < f.first || a >= f.first + f.count) out.atoms[a].ghost = true;
+  out.charge = f.charge;
+  out.multiplicity = f.multiplicity;
+  return out;
+}
+
 void combine_fragments(Molecule& molecule, std::optional<int> charge, std::optional<int> multiplicity) {
   int charges = 0, unpaired = 0;
   bool any_given = false;

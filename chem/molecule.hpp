@@ -37,6 +37,9 @@ struct Molecule {
 
 // The molecule of fragment `f`'s atoms, with the fragment's charge and multiplicity.
 Molecule fragment_molecule(const Molecule& molecule, const Fragment& f);
+// Fragment `f` in the complex's basis (the counterpoise correction): every atom of the complex in its place, the
+// other fragments' atoms as ghosts, with the fragment's charge and multiplicity.
+Molecule fragment_in_complex_basis(const Molecule& molecule, const Fragment& f);
 // The complex's charge and multiplicity from its fragments, as Psi4 sets them: the charges add up, the unpaired
 // electrons of the fragments add up (high spin, 1 + sum (m_i - 1)); `charge` or `multiplicity` given by the input
 // instead are checked against the fragments that give theirs. Checks every fragment (atoms, a possible charge and

@@ -603,4 +603,18 @@ ScfResult run_scf(ScfReference reference, const Molecule& molecule, const BasisS
   throw std::logic_error("run_scf: unknown reference");
 }
 
+DfMp2Input dfmp2_input_of(const ScfResult& scf, const linalg::Matrix* metric, const ThreeIndexSource* three_index) {
+  DfMp2Input in{&scf.orbital_energies, scf.nocc, &scf.mo_coefficients, metric, three_index};
+  if (scf.open_shell()) {
+    in.orbital_energies_beta = &scf.orbital_energies_beta;
+    in.nocc_beta = scf.nocc_beta;
+    in.mo_coefficients_beta = &scf.mo_coefficients_beta;
+    if (scf.reference == ScfReference::rohf) {
+      in.singles_alpha = &scf.singles_alpha;
+      in.singles_beta = &scf.singles_beta;
+    }
+  }
+  return in;
+}
+
 }  // namespace dfmp2::chem

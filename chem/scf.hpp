@@ -16,6 +16,7 @@
 
 #include "chem/basis_set.hpp"
 #include "chem/molecule.hpp"
+#include "chem/three_index_source.hpp"
 #include "linalg/comm.hpp"
 #include "linalg/kernels.hpp"
 #include "linalg/name_table.hpp"
@@ -131,6 +132,10 @@ struct ScfResult {
   int fp32_iterations = 0;  // of which with an fp32 K (ScfPrecision::mixed)
   std::vector<ScfIteration> history;
 };
+
+// What DF-MP2 reads of an SCF's orbitals (both spins of an open shell, ROHF's singles terms), over `metric` and the
+// three-index integrals `three_index` of its basis. The pointers are into `scf`: it must outlive the input.
+DfMp2Input dfmp2_input_of(const ScfResult& scf, const linalg::Matrix* metric, const ThreeIndexSource* three_index);
 
 class JkBuilder {
  public:
