@@ -783,9 +783,8 @@ void read_interaction(const YAML::Node& root, const YamlReader& ctx, Input& in) 
   }
   const std::size_t fragments = in.molecule->fragments.size();
   if (fragments < 2) {
-    ctx.fail_key(node, "interaction", fmt::format("{{key}}: needs a molecule of two or more fragments ('--' lines in "
-                                                  "its xyz, or molecule as a list of fragments), and it has {}",
-                                                  fragments == 0 ? "one" : "one fragment"));
+    ctx.fail_key(node, "interaction", "{key}: needs a molecule of two or more fragments ('--' lines in its xyz, or "
+                                      "molecule as a list of fragments), and this one is a single fragment");
   }
   if (in.frozen_core.kind == FrozenCore::Kind::count) {
     ctx.fail_key(root["frozen_core"], "frozen_core",

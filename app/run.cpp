@@ -765,9 +765,16 @@ void check_own_basis_fragments(const Input& input, const std::vector<linalg::Bac
                                double resident_at_start) {
   if (!input.interaction || !input.interaction->uncorrected) return;
   for (std::size_t k = 0; k < input.molecule->fragments.size(); ++k) {
-    const Input fragment = own_basis_input(input, k);
-    const Reference r = make_reference(fragment);
-    make_memory_plan(fragment, r, backends, ranks, resident_at_start);
+    const std::string which = fmt::format("fragment {} in its own basis (interaction.bsse nocp): ", k + 1);
+    try {
+      const Input fragment = own_basis_input(input, k);
+      const Reference r = make_reference(fragment);
+      make_memory_plan(fragment, r, backends, ranks, resident_at_start);
+    } catch (const InputError& e) {
+      throw InputError(e.where(), e.key(), which + e.text());
+    } catch (const ResourceError& e) {
+      throw ResourceError(which + e.what());
+    }
   }
 }
 

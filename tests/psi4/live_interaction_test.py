@@ -1,0 +1,143 @@
+#!/usr/bin/python3
+"""Live Psi4 tier, interaction energies (issue 26): Psi4 1.3.2's `energy('mp2', bsse_type=['cp', 'nocp'])` and one
+dfmp2 run with `interaction: {bsse: both}` on the same complex; the CP and non-CP interaction energies must agree
+within 1e-7 Eh, and so must every calculation's MP2 total energy (the complex, each fragment in the complex's basis
+and in its own) within 1e-6 Eh.
+
+The complexes are Psi4's own: the water, ammonia and methane dimers and ethene-ethyne of the S22 database that
+Debian's psi4 installs (/usr/share/psi4/databases/S22.py), and the formic acid dimer of Psi4's dfmp2-1 sample; each
+in cc-pVDZ and aug-cc-pVDZ with DF-SCF (Psi4's default fitting sets, which dfmp2 picks too).
+
+    PYTHONPATH=/usr/lib/x86_64-linux-gnu /usr/bin/python3 tests/psi4/live_interaction_test.py --dfmp2 build/app/dfmp2
+    ... --write-reference tests/validation/reference/psi4_interaction.json   # also record Psi4's numbers
+
+Run by ctest (label psi4); the recorded file feeds the validation decks (tests/validation/make_decks.py).
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+INTERACTION_TOLERANCE = 1e-7
+TOTAL_TOLERANCE = 1e-6
+S22 = "/usr/share/psi4/databases/S22.py"
+DFMP2_1 = "/usr/share/psi4/samples/dfmp2-1/input.dat"
+# S22 index -> name
+S22_CASES = {1: "ammonia dimer", 2: "water dimer", 8: "methane dimer", 16: "ethene-ethyne"}
+BASES = ["cc-pvdz", "aug-cc-pvdz"]
+
+
+def fragments_text(block):
+    """The molecule block's fragments as xyz text with '--' and 'charge multiplicity' lines; Psi4's keyword lines
+    (units, no_reorient, ...) left out (both programs are told angstrom, no reorientation)."""
+    keep = []
+    for line in block.strip().splitlines():
+        words = line.split()
+        if not words or words[0].lower() in ("units", "no_reorient", "no_com", "symmetry"):
+            continue
+        keep.append(" ".join(words))
+    return "\n".join(keep)
+
+
+def complexes():
+    """(name, xyz text with fragments) of every complex, read from Psi4's installed files."""
+    with open(S22) as f:
+        s22 = f.read()
+    out = []
+    for index, name in S22_CASES.items():
+        m = re.search(r"GEOS\['%%s-%%s-dimer' %% \(dbse, '%d'\)\] = qcdb\.Molecule\(\"\"\"(.*?)\"\"\"\)" % index,
+                      s22, re.S)
+        out.append(("S22-%d %s" % (index, name), fragments_text(m.group(1))))
+    with open(DFMP2_1) as f:
+        sample = f.read()
+    m = re.search(r"molecule formic_dim \{(.*?)\}", sample, re.S)
+    out.append(("dfmp2-1 formic acid dimer", fragments_text(m.group(1))))
+    return out
+
+
+def psi4_energies(xyz, basis):
+    """Psi4's CP and non-CP MP2 interaction energies and the n-body totals, by its variable names."""
+    import psi4
+    psi4.core.be_quiet()
+    psi4.core.clean()
+    psi4.core.clean_options()
+    psi4.core.clean_variables()
+    psi4.geometry("units angstrom\nsymmetry c1\nno_reorient\nno_com\n" + xyz)
+    psi4.set_options({"basis": basis, "scf_type": "df", "mp2_type": "df", "guess": "sad",
+                      "e_convergence": 1e-10, "d_convergence": 1e-10})
+    psi4.energy("mp2", bsse_type=["cp", "nocp"])
+    names = ["CP-CORRECTED 2-BODY INTERACTION ENERGY", "NOCP-CORRECTED 2-BODY INTERACTION ENERGY",
+             "N-BODY (1, 2)@(1, 2) TOTAL ENERGY", "N-BODY (1)@(1, 2) TOTAL ENERGY", "N-BODY (2)@(1, 2) TOTAL ENERGY",
+             "N-BODY (1)@(1) TOTAL ENERGY", "N-BODY (2)@(2) TOTAL ENERGY"]
+    return {n: psi4.variable(n) for n in names}
+
+
+def dfmp2_energies(binary, workdir, xyz, basis):
+    """dfmp2's energies under the same names: the interaction energies from extras.qcvars, the totals from
+    extras.dfmp2.interaction.calculations."""
+    yaml = os.path.join(workdir, "in.yaml")
+    with open(yaml, "w") as f:
+        f.write("molecule:\n  xyz: |\n")
+        for line in xyz.splitlines():
+            f.write("    %s\n" % line)
+        f.write('basis: "%s"\nscf: {type: df, e_convergence: 1e-10, d_convergence: 1e-10}\n'
+                "interaction: {bsse: both}\nthreads: 2\n" % basis)
+    out = os.path.join(workdir, "out.json")
+    subprocess.run([binary, yaml, "--json", out], check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        results = json.load(f)
+    q = results["extras"]["qcvars"]
+    got = {n: q[n] for n in ("CP-CORRECTED 2-BODY INTERACTION ENERGY", "NOCP-CORRECTED 2-BODY INTERACTION ENERGY")}
+    for c in results["extras"]["dfmp2"]["interaction"]["calculations"]:
+        total = c["scf_energy"] + c["mp2_correlation_energy"]
+        if c["name"] == "complex":
+            got["N-BODY (1, 2)@(1, 2) TOTAL ENERGY"] = total
+        elif c["basis"] == "complex":
+            got["N-BODY (%d)@(1, 2) TOTAL ENERGY" % c["fragment"]] = total
+        else:
+            got["N-BODY (%d)@(%d) TOTAL ENERGY" % (c["fragment"], c["fragment"])] = total
+    return got
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dfmp2", required=True)
+    ap.add_argument("--write-reference", help="also write Psi4's energies of every case to this JSON file")
+    ap.add_argument("--only", help="run only the complexes whose name contains this text")
+    args = ap.parse_args()
+    binary = os.path.abspath(args.dfmp2)
+    passed = failed = 0
+    work = tempfile.mkdtemp(prefix="dfmp2-live-ie-")
+    # Psi4 writes timer.dat and scratch files into the working directory (left for the system to clean).
+    os.chdir(work)
+    os.environ["PSI_SCRATCH"] = work
+    reference = {"source": "Psi4 1.3.2 (Debian), energy('mp2', bsse_type=['cp', 'nocp']), scf_type df, mp2_type df, "
+                           "e_convergence 1e-10, d_convergence 1e-10, written by tests/psi4/live_interaction_test.py",
+                 "cases": []}
+    for name, xyz in complexes():
+        if args.only and args.only not in name:
+            continue
+        for basis in BASES:
+            theirs = psi4_energies(xyz, basis)
+            ours = dfmp2_energies(binary, work, xyz, basis)
+            reference["cases"].append({"name": name, "basis": basis, "xyz": xyz, "psi4": theirs})
+            for what, value in theirs.items():
+                tol = INTERACTION_TOLERANCE if "INTERACTION" in what else TOTAL_TOLERANCE
+                ok = abs(ours[what] - value) <= tol
+                passed += ok
+                failed += not ok
+                print("%-28s %-11s %-40s dfmp2 %17.10f  psi4 %17.10f  diff %+.1e %s"
+                      % (name, basis, what, ours[what], value, ours[what] - value, "ok" if ok else "FAIL"), flush=True)
+    if args.write_reference:
+        with open(args.write_reference, "w") as f:
+            json.dump(reference, f, indent=1)
+            f.write("\n")
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
