@@ -109,6 +109,7 @@ def main():
     ap.add_argument("--only", help="run only the complexes whose name contains this text")
     args = ap.parse_args()
     binary = os.path.abspath(args.dfmp2)
+    write_to = os.path.abspath(args.write_reference) if args.write_reference else None
     passed = failed = 0
     work = tempfile.mkdtemp(prefix="dfmp2-live-ie-")
     # Psi4 writes timer.dat and scratch files into the working directory (left for the system to clean).
@@ -131,8 +132,8 @@ def main():
                 failed += not ok
                 print("%-28s %-11s %-40s dfmp2 %17.10f  psi4 %17.10f  diff %+.1e %s"
                       % (name, basis, what, ours[what], value, ours[what] - value, "ok" if ok else "FAIL"), flush=True)
-    if args.write_reference:
-        with open(args.write_reference, "w") as f:
+    if write_to:
+        with open(write_to, "w") as f:
             json.dump(reference, f, indent=1)
             f.write("\n")
     print("%d passed, %d failed" % (passed, failed))

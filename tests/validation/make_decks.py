@@ -90,6 +90,7 @@ def main():
             }))
             written += 1
     written += open_shell_decks()
+    written += interaction_decks()
     print("wrote %d decks in %s" % (written, DECKS))
 
 
@@ -127,6 +128,36 @@ def open_shell_decks():
         src = "Psi4 1.3.2, reference %s, scf_type %s, mp2_type df (tests/validation/reference/psi4_open_shell.json)" % (
             c["reference"], c["scf_type"])
         write(name, yaml_text, expected(src, values))
+        written += 1
+    return written
+
+
+def interaction_decks():
+    """ie_<complex>_<basis> from reference/psi4_interaction.json (tests/psi4/live_interaction_test.py): Psi4's S22
+    dimers and its dfmp2-1 formic acid dimer, CP and non-CP DF-MP2 interaction energies within 1e-7 Eh of Psi4's
+    energy('mp2', bsse_type=['cp', 'nocp']), the complex's MP2 total energy within 1e-6 Eh."""
+    with open(os.path.join(HERE, "reference", "psi4_interaction.json")) as f:
+        refs = json.load(f)
+    written = 0
+    for c in refs["cases"]:
+        name = name_of("ie", c["name"].split(" ", 1)[1], c["basis"])
+        geometry = "\n".join("    " + ln for ln in c["xyz"].splitlines())
+        yaml_text = (
+            "# %s in %s: CP and non-CP DF-MP2 interaction energies (DF-SCF) against Psi4 1.3.2's\n"
+            "# energy('mp2', bsse_type=['cp', 'nocp']) (tests/validation/reference/psi4_interaction.json).\n"
+            "# Written by tests/validation/make_decks.py.\n"
+            "molecule:\n  xyz: |\n%s\n"
+            "basis: %s\n"
+            "scf: {type: df, e_convergence: 1e-10, d_convergence: 1e-10}\n"
+            "interaction: {bsse: both}\nbackends: [openblas]\nthreads: 2\n"
+            % (c["name"], c["basis"], geometry, c["basis"]))
+        p = c["psi4"]
+        values = {
+            "extras.qcvars.CP-CORRECTED INTERACTION ENERGY": (p["CP-CORRECTED 2-BODY INTERACTION ENERGY"], 1e-7),
+            "extras.qcvars.NOCP-CORRECTED INTERACTION ENERGY": (p["NOCP-CORRECTED 2-BODY INTERACTION ENERGY"], 1e-7),
+            "mp2_total_energy": (p["N-BODY (1, 2)@(1, 2) TOTAL ENERGY"], 1e-6),
+        }
+        write(name, yaml_text, expected(refs["source"], values))
         written += 1
     return written
 
