@@ -92,20 +92,24 @@ nlohmann::json interaction_json(const Calculation& calc) {
   const Reference& r = calc.reference;
   calcs.push_back({{"name", "complex"}, {"basis", "complex"}, {"nbf", r.nbf}, {"scf_energy", *r.scf_energy},
                    {"mp2_correlation_energy", first.result.correlation()},
-                   {"scf_iterations", r.molecule()->scf.iterations}});
+                   {"scf_iterations", r.molecule()->scf.iterations},
+                   // the shared J/K set-up (three-index integrals, fitting) is in the complex's SCF time
+                   {"scf_seconds", r.molecule()->scf_seconds}});
   for (std::size_t k = 0; k < r.ghosted.size(); ++k) {
     const GhostedFragment& g = r.ghosted[k];
     calcs.push_back({{"name", fmt::format("fragment {}", g.fragment + 1)}, {"fragment", g.fragment + 1},
                      {"basis", "complex"}, {"nbf", r.nbf}, {"scf_energy", g.scf.energy},
                      {"mp2_correlation_energy", first.ghosted[k].correlation()},
-                     {"scf_iterations", g.scf.iterations}});
+                     {"scf_iterations", g.scf.iterations}, {"scf_seconds", g.scf_seconds}});
   }
   for (const OwnBasisFragment& o : calc.own_basis) {
     const Reference& f = o.calc->reference;
     calcs.push_back({{"name", fmt::format("fragment {}", o.fragment + 1)}, {"fragment", o.fragment + 1},
                      {"basis", "own"}, {"nbf", f.nbf}, {"scf_energy", *f.scf_energy},
                      {"mp2_correlation_energy", o.calc->runs.front().result.correlation()},
-                     {"scf_iterations", f.molecule()->scf.iterations}});
+                     {"scf_iterations", f.molecule()->scf.iterations},
+                     {"scf_seconds", f.molecule()->scf_seconds + f.molecule()->integral_seconds},
+                     {"mp2_seconds", o.calc->runs.front().wall_seconds}});
   }
   nlohmann::json runs = nlohmann::json::array();
   for (std::size_t run = 0; run < calc.runs.size(); ++run) {
@@ -125,6 +129,8 @@ nlohmann::json interaction_json(const Calculation& calc) {
   return {{"bsse", o.counterpoise && o.uncorrected ? "both" : o.counterpoise ? "cp" : "nocp"},
           {"calculations", calcs},
           {"runs", runs},
+          {"jk_setup_seconds", r.molecule()->ranks.empty() ? 0.0
+                                                           : r.molecule()->ranks.front()[static_cast<std::size_t>(chem::ScfPhase::jk_setup)].seconds},
           {"kcal_mol_per_hartree", kHartreeToKcalMol}};
 }
 

@@ -16,45 +16,24 @@ Run by ctest (label psi4); the recorded file feeds the validation decks (tests/v
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import psi4_complexes  # noqa: E402  (the repository's scripts/)
+
 INTERACTION_TOLERANCE = 1e-7
 TOTAL_TOLERANCE = 1e-6
-S22 = "/usr/share/psi4/databases/S22.py"
-DFMP2_1 = "/usr/share/psi4/samples/dfmp2-1/input.dat"
 # S22 index -> name
 S22_CASES = {1: "ammonia dimer", 2: "water dimer", 8: "methane dimer", 16: "ethene-ethyne"}
 BASES = ["cc-pvdz", "aug-cc-pvdz"]
 
 
-def fragments_text(block):
-    """The molecule block's fragments as xyz text with '--' and 'charge multiplicity' lines; Psi4's keyword lines
-    (units, no_reorient, ...) left out (both programs are told angstrom, no reorientation)."""
-    keep = []
-    for line in block.strip().splitlines():
-        words = line.split()
-        if not words or words[0].lower() in ("units", "no_reorient", "no_com", "symmetry"):
-            continue
-        keep.append(" ".join(words))
-    return "\n".join(keep)
-
-
 def complexes():
     """(name, xyz text with fragments) of every complex, read from Psi4's installed files."""
-    with open(S22) as f:
-        s22 = f.read()
-    out = []
-    for index, name in S22_CASES.items():
-        m = re.search(r"GEOS\['%%s-%%s-dimer' %% \(dbse, '%d'\)\] = qcdb\.Molecule\(\"\"\"(.*?)\"\"\"\)" % index,
-                      s22, re.S)
-        out.append(("S22-%d %s" % (index, name), fragments_text(m.group(1))))
-    with open(DFMP2_1) as f:
-        sample = f.read()
-    m = re.search(r"molecule formic_dim \{(.*?)\}", sample, re.S)
-    out.append(("dfmp2-1 formic acid dimer", fragments_text(m.group(1))))
+    out = [("S22-%d %s" % (index, name), psi4_complexes.s22_complex(index)[0]) for index, name in S22_CASES.items()]
+    out.append(("dfmp2-1 formic acid dimer", psi4_complexes.formic_acid_dimer()))
     return out
 
 
