@@ -90,7 +90,10 @@ nlohmann::json interaction_json(const Calculation& calc) {
   nlohmann::json calcs = nlohmann::json::array();
   const BackendRun& first = calc.runs.front();
   const Reference& r = calc.reference;
-  calcs.push_back({{"name", "complex"}, {"basis", "complex"}, {"nbf", r.nbf}, {"scf_energy", *r.scf_energy},
+  calcs.push_back({{"name", "complex"}, {"basis", "complex"}, {"nbf", r.nbf}, {"nalpha", r.nocc},
+                   {"reference", linalg::name_in(chem::scf_reference_names(), r.scf_reference)},
+                   {"nbeta", r.open_shell() ? r.nocc_beta : r.nocc}, {"nfrozen", r.nfrozen},
+                   {"scf_energy", *r.scf_energy},
                    {"mp2_correlation_energy", first.result.correlation()},
                    {"scf_iterations", r.molecule()->scf.iterations},
                    // the shared J/K set-up (three-index integrals, fitting) is in the complex's SCF time
@@ -98,14 +101,20 @@ nlohmann::json interaction_json(const Calculation& calc) {
   for (std::size_t k = 0; k < r.ghosted.size(); ++k) {
     const GhostedFragment& g = r.ghosted[k];
     calcs.push_back({{"name", fmt::format("fragment {}", g.fragment + 1)}, {"fragment", g.fragment + 1},
-                     {"basis", "complex"}, {"nbf", r.nbf}, {"scf_energy", g.scf.energy},
+                     {"basis", "complex"}, {"nbf", r.nbf}, {"nalpha", g.nocc},
+                     {"nbeta", g.scf_reference == chem::ScfReference::rhf ? g.nocc : g.nocc_beta},
+                     {"reference", linalg::name_in(chem::scf_reference_names(), g.scf_reference)},
+                     {"nfrozen", g.nfrozen}, {"scf_energy", g.scf.energy},
                      {"mp2_correlation_energy", first.ghosted[k].correlation()},
                      {"scf_iterations", g.scf.iterations}, {"scf_seconds", g.scf_seconds}});
   }
   for (const OwnBasisFragment& o : calc.own_basis) {
     const Reference& f = o.calc->reference;
     calcs.push_back({{"name", fmt::format("fragment {}", o.fragment + 1)}, {"fragment", o.fragment + 1},
-                     {"basis", "own"}, {"nbf", f.nbf}, {"scf_energy", *f.scf_energy},
+                     {"basis", "own"}, {"nbf", f.nbf}, {"nalpha", f.nocc},
+                     {"nbeta", f.open_shell() ? f.nocc_beta : f.nocc},
+                     {"reference", linalg::name_in(chem::scf_reference_names(), f.scf_reference)},
+                     {"nfrozen", f.nfrozen}, {"scf_energy", *f.scf_energy},
                      {"mp2_correlation_energy", o.calc->runs.front().result.correlation()},
                      {"scf_iterations", f.molecule()->scf.iterations},
                      {"scf_seconds", f.molecule()->scf_seconds + f.molecule()->integral_seconds},

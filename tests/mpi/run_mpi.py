@@ -77,6 +77,12 @@ CASES = {
     "methylene_rohf": "molecule:\n  multiplicity: 3\n  xyz: |\n    C 0 0 0.1\n    H 0 0.99 -0.5\n"
                       "    H 0 -0.99 -0.5\nbasis: cc-pvdz\nthreads: 1\nreference: rohf\n"
                       "scf: {type: exact, d_convergence: 1e-9}\nfrozen_core: true\n",
+    # Interaction energies (both schemes): the fragments in the complex's basis in the complex's DF-MP2 run (their
+    # blocks spread over the ranks with the complex's), the fragments in their own basis as runs of their own; a
+    # doublet fragment (OH) beside a water, so the complex is UHF and the water fragment RHF.
+    "interaction_uhf": "molecule:\n  xyz: |\n    0 2\n    O 0 0 0\n    H 0 0 0.97\n    --\n    0 1\n"
+                       "    O 0 0 2.9\n    H 0.76 0 3.5\n    H -0.76 0 3.5\nbasis: cc-pvdz\nthreads: 1\n"
+                       "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\ninteraction: {bsse: both}\n",
 }
 # Cases whose MP2 products run in fp32: the ranks cut the auxiliary blocks differently, which moves the fp32
 # rounding. Their MP2 energies must agree with one process's within the mixed run's own error against fp64 in that
@@ -196,6 +202,11 @@ def energies_case(args, name, c):
                 tolerance = TOLERANCE if key == "scf_total_energy" else mp2_tolerance
                 c.check(abs(diff) <= tolerance, "%s, %d ranks: %s %.12f, %+.1e from one process (tolerance %.0e)" % (
                     name, ranks, key, props[key], diff, tolerance))
+            for key, value in results[0]["extras"]["qcvars"].items():
+                if "INTERACTION" in key:
+                    diff = r["extras"]["qcvars"][key] - value
+                    c.check(abs(diff) <= mp2_tolerance, "%s, %d ranks: %s %+.1e from one process" % (
+                        name, ranks, key, diff))
             ex = r["extras"]["dfmp2"]
             c.check(ex["mpi"]["ranks"] == ranks and len(ex["mpi"]["peak_resident_bytes"]) == ranks,
                     "%s, %d ranks: the results file names %d ranks and each one's peak memory" % (name, ranks, ranks))
@@ -229,17 +240,28 @@ def expected_pair_flops(result):
     props, ex = result["properties"], result["extras"]["dfmp2"]
     nfrozen, nmo, naux = ex["problem"]["nfrozen"], props["calcinfo_nmo"], ex["problem"]["naux"]
     block = ex["backends"][0]["blocking"]["occupied_block"]
-    # The spaces (alpha, then beta for an open shell), each cut into blocks of (rows, same space index).
-    occupied = [props["calcinfo_nalpha"]]
-    if result["keywords"].get("reference", "rhf") != "rhf":
-        occupied.append(props["calcinfo_nbeta"])
+    # The systems of the run: the reference, and with a counterpoise interaction energy each fragment in its basis
+    # (extras.dfmp2.interaction), each with its occupied orbitals of each spin (alpha, then beta for an open shell)
+    # and its frozen core.
+    systems = [([props["calcinfo_nalpha"]] + ([props["calcinfo_nbeta"]]
+                                              if result["keywords"].get("reference", "rhf") != "rhf" else []), nfrozen)]
+    for calc in ex.get("interaction", {}).get("calculations", [])[1:]:
+        if calc["basis"] == "complex":
+            systems.append(([calc["nalpha"]] + ([calc["nbeta"]] if calc["reference"] != "rhf" else []),
+                            calc["nfrozen"]))
+    # Each space cut into blocks of (system, space, first orbital, rows); pairs only within a system.
     blocks = []
-    for spin, nocc in enumerate(occupied):
-        nact, nvir = nocc - nfrozen, nmo - nocc
-        blocks += [(spin, i0, min(block, nact - i0) * nvir) for i0 in range(0, nact, block)]
+    space = 0
+    for system, (occupied, frozen) in enumerate(systems):
+        for nocc in occupied:
+            nact, nvir = nocc - frozen, nmo - nocc
+            blocks += [(system, space, i0, min(block, nact - i0) * nvir) for i0 in range(0, nact, block)]
+            space += 1
     total = 0.0
-    for bi, (si, i0, ni) in enumerate(blocks):
-        for (sj, j0, nj) in blocks[:bi + 1]:
+    for bi, (yi, si, i0, ni) in enumerate(blocks):
+        for (yj, sj, j0, nj) in blocks[:bi + 1]:
+            if yi != yj:
+                continue
             if si != sj:
                 total += 2.0 * ni * nj * naux + 4.0 * ni * nj
             elif i0 == j0:

@@ -1,0 +1,139 @@
+// Interaction energies (`interaction:`), as a user runs them: every calculation of the counterpoise scheme gives the
+// energies of the single point a user would write by hand with ghost atoms, every backend and storage gives the same
+// interaction energy, and the report and results file carry every scheme.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../support/test_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using dfmp2::testing::run_command;
+using dfmp2::testing::TempDir;
+
+struct Finished {
+  nlohmann::json json;
+  std::string report;
+};
+
+Finished run(const TempDir& dir, const std::string& yaml) {
+  dir.file("in.yaml", yaml);
+  const auto json = (dir.path() / "out.json").string();
+  const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string() + " --json " + json,
+                             dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(json);
+  return {nlohmann::json::parse(in), r.out};
+}
+
+double qcvar(const Finished& r, const std::string& name) { return r.json["extras"]["qcvars"][name].get<double>(); }
+
+// The shipped example against the Psi4 1.3.2 numbers in its comment (energy('mp2', bsse_type=['cp', 'nocp'])),
+// and the report's section.
+TEST(Interaction, ExampleInputMatchesPsi4) {
+  TempDir dir;
+  std::ifstream example(std::string(DFMP2_SOURCE_DIR) + "/inputs/water-dimer-interaction.yaml");
+  const std::string yaml((std::istreambuf_iterator<char>(example)), std::istreambuf_iterator<char>());
+  const Finished r = run(dir, yaml + "threads: 2\n");
+  EXPECT_NEAR(qcvar(r, "CP-CORRECTED INTERACTION ENERGY"), -0.0069652814, 1e-7);
+  EXPECT_NEAR(qcvar(r, "NOCP-CORRECTED INTERACTION ENERGY"), -0.0084370752, 1e-7);
+  EXPECT_DOUBLE_EQ(qcvar(r, "CP-CORRECTED INTERACTION ENERGY"), qcvar(r, "CP-CORRECTED 2-BODY INTERACTION ENERGY"));
+  const auto& ie = r.json["extras"]["dfmp2"]["interaction"];
+  EXPECT_EQ(ie["bsse"], "both");
+  ASSERT_EQ(ie["calculations"].size(), 5u);  // the complex, two fragments in its basis, two in their own
+  const auto& cp = ie["runs"][0]["energies"]["cp"];
+  EXPECT_DOUBLE_EQ(cp["mp2_total"].get<double>(), qcvar(r, "CP-CORRECTED INTERACTION ENERGY"));
+  EXPECT_NEAR(cp["mp2_correlation"].get<double>(),
+              cp["mp2_opposite_spin"].get<double>() + cp["mp2_same_spin"].get<double>(), 1e-15);
+  EXPECT_NEAR(cp["mp2_total_kcal_mol"].get<double>(), cp["mp2_total"].get<double>() * 627.5094737775374, 1e-12);
+  for (const char* line : {"==> Interaction energy <==", "fragment 1 in the complex's basis (CP)",
+                           "fragment 2 in its own basis (NOCP)", "shared by the complex and the 2 fragments",
+                           "CP     MP2 total", "NOCP   SCS-MP2 total"}) {
+    EXPECT_NE(r.report.find(line), std::string::npos) << line;
+  }
+}
+
+// A radical beside a water: each calculation of the interaction energy (the complex, each fragment in the complex's
+// basis, each in its own) against the single point of that calculation written by hand (ghost atoms, charge,
+// multiplicity), in UHF and ROHF, with each calculation's own frozen core.
+class InteractionReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(InteractionReference, EachCalculationIsItsOwnSinglePoint) {
+  const std::string reference = GetParam();
+  const std::string settings = "basis: cc-pvdz\nfrozen_core: true\nthreads: 2\n"
+                               "scf: {type: df, e_convergence: 1e-10, d_convergence: 1e-10}\n";
+  const std::string oh = "O 0 0 0\n    H 0 0 0.97", water = "O 0 0 2.9\n    H 0.76 0 3.5\n    H -0.76 0 3.5";
+  const std::string ghost_oh = "Gh(O) 0 0 0\n    Gh(H) 0 0 0.97",
+                    ghost_water = "Gh(O) 0 0 2.9\n    Gh(H) 0.76 0 3.5\n    Gh(H) -0.76 0 3.5";
+  TempDir dir;
+  const Finished all = run(dir, "molecule:\n  xyz: |\n    0 2\n    " + oh + "\n    --\n    0 1\n    " + water +
+                               "\nreference: " + reference + "\ninteraction: {bsse: both}\n" + settings);
+  // name, xyz, multiplicity: the single points in calculations[] order.
+  const std::vector<std::tuple<std::string, std::string, int>> singles = {
+      {"complex", oh + "\n    " + water, 2},
+      {"OH in the complex's basis", oh + "\n    " + ghost_water, 2},
+      {"water in the complex's basis", ghost_oh + "\n    " + water, 1},
+      {"OH in its own basis", oh, 2},
+      {"water in its own basis", water, 1}};
+  const auto& calcs = all.json["extras"]["dfmp2"]["interaction"]["calculations"];
+  ASSERT_EQ(calcs.size(), singles.size());
+  for (std::size_t k = 0; k < singles.size(); ++k) {
+    const auto& [what, xyz, multiplicity] = singles[k];
+    SCOPED_TRACE(what);
+    TempDir one;
+    const Finished single = run(one, "molecule:\n  multiplicity: " + std::to_string(multiplicity) + "\n  xyz: |\n    " +
+                                    xyz + "\n" + (multiplicity == 1 ? "" : "reference: " + reference + "\n") +
+                                    settings);
+    const auto& p = single.json["properties"];
+    EXPECT_NEAR(calcs[k]["scf_energy"].get<double>(), p["scf_total_energy"].get<double>(), 1e-9);
+    EXPECT_NEAR(calcs[k]["mp2_correlation_energy"].get<double>(), p["mp2_correlation_energy"].get<double>(), 1e-9);
+    EXPECT_EQ(calcs[k]["nfrozen"], single.json["keywords"]["num_frozen_docc"]);
+    EXPECT_EQ(calcs[k]["reference"], multiplicity == 1 ? "rhf" : reference);
+  }
+  // The interaction energies are the differences of those calculations.
+  auto total = [&](std::size_t k) {
+    return calcs[k]["scf_energy"].get<double>() + calcs[k]["mp2_correlation_energy"].get<double>();
+  };
+  EXPECT_NEAR(qcvar(all, "CP-CORRECTED INTERACTION ENERGY"), total(0) - total(1) - total(2), 1e-12);
+  EXPECT_NEAR(qcvar(all, "NOCP-CORRECTED INTERACTION ENERGY"), total(0) - total(3) - total(4), 1e-12);
+}
+
+INSTANTIATE_TEST_SUITE_P(Radical, InteractionReference, ::testing::Values("uhf", "rohf"));
+
+// Every CPU backend and a device model, the SCF's and DF-MP2's tensors in memory or on scratch: the same CP
+// interaction energy (the device model's fp32 within its own error); the memory plan holds every calculation's
+// tensors at once, so the DF-MP2 phases plan more than the complex alone would.
+TEST(Interaction, EveryBackendAndStorageGiveTheSameEnergy) {
+  const std::string molecule = "molecule:\n  xyz: |\n    O 0 0 0.1178\n    H 0 0.7555 -0.4712\n    H 0 -0.7555 "
+                               "-0.4712\n    --\n    O 0 0 3.1178\n    H 0 0.7555 2.5288\n    H 0 -0.7555 2.5288\n"
+                               "basis: cc-pvdz\nthreads: 2\n";
+  TempDir dir;
+  const Finished memory = run(dir, molecule + "interaction: {bsse: cp}\nbackends: [eigen, openblas, trn1]\n");
+  const Finished scratch = run(dir, molecule + "interaction: {bsse: cp}\nbackends: [openblas]\nmp2_storage: scratch\n"
+                                          "scf: {jk_storage: scratch}\n");
+  const Finished alone = run(dir, molecule + "backends: [openblas]\n");
+  const auto& runs = memory.json["extras"]["dfmp2"]["interaction"]["runs"];
+  ASSERT_EQ(runs.size(), 3u);
+  const double eigen = runs[0]["energies"]["cp"]["mp2_total"].get<double>();
+  EXPECT_NEAR(runs[1]["energies"]["cp"]["mp2_total"].get<double>(), eigen, 1e-10);
+  EXPECT_EQ(runs[2]["backend"], "trn1");
+  EXPECT_EQ(runs[2]["precision"], "fp32");
+  EXPECT_NEAR(runs[2]["energies"]["cp"]["mp2_total"].get<double>(), eigen, 1e-6);
+  EXPECT_NE(runs[2]["energies"]["cp"]["mp2_total"].get<double>(), eigen);  // it did run in fp32
+  EXPECT_NEAR(qcvar(scratch, "CP-CORRECTED INTERACTION ENERGY"), eigen, 1e-10);
+  auto planned = [](const Finished& r, const std::string& phase) {
+    for (const auto& p : r.json["extras"]["dfmp2"]["memory_plan"]["phases"])
+      if (p["phase"] == phase) return p["memory_bytes"].get<double>();
+    return 0.0;
+  };
+  EXPECT_GT(planned(memory, "MP2 pair energies"), planned(alone, "MP2 pair energies"));
+  // The complex's energies are those of its single point.
+  EXPECT_NEAR(memory.json["properties"]["mp2_total_energy"].get<double>(),
+              alone.json["properties"]["mp2_total_energy"].get<double>(), 1e-10);
+}
+
+}  // namespace
