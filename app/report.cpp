@@ -135,6 +135,7 @@ std::string format_header(const Calculation& calc) {
                        ph.scratch_bytes > 0 ? "  scratch " + linalg::format_bytes(ph.scratch_bytes) : std::string(),
                        ph.reason.empty() ? std::string() : "  (" + ph.reason + ")");
   }
+  if (!plan.shared.empty()) out += fmt::format("               shared: {}\n", plan.shared);
   if (!calc.runs.empty()) {
     const auto& r = calc.runs.front().result;
     out += fmt::format("  blocking     aux block {}  occupied block {}  block pairs {}  working set {:.3f} GiB\n",

@@ -320,7 +320,8 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
           {"planned_peak_bytes", plan.planned_peak()},
           {"peak_resident_bytes", plan.peak_resident},
           {"measured_peaks", measured},
-          {"phases", phases}};
+          {"phases", phases},
+          {"shared", plan.shared.empty() ? nlohmann::json(nullptr) : nlohmann::json(plan.shared)}};
 }
 
 }  // namespace

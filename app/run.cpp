@@ -616,6 +616,12 @@ MemoryPlan make_memory_plan(const Input& input, const Reference& r, const std::v
   plan.baseline = resident_at_start + memory_allowance(input.threads);
   plan.scratch_folder = input.scratch;
   plan_dfmp2(input, r, backends, plan, ranks);
+  if (!r.ghosted.empty()) {
+    plan.shared = fmt::format("the complex and its {} fragments in its basis: one SCF J/K (its three-index integrals "
+                              "and fitting) for their SCFs in turn; one DF-MP2 run per backend and precision for "
+                              "their {} sets of orbitals at once (metric factored once, each (P|mn) block computed "
+                              "once), its tensors holding them all", r.ghosted.size(), r.mp2_spaces().size());
+  }
   if (!r.molecule()) return plan;
   plan.phases.insert(plan.phases.begin(), {"SCF", "", "", scf_matrix_bytes(r.nbf, input.scf.diis_vectors, r.open_shell()), 0, ""});
   if (input.save_integrals) {
@@ -662,6 +668,7 @@ void print_plan(const MemoryPlan& plan, const std::function<void(const std::stri
   if (!progress) return;
   progress(fmt::format("  memory plan: {} ({} in use at the start or allowed for libraries); scratch in {}",
                        linalg::format_bytes(plan.budget), linalg::format_bytes(plan.baseline), plan.scratch_folder));
+  if (!plan.shared.empty()) progress("    shared: " + plan.shared);
   for (const auto& ph : plan.phases) {
     progress(fmt::format("    {:<18} {:<9} {:<28} holds {:>10}{}", ph.phase, ph.storage, ph.blocks,
                          linalg::format_bytes(ph.memory_bytes),

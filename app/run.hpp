@@ -62,6 +62,9 @@ struct MemoryPlan {
     chem::BlockPlan blocks;
   };
   std::vector<Mp2Run> mp2_runs;
+  // An interaction energy's counterpoise calculations: what the complex and the fragments in its basis share (the
+  // phases above plan them together); empty otherwise.
+  std::string shared;
   const chem::BlockPlan& mp2_blocks(const std::string& backend, chem::Precision precision) const;
   double peak_resident = 0;  // measured at the end (getrusage), for the report
   // Measured peak resident memory of each part of the run (the SCF, each DF-MP2 run), where Linux lets the peak be

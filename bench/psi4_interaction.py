@@ -18,6 +18,7 @@ Exit status 0 when both programs ran, 1 when one failed or their energies disagr
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -114,6 +115,7 @@ def main():
     ap.add_argument("--dfmp2-memory", default="12 GiB")
     ap.add_argument("--skip-psi4", action="store_true")
     ap.add_argument("--json", help="write every run's figures here")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder (inputs, outputs, Psi4's output.dat)")
     args = ap.parse_args()
     xyz, name = psi4_complexes.s22_complex(args.s22)
     work = tempfile.mkdtemp(prefix="dfmp2-bench-ie-")
@@ -154,6 +156,10 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1)
+    if args.keep:
+        print("kept %s" % work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     return status
 
 

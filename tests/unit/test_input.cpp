@@ -233,6 +233,17 @@ TEST(ReadInput, EveryKey) {
   EXPECT_EQ(fr.molecule->multiplicity, 2);
   EXPECT_EQ(fr.reference, dfmp2::chem::ScfReference::uhf);
 
+  // Interaction energies: the schemes of `bsse` (cp by default).
+  const std::string dimer = "molecule:\n  xyz: \"O 0 0 0\\nH 0 0 0.97\\nH 0.9 0 -0.3\\n--\\nHe 0 0 3\"\nbasis: cc-pvdz\n";
+  for (const auto& [bsse, cp, nocp] : std::vector<std::tuple<std::string, bool, bool>>{
+           {"", true, false}, {"{bsse: cp}", true, false}, {"{bsse: nocp}", false, true}, {"{bsse: both}", true, true}}) {
+    const auto ie = read("ie.yaml", dimer + "interaction: " + (bsse.empty() ? "{}" : bsse) + "\n");
+    ASSERT_TRUE(ie.interaction.has_value()) << bsse;
+    EXPECT_EQ(ie.interaction->counterpoise, cp) << bsse;
+    EXPECT_EQ(ie.interaction->uncorrected, nocp) << bsse;
+  }
+  EXPECT_FALSE(read("no_ie.yaml", dimer).interaction.has_value());
+
   const auto s = read("s.yaml", "synthetic: {nbasis: 40, nocc: 6, naux: 90, seed: 11}\n");
   EXPECT_EQ(s.synthetic->nbasis, 40);
   EXPECT_EQ(s.synthetic->nocc, 6);
@@ -242,7 +253,7 @@ TEST(ReadInput, EveryKey) {
 
   // The test covers the README's every key.
   for (const auto& key : app::input_keys()) EXPECT_TRUE(covered.count(key)) << "key '" << key << "' not read here";
-  EXPECT_EQ(app::input_keys().size(), 19u);
+  EXPECT_EQ(app::input_keys().size(), 20u);
 }
 
 TEST(ReadInput, PrecisionListAndMetricMapping) {
