@@ -59,13 +59,14 @@ TEST(Interaction, ExampleInputMatchesPsi4) {
 
 // A radical beside a water: each calculation of the interaction energy (the complex, each fragment in the complex's
 // basis, each in its own) against the single point of that calculation written by hand (ghost atoms, charge,
-// multiplicity), in UHF and ROHF, with each calculation's own frozen core.
-class InteractionReference : public ::testing::TestWithParam<std::string> {};
+// multiplicity), in UHF with DF-SCF and ROHF with the exact SCF (whose incremental J/K builds carry on from the
+// complex's density into each fragment's SCF), with each calculation's own frozen core.
+class InteractionReference : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 
 TEST_P(InteractionReference, EachCalculationIsItsOwnSinglePoint) {
-  const std::string reference = GetParam();
+  const auto& [reference, scf_type] = GetParam();
   const std::string settings = "basis: cc-pvdz\nfrozen_core: true\nthreads: 2\n"
-                               "scf: {type: df, e_convergence: 1e-10, d_convergence: 1e-10}\n";
+                               "scf: {type: " + scf_type + ", e_convergence: 1e-10, d_convergence: 1e-10}\n";
   const std::string oh = "O 0 0 0\n    H 0 0 0.97", water = "O 0 0 2.9\n    H 0.76 0 3.5\n    H -0.76 0 3.5";
   const std::string ghost_oh = "Gh(O) 0 0 0\n    Gh(H) 0 0 0.97",
                     ghost_water = "Gh(O) 0 0 2.9\n    Gh(H) 0.76 0 3.5\n    Gh(H) -0.76 0 3.5";
@@ -102,7 +103,9 @@ TEST_P(InteractionReference, EachCalculationIsItsOwnSinglePoint) {
   EXPECT_NEAR(qcvar(all, "NOCP-CORRECTED INTERACTION ENERGY"), total(0) - total(3) - total(4), 1e-12);
 }
 
-INSTANTIATE_TEST_SUITE_P(Radical, InteractionReference, ::testing::Values("uhf", "rohf"));
+INSTANTIATE_TEST_SUITE_P(Radical, InteractionReference,
+                         ::testing::Values(std::pair<std::string, std::string>{"uhf", "df"},
+                                           std::pair<std::string, std::string>{"rohf", "exact"}));
 
 // Every CPU backend and a device model, the SCF's and DF-MP2's tensors in memory or on scratch: the same CP
 // interaction energy (the device model's fp32 within its own error); the memory plan holds every calculation's

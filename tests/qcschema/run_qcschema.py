@@ -88,6 +88,36 @@ def cli(args, c):
             c.check(abs(diff) <= 1e-10, "%s of the AtomicInput and of its YAML twin: %+.1e Eh" % (key, diff))
         c.check(abs(result.return_result - twin["mp2_total_energy"]) <= 1e-10, "return_result is the MP2 total energy")
 
+        # An interaction energy (keywords.dfmp2_interaction, the input key `interaction`) of a water dimer given as
+        # QCSchema fragments: Psi4's variable names in extras.qcvars, as its YAML twin (Psi4's '--' fragments) gives.
+        dimer = qcel.models.Molecule.from_data(WATER + "\n--\n" + "\n".join(
+            "%s %s %s %.6f" % (ln.split()[0], ln.split()[1], ln.split()[2], float(ln.split()[3]) + 3.0)
+            for ln in WATER.splitlines() if len(ln.split()) == 4))
+        ie_inp = qcel.models.AtomicInput(molecule=dimer, driver="energy", model={"method": "mp2", "basis": "cc-pvdz"},
+                                         keywords=dict(CONVERGED, scf_type="df", dfmp2_threads=1,
+                                                       dfmp2_interaction={"bsse": "cp"}))
+        path = os.path.join(d, "dimer.json")
+        with open(path, "w") as f:
+            f.write(ie_inp.json())
+        p = run([args.dfmp2, path], d)
+        c.check(p.returncode == 0, "an AtomicInput with fragments and dfmp2_interaction runs (%s)" % p.stderr.strip())
+        with open(os.path.join(d, "dimer.result.json")) as f:
+            ie_data = json.load(f)
+        ie_result = qcel.models.AtomicResult(**ie_data)
+        geometry = "\n".join("    %s %.17g %.17g %.17g" % (s, *dimer.geometry[i]) for i, s in enumerate(dimer.symbols))
+        geometry = geometry.split("\n")
+        geometry.insert(len(dimer.fragments[0]), "    --")
+        with open(os.path.join(d, "dimer.yaml"), "w") as f:
+            f.write("molecule:\n  units: bohr\n  xyz: |\n%s\nbasis: cc-pvdz\nscf: {type: df, e_convergence: 1e-10, "
+                    "d_convergence: 1e-10}\nthreads: 1\ninteraction: {bsse: cp}\noutput: dimer_twin.json\n"
+                    % "\n".join(geometry))
+        run([args.dfmp2, os.path.join(d, "dimer.yaml")], d)
+        with open(os.path.join(d, "dimer_twin.json")) as f:
+            twin_ie = json.load(f)["extras"]["qcvars"]["CP-CORRECTED INTERACTION ENERGY"]
+        diff = ie_result.extras["qcvars"]["CP-CORRECTED INTERACTION ENERGY"] - twin_ie
+        c.check(abs(diff) <= 1e-10 and twin_ie < 0,
+                "CP-CORRECTED INTERACTION ENERGY of the AtomicInput and of its YAML twin: %+.1e Eh" % diff)
+
         # Bad inputs: (name, the AtomicInput as a dict or text, exit code, error type, what the line says).
         base = json.loads(inp.json())
         cases = [
@@ -108,6 +138,8 @@ def cli(args, c):
              "field 'model.basis': no basis set 'cc-pv7z'"),
             ("dfmp2 keyword", dict(base, keywords={"dfmp2_metric": "cholesk"}), 2, "input_error",
              "field 'keywords.dfmp2_metric'"),
+            ("interaction of one fragment", dict(base, keywords={"dfmp2_interaction": {"bsse": "cp"}}), 2,
+             "input_error", "field 'keywords.dfmp2_interaction': needs a molecule of two or more fragments"),
             ("own field", dict(base, keywords={"dfmp2_basis": "cc-pvtz"}), 2, "input_error",
              "field 'keywords.dfmp2_basis': dfmp2's 'basis' comes from 'model.basis'"),
             ("not converged", dict(base, keywords={"maxiter": 2, "dfmp2_threads": 1}), 5, "convergence_error",
