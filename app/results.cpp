@@ -70,7 +70,9 @@ nlohmann::json qcvars(const Calculation& calc, const BackendRun& run) {
   for (const InteractionEnergy& e : interaction) {
     const std::string longer = e.scheme == "CP" ? "COUNTERPOISE CORRECTED" : "NON-COUNTERPOISE CORRECTED";
     v[e.scheme + "-CORRECTED INTERACTION ENERGY"] = e.mp2_total();
-    v[e.scheme + "-CORRECTED 2-BODY INTERACTION ENERGY"] = e.mp2_total();
+    // The n-body name at n = the fragment count: the whole interaction energy, as Psi4 names it with max_nbody n.
+    v[fmt::format("{}-CORRECTED {}-BODY INTERACTION ENERGY", e.scheme, calc.input.molecule->fragments.size())] =
+        e.mp2_total();
     v[longer + " INTERACTION ENERGY"] = e.mp2_total();
     if (e.scheme == "NOCP") v["NOCP-CORRECTED TOTAL ENERGY"] = v["NON-COUNTERPOISE CORRECTED TOTAL ENERGY"] = *f.scf_energy + r.correlation();
   }

@@ -139,4 +139,26 @@ TEST(Interaction, EveryBackendAndStorageGiveTheSameEnergy) {
               alone.json["properties"]["mp2_total_energy"].get<double>(), 1e-10);
 }
 
+// Three fragments (a water trimer, a cation among them): every fragment in the complex's basis is a system of the
+// one DF-MP2 run, and the interaction energy is the complex's energy minus the three fragments', under Psi4's n-body
+// name for n = 3.
+TEST(Interaction, ThreeFragmentsGiveTheWholeInteractionEnergy) {
+  TempDir dir;
+  const Finished r = run(dir, "molecule:\n  xyz: |\n    O 0 0 0.1178\n    H 0 0.7555 -0.4712\n    H 0 -0.7555 -0.4712\n"
+                              "    --\n    1 1\n    O 0 0 3.1178\n    H 0 0.7555 2.5288\n    H 0 -0.7555 2.5288\n"
+                              "    H 0 0 4.1\n    --\n    O 3 0 0.1178\n    H 3 0.7555 -0.4712\n    H 3 -0.7555 -0.4712\n"
+                              "basis: cc-pvdz\nthreads: 2\ninteraction: {bsse: both}\n");
+  const auto& calcs = r.json["extras"]["dfmp2"]["interaction"]["calculations"];
+  ASSERT_EQ(calcs.size(), 7u);
+  auto total = [&](std::size_t k) {
+    return calcs[k]["scf_energy"].get<double>() + calcs[k]["mp2_correlation_energy"].get<double>();
+  };
+  EXPECT_NEAR(qcvar(r, "CP-CORRECTED 3-BODY INTERACTION ENERGY"), total(0) - total(1) - total(2) - total(3), 1e-12);
+  EXPECT_NEAR(qcvar(r, "NOCP-CORRECTED 3-BODY INTERACTION ENERGY"), total(0) - total(4) - total(5) - total(6), 1e-12);
+  EXPECT_FALSE(r.json["extras"]["qcvars"].contains("CP-CORRECTED 2-BODY INTERACTION ENERGY"));
+  EXPECT_EQ(r.json["molecule"]["molecular_charge"], 1);
+  EXPECT_EQ(calcs[2]["nalpha"], 5);  // the hydronium fragment: 10 electrons
+  EXPECT_LT(qcvar(r, "CP-CORRECTED INTERACTION ENERGY"), 0.0);
+}
+
 }  // namespace
