@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -240,6 +241,166 @@ linalg::Matrix nuclear_attraction_matrix(const BasisSet& basis, const Molecule& 
   }
   return one_body_matrix(b, make_engine("nuclear-attraction integrals", Operator::nuclear, b.max_nprim, b.max_l,
                                         std::move(charges)));
+}
+
+namespace {
+
+// The derivative of a shell's functions with respect to their centre A, as two cartesian shells on A: along x,
+// d/dA_x of (x - A_x)^i e^{-alpha r^2} is 2 alpha (x - A_x)^{i+1} e^{-alpha r^2} - i (x - A_x)^{i-1} e^{-alpha r^2},
+// so the shell of l + 1 with coefficients 2 alpha c and the shell of l - 1 (none for an s shell) with c. The
+// coefficients are libint2's, normalisation included (embedded, not redone), and every cartesian component of a
+// libint2 shell carries the same coefficient, so the components' derivatives are read off these two shells.
+struct CentreDerivative {
+  libint2::Shell up;
+  std::optional<libint2::Shell> down;
+};
+
+CentreDerivative centre_derivative(const libint2::Shell& s) {
+  const auto& c = s.contr[0];
+  libint2::svector<double> up(c.coeff.size());
+  for (std::size_t p = 0; p < up.size(); ++p) up[p] = 2.0 * s.alpha[p] * c.coeff[p];
+  CentreDerivative d{libint2::Shell(s.alpha, {{c.l + 1, false, up}}, s.O, false), std::nullopt};
+  if (c.l > 0) d.down = libint2::Shell(s.alpha, {{c.l - 1, false, c.coeff}}, s.O, false);
+  return d;
+}
+
+// Position of the cartesian component x^i y^j z^k in a shell of l, in libint2's standard order.
+int cartesian_index(int l, int i, int j) { return (l - i) * (l - i + 1) / 2 + l - i - j; }
+
+// (d phi_m / dA | O | phi_n) for the functions m of shell `s1` (on A) and n of `s2`, for the three directions:
+// out[d] is n1 x n2, row-major, in s1's own form (pure shells transformed from the cartesian derivatives).
+void bra_derivative(libint2::Engine& engine, const libint2::Shell& s1, const CentreDerivative& d1,
+                    const libint2::Shell& s2, std::array<std::vector<double>, 3>& out) {
+  const int l = s1.contr[0].l;
+  const auto n2 = s2.size();
+  const auto& buf = engine.results();
+  auto block = [&](const libint2::Shell& shell) {
+    engine.compute(shell, s2);
+    const double* ints = buf[0];
+    const std::size_t n = shell.size() * n2;
+    return ints == nullptr ? std::vector<double>(n, 0.0) : std::vector<double>(ints, ints + n);
+  };
+  const std::vector<double> up = block(d1.up);
+  const std::vector<double> down = d1.down ? block(*d1.down) : std::vector<double>();
+  const int ncart = (l + 1) * (l + 2) / 2;
+  std::array<std::vector<double>, 3> cart;
+  for (auto& c : cart) c.assign(static_cast<std::size_t>(ncart) * n2, 0.0);
+  for (int i = l, c = 0; i >= 0; --i) {
+    for (int j = l - i; j >= 0; --j, ++c) {
+      const int k = l - i - j;
+      const int power[3] = {i, j, k};
+      for (int d = 0; d < 3; ++d) {
+        const int iu = i + (d == 0), ju = j + (d == 1);
+        const double* u = &up[static_cast<std::size_t>(cartesian_index(l + 1, iu, ju)) * n2];
+        double* row = &cart[d][static_cast<std::size_t>(c) * n2];
+        for (std::size_t f = 0; f < n2; ++f) row[f] = u[f];
+        if (power[d] == 0) continue;
+        const double* w = &down[static_cast<std::size_t>(cartesian_index(l - 1, i - (d == 0), j - (d == 1))) * n2];
+        for (std::size_t f = 0; f < n2; ++f) row[f] -= power[d] * w[f];
+      }
+    }
+  }
+  for (int d = 0; d < 3; ++d) {
+    if (s1.contr[0].pure) {
+      out[d].assign(static_cast<std::size_t>(2 * l + 1) * n2, 0.0);
+      libint2::solidharmonics::transform_first(static_cast<std::size_t>(l), n2, cart[d].data(), out[d].data());
+    } else {
+      out[d] = std::move(cart[d]);
+    }
+  }
+}
+
+}  // namespace
+
+linalg::Matrix one_electron_gradient(const BasisSet& basis, const Molecule& molecule, const linalg::Matrix& density,
+                                     const linalg::Matrix& energy_weighted) {
+  const LibintBasis b = to_libint(basis);
+  const auto natoms = static_cast<linalg::Index>(molecule.atoms.size());
+  const int nsh = b.nshells();
+  // The derivative shells have one more unit of angular momentum than the basis.
+  const libint2::Engine overlap = make_engine("overlap derivatives", Operator::overlap, b.max_nprim, b.max_l + 1);
+  const libint2::Engine kinetic = make_engine("kinetic-energy derivatives", Operator::kinetic, b.max_nprim, b.max_l + 1);
+  std::vector<libint2::Engine> nuclei;  // one engine per nucleus: its attraction alone
+  std::vector<linalg::Index> nucleus_atom;
+  for (linalg::Index a = 0; a < natoms; ++a) {
+    const Atom& atom = molecule.atoms[static_cast<std::size_t>(a)];
+    if (atom.ghost) continue;
+    std::vector<std::pair<double, std::array<double, 3>>> charge{
+        {static_cast<double>(atom.nuclear_charge()),
+         {atom.x * kBohrPerAngstrom, atom.y * kBohrPerAngstrom, atom.z * kBohrPerAngstrom}}};
+    nuclei.push_back(make_engine("nuclear-attraction derivatives", Operator::nuclear, b.max_nprim, b.max_l + 1,
+                                 std::move(charge)));
+    nucleus_atom.push_back(a);
+  }
+  std::vector<CentreDerivative> derivatives;
+  for (const auto& s : b.shells) derivatives.push_back(centre_derivative(s));
+  // Each bra shell's contributions on their own, summed in shell order afterwards: the same bits for any thread count.
+  std::vector<linalg::Matrix> by_shell(static_cast<std::size_t>(nsh), linalg::Matrix::Zero(natoms, 3));
+#pragma omp parallel
+  {
+    libint2::Engine s_engine = overlap, t_engine = kinetic;
+    std::vector<libint2::Engine> v_engines = nuclei;
+    std::array<std::vector<double>, 3> ints;
+#pragma omp for schedule(dynamic)
+    for (int s1 = 0; s1 < nsh; ++s1) {
+      linalg::Matrix& g = by_shell[static_cast<std::size_t>(s1)];
+      const auto a1 = static_cast<linalg::Index>(basis.shells[static_cast<std::size_t>(s1)].atom);
+      const auto o1 = static_cast<linalg::Index>(b.offsets[static_cast<std::size_t>(s1)]);
+      const int n1 = b.sizes[static_cast<std::size_t>(s1)];
+      for (int s2 = 0; s2 < nsh; ++s2) {
+        const auto o2 = static_cast<linalg::Index>(b.offsets[static_cast<std::size_t>(s2)]);
+        const int n2 = b.sizes[static_cast<std::size_t>(s2)];
+        // sum_mn M_mn (d phi_m/dA | O | phi_n) over this shell pair, per direction; twice it is the derivative of
+        // sum_mn M_mn (phi_m | O | phi_n) through both functions (M and O symmetric).
+        auto contract = [&](const linalg::Matrix& m, std::array<double, 3>& sum) {
+          for (int d = 0; d < 3; ++d) {
+            double t = 0;
+            for (int f1 = 0; f1 < n1; ++f1)
+              for (int f2 = 0; f2 < n2; ++f2) t += m(o1 + f1, o2 + f2) * ints[d][static_cast<std::size_t>(f1 * n2 + f2)];
+            sum[d] = 2.0 * t;
+          }
+        };
+        std::array<double, 3> sum{};
+        bra_derivative(s_engine, b.shells[s1], derivatives[s1], b.shells[s2], ints);
+        contract(energy_weighted, sum);
+        for (int d = 0; d < 3; ++d) g(a1, d) -= sum[d];
+        bra_derivative(t_engine, b.shells[s1], derivatives[s1], b.shells[s2], ints);
+        contract(density, sum);
+        for (int d = 0; d < 3; ++d) g(a1, d) += sum[d];
+        // Each nucleus C: the functions' centres move (A here, B through the factor 2), and C itself, whose
+        // derivative is -(d/dA + d/dB) by translational invariance.
+        for (std::size_t c = 0; c < v_engines.size(); ++c) {
+          bra_derivative(v_engines[c], b.shells[s1], derivatives[s1], b.shells[s2], ints);
+          contract(density, sum);
+          for (int d = 0; d < 3; ++d) {
+            g(a1, d) += sum[d];
+            g(nucleus_atom[c], d) -= sum[d];
+          }
+        }
+      }
+    }
+  }
+  linalg::Matrix gradient = linalg::Matrix::Zero(natoms, 3);
+  for (const auto& g : by_shell) gradient += g;
+  return gradient;
+}
+
+linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule) {
+  const auto natoms = static_cast<linalg::Index>(molecule.atoms.size());
+  linalg::Matrix g = linalg::Matrix::Zero(natoms, 3);
+  for (linalg::Index a = 0; a < natoms; ++a) {
+    for (linalg::Index c = 0; c < natoms; ++c) {
+      if (a == c) continue;
+      const Atom& p = molecule.atoms[static_cast<std::size_t>(a)];
+      const Atom& q = molecule.atoms[static_cast<std::size_t>(c)];
+      const double r[3] = {(p.x - q.x) * kBohrPerAngstrom, (p.y - q.y) * kBohrPerAngstrom,
+                           (p.z - q.z) * kBohrPerAngstrom};
+      const double dist = std::sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+      for (int d = 0; d < 3; ++d)
+        g(a, d) -= p.nuclear_charge() * q.nuclear_charge() * r[d] / (dist * dist * dist);
+    }
+  }
+  return g;
 }
 
 linalg::Matrix coulomb_metric(const BasisSet& aux) {

@@ -34,6 +34,17 @@ linalg::Matrix kinetic_matrix(const BasisSet& basis);
 // Attraction to the nuclei of `molecule` (point charges at the atoms, bohr).
 linalg::Matrix nuclear_attraction_matrix(const BasisSet& basis, const Molecule& molecule);
 
+// Gradients (Eh/bohr, one row per atom of `molecule`, columns x, y, z), for the SCF and DF-MP2 gradients.
+// The one-electron part: sum_mn D_mn d(T + V)_mn/dR - sum_mn W_mn dS_mn/dR for a symmetric density D and
+// energy-weighted density W, with the nuclei's own motion in V (Hellmann-Feynman) included. libint2 2.7 as Debian
+// builds it has no one-body derivative integrals, so the derivative of each shell is taken as the shells of l + 1
+// and l - 1 its centre derivative is made of, whose ordinary integrals libint2 computes; the nuclei's term follows
+// from translational invariance. Checked against finite differences of the integrals (tests/unit).
+linalg::Matrix one_electron_gradient(const BasisSet& basis, const Molecule& molecule, const linalg::Matrix& density,
+                                     const linalg::Matrix& energy_weighted);
+// d V_nn / dR of the nuclear repulsion energy (ghost atoms carry no charge).
+linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule);
+
 // (P|Q) over an auxiliary basis, naux x naux.
 linalg::Matrix coulomb_metric(const BasisSet& aux);
 

@@ -498,4 +498,44 @@ TEST(Integrals, BadInputsAreErrors) {
   EXPECT_THROW(chem::overlap_matrix(broken), std::invalid_argument);
 }
 
+// The one-electron part of a gradient against central finite differences of the same contraction of the integrals
+// (displacing one atom by +-1e-4 bohr, the densities held fixed): every component, in a spherical basis with d
+// functions (cc-pVDZ), a cartesian one (6-31G*), and with a ghost atom (its functions move, its nucleus is none);
+// and the nuclear repulsion's.
+TEST(OneElectronGradient, MatchesFiniteDifferencesOfTheIntegrals) {
+  for (const auto& [name, xyz] : std::vector<std::pair<std::string, std::string>>{
+           {"cc-pvdz", "O 0.0 0.1 0.117790\nH 0.0 0.755453 -0.471161\nH 0.05 -0.755453 -0.471161\n"},
+           {"6-31g*", "O 0.0 0.1 0.117790\nH 0.0 0.755453 -0.471161\nH 0.05 -0.755453 -0.471161\n"},
+           {"cc-pvdz", "O 0.0 0.1 0.117790\nH 0.0 0.755453 -0.471161\nGh(He) 0.3 -0.2 2.5\n"}}) {
+    SCOPED_TRACE(name + ": " + xyz);
+    const Molecule mol = chem::parse_xyz_lines(xyz, "test");
+    const BasisSet bs = basis(name, mol);
+    const auto n = static_cast<dfmp2::linalg::Index>(bs.nbf());
+    std::mt19937_64 rng(5);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    Matrix d = Matrix::NullaryExpr(n, n, [&] { return u(rng); }), w = Matrix::NullaryExpr(n, n, [&] { return u(rng); });
+    d = (d + d.transpose()).eval();
+    w = (w + w.transpose()).eval();
+    auto energy = [&](const Molecule& m) {
+      const BasisSet b = basis(name, m);
+      return (d.cwiseProduct(chem::kinetic_matrix(b) + chem::nuclear_attraction_matrix(b, m))).sum() -
+             (w.cwiseProduct(chem::overlap_matrix(b))).sum() + chem::nuclear_repulsion_energy(m);
+    };
+    const Matrix analytic = chem::one_electron_gradient(bs, mol, d, w) + chem::nuclear_repulsion_gradient(mol);
+    const double h = 1e-4;  // bohr
+    for (std::size_t a = 0; a < mol.atoms.size(); ++a) {
+      for (int x = 0; x < 3; ++x) {
+        Molecule plus = mol, minus = mol;
+        double* cp = x == 0 ? &plus.atoms[a].x : x == 1 ? &plus.atoms[a].y : &plus.atoms[a].z;
+        double* cm = x == 0 ? &minus.atoms[a].x : x == 1 ? &minus.atoms[a].y : &minus.atoms[a].z;
+        *cp += h / chem::kBohrPerAngstrom;
+        *cm -= h / chem::kBohrPerAngstrom;
+        const double numeric = (energy(plus) - energy(minus)) / (2 * h);
+        EXPECT_NEAR(analytic(static_cast<Eigen::Index>(a), x), numeric, 1e-6 * std::max(1.0, std::abs(numeric)))
+            << "atom " << a << " direction " << x;
+      }
+    }
+  }
+}
+
 }  // namespace
