@@ -267,47 +267,66 @@ CentreDerivative centre_derivative(const libint2::Shell& s) {
 // Position of the cartesian component x^i y^j z^k in a shell of l, in libint2's standard order.
 int cartesian_index(int l, int i, int j) { return (l - i) * (l - i + 1) / 2 + l - i - j; }
 
-// (d phi_m / dA | O | phi_n) for the functions m of shell `s1` (on A) and n of `s2`, for the three directions:
-// out[d] is n1 x n2, row-major, in s1's own form (pure shells transformed from the cartesian derivatives).
-void bra_derivative(libint2::Engine& engine, const libint2::Shell& s1, const CentreDerivative& d1,
-                    const libint2::Shell& s2, std::array<std::vector<double>, 3>& out) {
-  const int l = s1.contr[0].l;
-  const auto n2 = s2.size();
-  const auto& buf = engine.results();
-  auto block = [&](const libint2::Shell& shell) {
-    engine.compute(shell, s2);
-    const double* ints = buf[0];
-    const std::size_t n = shell.size() * n2;
-    return ints == nullptr ? std::vector<double>(n, 0.0) : std::vector<double>(ints, ints + n);
-  };
-  const std::vector<double> up = block(d1.up);
-  const std::vector<double> down = d1.down ? block(*d1.down) : std::vector<double>();
-  const int ncart = (l + 1) * (l + 2) / 2;
+// The centre derivative of a shell of l (pure or cartesian) inside a block of integrals, from the blocks over its
+// l + 1 and l - 1 shells (CentreDerivative): `up` is outer x ncart(l + 1) x inner, `down` outer x ncart(l - 1) x
+// inner (row-major); out[d] becomes outer x n(l) x inner, the derivative along direction d of the shell's functions
+// (pure shells transformed from the cartesian derivatives).
+void combine_centre_derivative(int l, bool pure, std::size_t outer, std::size_t inner, const std::vector<double>& up,
+                               const std::vector<double>& down, std::array<std::vector<double>, 3>& out) {
+  const auto ncart = static_cast<std::size_t>((l + 1) * (l + 2) / 2);
+  const auto nup = static_cast<std::size_t>((l + 2) * (l + 3) / 2), ndown = static_cast<std::size_t>(l * (l + 1) / 2);
   std::array<std::vector<double>, 3> cart;
-  for (auto& c : cart) c.assign(static_cast<std::size_t>(ncart) * n2, 0.0);
-  for (int i = l, c = 0; i >= 0; --i) {
-    for (int j = l - i; j >= 0; --j, ++c) {
-      const int k = l - i - j;
-      const int power[3] = {i, j, k};
-      for (int d = 0; d < 3; ++d) {
-        const int iu = i + (d == 0), ju = j + (d == 1);
-        const double* u = &up[static_cast<std::size_t>(cartesian_index(l + 1, iu, ju)) * n2];
-        double* row = &cart[d][static_cast<std::size_t>(c) * n2];
-        for (std::size_t f = 0; f < n2; ++f) row[f] = u[f];
-        if (power[d] == 0) continue;
-        const double* w = &down[static_cast<std::size_t>(cartesian_index(l - 1, i - (d == 0), j - (d == 1))) * n2];
-        for (std::size_t f = 0; f < n2; ++f) row[f] -= power[d] * w[f];
+  for (auto& c : cart) c.assign(outer * ncart * inner, 0.0);
+  for (std::size_t o = 0; o < outer; ++o) {
+    std::size_t c = 0;
+    for (int i = l; i >= 0; --i) {
+      for (int j = l - i; j >= 0; --j, ++c) {
+        const int power[3] = {i, j, l - i - j};
+        for (int d = 0; d < 3; ++d) {
+          const auto iu = static_cast<std::size_t>(cartesian_index(l + 1, i + (d == 0), j + (d == 1)));
+          const double* u = &up[(o * nup + iu) * inner];
+          double* row = &cart[d][(o * ncart + c) * inner];
+          for (std::size_t f = 0; f < inner; ++f) row[f] = u[f];
+          if (power[d] == 0) continue;
+          const auto id = static_cast<std::size_t>(cartesian_index(l - 1, i - (d == 0), j - (d == 1)));
+          const double* w = &down[(o * ndown + id) * inner];
+          for (std::size_t f = 0; f < inner; ++f) row[f] -= power[d] * w[f];
+        }
       }
     }
   }
+  const auto npure = static_cast<std::size_t>(2 * l + 1);
   for (int d = 0; d < 3; ++d) {
-    if (s1.contr[0].pure) {
-      out[d].assign(static_cast<std::size_t>(2 * l + 1) * n2, 0.0);
-      libint2::solidharmonics::transform_first(static_cast<std::size_t>(l), n2, cart[d].data(), out[d].data());
-    } else {
+    if (!pure) {
       out[d] = std::move(cart[d]);
+      continue;
     }
+    out[d].assign(outer * npure * inner, 0.0);
+    for (std::size_t o = 0; o < outer; ++o)
+      libint2::solidharmonics::transform_first(static_cast<std::size_t>(l), inner, &cart[d][o * ncart * inner],
+                                               &out[d][o * npure * inner]);
   }
+}
+
+// The integrals of one engine call as a vector (zeros when libint2 screened the set out).
+std::vector<double> integrals_of(const libint2::Engine& engine, std::size_t n) {
+  const double* ints = engine.results()[0];
+  return ints == nullptr ? std::vector<double>(n, 0.0) : std::vector<double>(ints, ints + n);
+}
+
+// (d phi_m / dA | O | phi_n) for the functions m of shell `s1` (on A) and n of `s2`, for the three directions:
+// out[d] is n1 x n2, row-major, in s1's own form.
+void bra_derivative(libint2::Engine& engine, const libint2::Shell& s1, const CentreDerivative& d1,
+                    const libint2::Shell& s2, std::array<std::vector<double>, 3>& out) {
+  const auto n2 = s2.size();
+  engine.compute(d1.up, s2);
+  const std::vector<double> up = integrals_of(engine, d1.up.size() * n2);
+  std::vector<double> down;
+  if (d1.down) {
+    engine.compute(*d1.down, s2);
+    down = integrals_of(engine, d1.down->size() * n2);
+  }
+  combine_centre_derivative(s1.contr[0].l, s1.contr[0].pure, 1, n2, up, down, out);
 }
 
 }  // namespace
@@ -401,6 +420,119 @@ linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule) {
     }
   }
   return g;
+}
+
+linalg::Matrix three_center_gradient(
+    const BasisSet& aux, const BasisSet& basis, linalg::Index natoms,
+    const std::function<void(linalg::Index, linalg::Index, double*)>& density) {
+  // Debian's libint2 2.7.2 has three-centre first derivatives, but its builds miss shell combinations ((s|pp) among
+  // them: a null build function), so the derivative with respect to the orbital centres is taken as for the
+  // one-electron integrals (each shell's l + 1 and l - 1 shells, in ordinary three-centre integrals), and the
+  // auxiliary centre's from translational invariance: d/dP = -(d/dm + d/dn).
+  const LibintBasis a = to_libint(aux), b = to_libint(basis);
+  const libint2::Engine proto = make_coulomb_engine("three-centre derivatives", BraKet::xs_xx,
+                                                    std::max(a.max_nprim, b.max_nprim), std::max(a.max_l, b.max_l + 1));
+  const libint2::Shell& unit = libint2::Shell::unit();
+  const int nsh_a = a.nshells(), nsh_b = b.nshells();
+  const auto nbf = static_cast<linalg::Index>(b.nbf);
+  std::vector<CentreDerivative> derivatives;
+  for (const auto& sh : b.shells) derivatives.push_back(centre_derivative(sh));
+  // Each auxiliary shell's contribution on its own, summed in shell order: the same bits for any thread count.
+  std::vector<linalg::Matrix> by_shell(static_cast<std::size_t>(nsh_a), linalg::Matrix::Zero(natoms, 3));
+#pragma omp parallel
+  {
+    libint2::Engine engine = proto;
+    std::vector<double> r;
+    std::array<std::vector<double>, 3> ints;
+#pragma omp for schedule(dynamic)
+    for (int sp = 0; sp < nsh_a; ++sp) {
+      const auto p0 = static_cast<linalg::Index>(a.offsets[static_cast<std::size_t>(sp)]);
+      const int np = a.sizes[static_cast<std::size_t>(sp)];
+      r.resize(static_cast<std::size_t>(np * nbf * nbf));
+      density(p0, p0 + np, r.data());
+      linalg::Matrix& g = by_shell[static_cast<std::size_t>(sp)];
+      const int aux_atom = aux.shells[static_cast<std::size_t>(sp)].atom;
+      for (int s1 = 0; s1 < nsh_b; ++s1) {
+        const CentreDerivative& d1 = derivatives[static_cast<std::size_t>(s1)];
+        const int n1 = b.sizes[static_cast<std::size_t>(s1)];
+        const auto o1 = static_cast<linalg::Index>(b.offsets[static_cast<std::size_t>(s1)]);
+        const int atom1 = basis.shells[static_cast<std::size_t>(s1)].atom;
+        for (int s2 = 0; s2 < nsh_b; ++s2) {
+          const int n2 = b.sizes[static_cast<std::size_t>(s2)];
+          const auto o2 = static_cast<linalg::Index>(b.offsets[static_cast<std::size_t>(s2)]);
+          engine.compute2<Operator::coulomb, BraKet::xs_xx, 0>(a.shells[sp], unit, d1.up, b.shells[s2]);
+          const std::vector<double> up = integrals_of(engine, static_cast<std::size_t>(np) * d1.up.size() * n2);
+          std::vector<double> down;
+          if (d1.down) {
+            engine.compute2<Operator::coulomb, BraKet::xs_xx, 0>(a.shells[sp], unit, *d1.down, b.shells[s2]);
+            down = integrals_of(engine, static_cast<std::size_t>(np) * d1.down->size() * n2);
+          }
+          combine_centre_derivative(b.shells[s1].contr[0].l, b.shells[s1].contr[0].pure, static_cast<std::size_t>(np),
+                                    static_cast<std::size_t>(n2), up, down, ints);
+          // Twice: m's centre and, by the symmetry of R in m and n, n's.
+          for (int d = 0; d < 3; ++d) {
+            double t = 0;
+            for (int fp = 0; fp < np; ++fp)
+              for (int f1 = 0; f1 < n1; ++f1)
+                for (int f2 = 0; f2 < n2; ++f2)
+                  t += ints[d][static_cast<std::size_t>((fp * n1 + f1) * n2 + f2)] *
+                       r[static_cast<std::size_t>((fp * nbf + o1 + f1) * nbf + o2 + f2)];
+            g(atom1, d) += 2.0 * t;
+            g(aux_atom, d) -= 2.0 * t;
+          }
+        }
+      }
+    }
+  }
+  linalg::Matrix gradient = linalg::Matrix::Zero(natoms, 3);
+  for (const auto& g : by_shell) gradient += g;
+  return gradient;
+}
+
+linalg::Matrix metric_gradient(const BasisSet& aux, linalg::Index natoms, const linalg::Matrix& v) {
+  const LibintBasis a = to_libint(aux);
+  const libint2::Engine proto = [&] {
+    try {
+      return libint2::Engine(Operator::coulomb, a.max_nprim, a.max_l, 1, std::numeric_limits<double>::epsilon(),
+                             libint2::operator_traits<Operator::coulomb>::default_params(), BraKet::xs_xs);
+    } catch (const libint2::Engine::lmax_exceeded& e) {
+      throw UnsupportedError(std::string("integrals: two-centre derivatives beyond this libint2 build (") + e.what() +
+                             ")");
+    }
+  }();
+  const libint2::Shell& unit = libint2::Shell::unit();
+  const int nsh = a.nshells();
+  std::vector<linalg::Matrix> by_shell(static_cast<std::size_t>(nsh), linalg::Matrix::Zero(natoms, 3));
+#pragma omp parallel
+  {
+    libint2::Engine engine = proto;
+    const auto& buf = engine.results();
+#pragma omp for schedule(dynamic)
+    for (int s1 = 0; s1 < nsh; ++s1) {
+      linalg::Matrix& g = by_shell[static_cast<std::size_t>(s1)];
+      for (int s2 = 0; s2 <= s1; ++s2) {
+        engine.compute2<Operator::coulomb, BraKet::xs_xs, 1>(a.shells[s1], unit, a.shells[s2], unit);
+        const int n1 = a.sizes[static_cast<std::size_t>(s1)], n2 = a.sizes[static_cast<std::size_t>(s2)];
+        const auto o1 = static_cast<linalg::Index>(a.offsets[static_cast<std::size_t>(s1)]);
+        const auto o2 = static_cast<linalg::Index>(a.offsets[static_cast<std::size_t>(s2)]);
+        const double both = s1 == s2 ? 1.0 : 2.0;
+        const int atoms[2] = {aux.shells[static_cast<std::size_t>(s1)].atom, aux.shells[static_cast<std::size_t>(s2)].atom};
+        for (int c = 0; c < 2; ++c) {
+          for (int d = 0; d < 3; ++d) {
+            const double* ints = buf[static_cast<std::size_t>(3 * c + d)];
+            if (ints == nullptr) continue;
+            double t = 0;
+            for (int f1 = 0; f1 < n1; ++f1)
+              for (int f2 = 0; f2 < n2; ++f2) t += ints[f1 * n2 + f2] * v(o1 + f1, o2 + f2);
+            g(atoms[c], d) += both * t;
+          }
+        }
+      }
+    }
+  }
+  linalg::Matrix gradient = linalg::Matrix::Zero(natoms, 3);
+  for (const auto& g : by_shell) gradient += g;
+  return gradient;
 }
 
 linalg::Matrix coulomb_metric(const BasisSet& aux) {

@@ -44,6 +44,14 @@ linalg::Matrix one_electron_gradient(const BasisSet& basis, const Molecule& mole
                                      const linalg::Matrix& energy_weighted);
 // d V_nn / dR of the nuclear repulsion energy (ghost atoms carry no charge).
 linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule);
+// sum_P sum_mn d(P|mn)/dR R^P_mn for a three-index density R symmetric in m and n, through every centre (P's, m's
+// and n's atoms): `density(p0, p1, out)` writes R for the auxiliary functions [p0, p1) of one auxiliary shell,
+// out[((P - p0) nbf + m) nbf + n], so that no more than a shell's worth is held. libint2's three-centre first
+// derivatives; `natoms` rows.
+linalg::Matrix three_center_gradient(const BasisSet& aux, const BasisSet& basis, linalg::Index natoms,
+                                     const std::function<void(linalg::Index, linalg::Index, double*)>& density);
+// sum_PQ d(P|Q)/dR V_PQ for a symmetric V over an auxiliary basis (libint2's two-centre first derivatives).
+linalg::Matrix metric_gradient(const BasisSet& aux, linalg::Index natoms, const linalg::Matrix& v);
 
 // (P|Q) over an auxiliary basis, naux x naux.
 linalg::Matrix coulomb_metric(const BasisSet& aux);
