@@ -489,6 +489,69 @@ linalg::Matrix three_center_gradient(
   return gradient;
 }
 
+linalg::Matrix rhf_four_center_gradient(const BasisSet& basis, linalg::Index natoms, const linalg::Matrix& density) {
+  const LibintBasis b = to_libint(basis);
+  const libint2::Engine proto = [&] {
+    try {
+      return libint2::Engine(Operator::coulomb, b.max_nprim, b.max_l, 1);
+    } catch (const libint2::Engine::lmax_exceeded& e) {
+      throw UnsupportedError(std::string("integrals: four-centre derivatives beyond this libint2 build (") +
+                             e.what() + ")");
+    }
+  }();
+  const int nsh = b.nshells();
+  const linalg::Matrix& d = density;
+  // The two-particle density of RHF, symmetric under the integrals' eight permutations:
+  // G_mnls = 1/2 D_mn D_ls - 1/8 (D_ml D_ns + D_ms D_nl), so that E_2 = sum_mnls (mn|ls) G_mnls.
+  auto two_particle = [&](linalg::Index m, linalg::Index n, linalg::Index l, linalg::Index s) {
+    return 0.5 * d(m, n) * d(l, s) - 0.125 * (d(m, l) * d(n, s) + d(m, s) * d(n, l));
+  };
+  std::vector<linalg::Matrix> by_shell(static_cast<std::size_t>(nsh), linalg::Matrix::Zero(natoms, 3));
+#pragma omp parallel
+  {
+    libint2::Engine engine = proto;
+    const auto& buf = engine.results();
+#pragma omp for schedule(dynamic)
+    for (int s1 = 0; s1 < nsh; ++s1) {
+      linalg::Matrix& g = by_shell[static_cast<std::size_t>(s1)];
+      for (int s2 = 0; s2 <= s1; ++s2) {
+        for (int s3 = 0; s3 <= s1; ++s3) {
+          for (int s4 = 0; s4 <= (s3 == s1 ? s2 : s3); ++s4) {
+            // Each unique quartet once, with the number of orderings it stands for.
+            const double degeneracy = (s1 == s2 ? 1.0 : 2.0) * (s3 == s4 ? 1.0 : 2.0) *
+                                      (s1 == s3 && s2 == s4 ? 1.0 : 2.0);
+            engine.compute(b.shells[s1], b.shells[s2], b.shells[s3], b.shells[s4]);
+            const int sh[4] = {s1, s2, s3, s4};
+            int n[4];
+            linalg::Index o[4];
+            for (int k = 0; k < 4; ++k) {
+              n[k] = b.sizes[static_cast<std::size_t>(sh[k])];
+              o[k] = static_cast<linalg::Index>(b.offsets[static_cast<std::size_t>(sh[k])]);
+            }
+            for (int c = 0; c < 4; ++c) {
+              const int atom = basis.shells[static_cast<std::size_t>(sh[c])].atom;
+              for (int x = 0; x < 3; ++x) {
+                const double* ints = buf[static_cast<std::size_t>(3 * c + x)];
+                if (ints == nullptr) continue;
+                double t = 0;
+                for (int f1 = 0, f = 0; f1 < n[0]; ++f1)
+                  for (int f2 = 0; f2 < n[1]; ++f2)
+                    for (int f3 = 0; f3 < n[2]; ++f3)
+                      for (int f4 = 0; f4 < n[3]; ++f4, ++f)
+                        t += ints[f] * two_particle(o[0] + f1, o[1] + f2, o[2] + f3, o[3] + f4);
+                g(atom, x) += degeneracy * t;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  linalg::Matrix gradient = linalg::Matrix::Zero(natoms, 3);
+  for (const auto& g : by_shell) gradient += g;
+  return gradient;
+}
+
 linalg::Matrix metric_gradient(const BasisSet& aux, linalg::Index natoms, const linalg::Matrix& v) {
   const LibintBasis a = to_libint(aux);
   const libint2::Engine proto = [&] {

@@ -50,6 +50,10 @@ linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule);
 // derivatives; `natoms` rows.
 linalg::Matrix three_center_gradient(const BasisSet& aux, const BasisSet& basis, linalg::Index natoms,
                                      const std::function<void(linalg::Index, linalg::Index, double*)>& density);
+// sum_mnls d(mn|ls)/dR G_mnls for the RHF two-particle density of D, G = 1/2 D_mn D_ls - 1/4 D_ml D_ns: the exact
+// SCF's two-electron gradient, integral-direct over the unique shell quartets (libint2's four-centre first
+// derivatives).
+linalg::Matrix rhf_four_center_gradient(const BasisSet& basis, linalg::Index natoms, const linalg::Matrix& density);
 // sum_PQ d(P|Q)/dR V_PQ for a symmetric V over an auxiliary basis (libint2's two-centre first derivatives).
 linalg::Matrix metric_gradient(const BasisSet& aux, linalg::Index natoms, const linalg::Matrix& v);
 

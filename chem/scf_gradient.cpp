@@ -52,4 +52,14 @@ linalg::Matrix rhf_df_gradient(const Molecule& molecule, const BasisSet& basis, 
          three_index + metric_gradient(jk_basis, natoms, metric_density);
 }
 
+linalg::Matrix rhf_exact_gradient(const Molecule& molecule, const BasisSet& basis, const ScfResult& scf) {
+  if (scf.open_shell()) throw std::logic_error("rhf_exact_gradient: an open-shell SCF");
+  const auto natoms = static_cast<Index>(molecule.atoms.size());
+  const Matrix c_occ = scf.mo_coefficients.leftCols(scf.nocc);
+  const Matrix density = 2.0 * c_occ * c_occ.transpose();
+  const Matrix energy_weighted = 2.0 * c_occ * scf.orbital_energies.head(scf.nocc).asDiagonal() * c_occ.transpose();
+  return one_electron_gradient(basis, molecule, density, energy_weighted) + nuclear_repulsion_gradient(molecule) +
+         rhf_four_center_gradient(basis, natoms, density);
+}
+
 }  // namespace dfmp2::chem

@@ -20,5 +20,8 @@ namespace dfmp2::chem {
 // three-index integrals (naux nbf^2) in memory: a gradient within the memory plan comes with the DF-MP2 gradient.
 linalg::Matrix rhf_df_gradient(const Molecule& molecule, const BasisSet& basis, const BasisSet& jk_basis,
                                const ScfResult& scf);
+// The gradient of a converged RHF with exact J and K: the same one-electron and nuclear terms, and the four-centre
+// derivative integrals contracted with the two-particle density (chem::rhf_four_center_gradient).
+linalg::Matrix rhf_exact_gradient(const Molecule& molecule, const BasisSet& basis, const ScfResult& scf);
 
 }  // namespace dfmp2::chem
