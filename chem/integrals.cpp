@@ -103,6 +103,25 @@ libint2::Engine make_coulomb_engine(const char* what, BraKet braket, std::size_t
                      libint2::operator_traits<Operator::coulomb>::default_params(), braket);
 }
 
+// An engine of first derivatives of the Coulomb integrals over `braket` (the metric's xs_xs, the four-centre xx_xx).
+libint2::Engine make_coulomb_derivative_engine(const char* what, BraKet braket, std::size_t max_nprim, int max_l) {
+  try {
+    return libint2::Engine(Operator::coulomb, max_nprim, max_l, 1, std::numeric_limits<double>::epsilon(),
+                           libint2::operator_traits<Operator::coulomb>::default_params(), braket);
+  } catch (const libint2::Engine::lmax_exceeded& e) {
+    throw UnsupportedError(std::string("integrals: ") + what + " need angular momentum " + std::to_string(max_l) +
+                           ", beyond what this libint2 build supports (" + e.what() + ")");
+  }
+}
+
+// A gradient's contributions kept per shell (so that threads may compute them in any order) summed in shell order:
+// the same bits for any thread count.
+linalg::Matrix sum_in_shell_order(const std::vector<linalg::Matrix>& by_shell, linalg::Index natoms) {
+  linalg::Matrix gradient = linalg::Matrix::Zero(natoms, 3);
+  for (const auto& g : by_shell) gradient += g;
+  return gradient;
+}
+
 int thread_count() { return std::max(1, omp_get_max_threads()); }
 
 // A symmetric matrix over the shell pairs s1 >= s2 of `b`, both triangles filled; `compute(engine, s1, s2)` puts
@@ -353,7 +372,7 @@ linalg::Matrix one_electron_gradient(const BasisSet& basis, const Molecule& mole
   }
   std::vector<CentreDerivative> derivatives;
   for (const auto& s : b.shells) derivatives.push_back(centre_derivative(s));
-  // Each bra shell's contributions on their own, summed in shell order afterwards: the same bits for any thread count.
+  // Per bra shell (sum_in_shell_order).
   std::vector<linalg::Matrix> by_shell(static_cast<std::size_t>(nsh), linalg::Matrix::Zero(natoms, 3));
 #pragma omp parallel
   {
@@ -399,9 +418,7 @@ linalg::Matrix one_electron_gradient(const BasisSet& basis, const Molecule& mole
       }
     }
   }
-  linalg::Matrix gradient = linalg::Matrix::Zero(natoms, 3);
-  for (const auto& g : by_shell) gradient += g;
-  return gradient;
+  return sum_in_shell_order(by_shell, natoms);
 }
 
 linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule) {
@@ -437,7 +454,7 @@ linalg::Matrix three_center_gradient(
   const auto nbf = static_cast<linalg::Index>(b.nbf);
   std::vector<CentreDerivative> derivatives;
   for (const auto& sh : b.shells) derivatives.push_back(centre_derivative(sh));
-  // Each auxiliary shell's contribution on its own, summed in shell order: the same bits for any thread count.
+  // Per auxiliary shell (sum_in_shell_order).
   std::vector<linalg::Matrix> by_shell(static_cast<std::size_t>(nsh_a), linalg::Matrix::Zero(natoms, 3));
 #pragma omp parallel
   {
@@ -484,21 +501,13 @@ linalg::Matrix three_center_gradient(
       }
     }
   }
-  linalg::Matrix gradient = linalg::Matrix::Zero(natoms, 3);
-  for (const auto& g : by_shell) gradient += g;
-  return gradient;
+  return sum_in_shell_order(by_shell, natoms);
 }
 
 linalg::Matrix rhf_four_center_gradient(const BasisSet& basis, linalg::Index natoms, const linalg::Matrix& density) {
   const LibintBasis b = to_libint(basis);
-  const libint2::Engine proto = [&] {
-    try {
-      return libint2::Engine(Operator::coulomb, b.max_nprim, b.max_l, 1);
-    } catch (const libint2::Engine::lmax_exceeded& e) {
-      throw UnsupportedError(std::string("integrals: four-centre derivatives beyond this libint2 build (") +
-                             e.what() + ")");
-    }
-  }();
+  const libint2::Engine proto =
+      make_coulomb_derivative_engine("four-centre derivatives", BraKet::xx_xx, b.max_nprim, b.max_l);
   const int nsh = b.nshells();
   const linalg::Matrix& d = density;
   // The two-particle density of RHF, symmetric under the integrals' eight permutations:
@@ -547,22 +556,13 @@ linalg::Matrix rhf_four_center_gradient(const BasisSet& basis, linalg::Index nat
       }
     }
   }
-  linalg::Matrix gradient = linalg::Matrix::Zero(natoms, 3);
-  for (const auto& g : by_shell) gradient += g;
-  return gradient;
+  return sum_in_shell_order(by_shell, natoms);
 }
 
 linalg::Matrix metric_gradient(const BasisSet& aux, linalg::Index natoms, const linalg::Matrix& v) {
   const LibintBasis a = to_libint(aux);
-  const libint2::Engine proto = [&] {
-    try {
-      return libint2::Engine(Operator::coulomb, a.max_nprim, a.max_l, 1, std::numeric_limits<double>::epsilon(),
-                             libint2::operator_traits<Operator::coulomb>::default_params(), BraKet::xs_xs);
-    } catch (const libint2::Engine::lmax_exceeded& e) {
-      throw UnsupportedError(std::string("integrals: two-centre derivatives beyond this libint2 build (") + e.what() +
-                             ")");
-    }
-  }();
+  const libint2::Engine proto =
+      make_coulomb_derivative_engine("two-centre derivatives", BraKet::xs_xs, a.max_nprim, a.max_l);
   const libint2::Shell& unit = libint2::Shell::unit();
   const int nsh = a.nshells();
   std::vector<linalg::Matrix> by_shell(static_cast<std::size_t>(nsh), linalg::Matrix::Zero(natoms, 3));
@@ -593,9 +593,7 @@ linalg::Matrix metric_gradient(const BasisSet& aux, linalg::Index natoms, const 
       }
     }
   }
-  linalg::Matrix gradient = linalg::Matrix::Zero(natoms, 3);
-  for (const auto& g : by_shell) gradient += g;
-  return gradient;
+  return sum_in_shell_order(by_shell, natoms);
 }
 
 linalg::Matrix coulomb_metric(const BasisSet& aux) {
