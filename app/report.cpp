@@ -439,20 +439,11 @@ std::string format_interaction(const Calculation& calc) {
   const BackendRun& first = calc.runs.front();
   out += fmt::format("\n  {:<40} {:>5} {:>22} {:>22}   ({})\n", "calculation", "nbf", "SCF [Eh]", "MP2 total [Eh]",
                      run_label(first));
-  const linalg::Index nbf = calc.reference.nbf;
-  out += fmt::format("  {:<40} {:>5} {:>22.12f} {:>22.12f}\n", "complex", nbf, *calc.reference.scf_energy,
-                     *calc.reference.scf_energy + first.result.correlation());
-  for (std::size_t k = 0; k < calc.reference.ghosted.size(); ++k) {
-    const GhostedFragment& g = calc.reference.ghosted[k];
-    out += fmt::format("  {:<40} {:>5} {:>22.12f} {:>22.12f}\n",
-                       fmt::format("fragment {} in the complex's basis (CP)", g.fragment + 1), nbf, g.scf.energy,
-                       g.scf.energy + first.ghosted[k].correlation());
-  }
-  for (const OwnBasisFragment& f : calc.own_basis) {
-    const Reference& r = f.calc->reference;
-    out += fmt::format("  {:<40} {:>5} {:>22.12f} {:>22.12f}\n",
-                       fmt::format("fragment {} in its own basis (NOCP)", f.fragment + 1), r.nbf, *r.scf_energy,
-                       *r.scf_energy + f.calc->runs.front().result.correlation());
+  for (const InteractionPart& p : interaction_parts(calc, 0)) {
+    const std::string name = p.fragment == 0 ? p.name
+                             : p.own_basis  ? p.name + " in its own basis (NOCP)"
+                                            : p.name + " in the complex's basis (CP)";
+    out += fmt::format("  {:<40} {:>5} {:>22.12f} {:>22.12f}\n", name, p.nbf, p.scf->energy, p.total());
   }
   if (!calc.reference.ghosted.empty()) {
     out += fmt::format("\n  shared by the complex and the {} fragments in its basis: the SCF's J/K (its three-index "

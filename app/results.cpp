@@ -79,8 +79,8 @@ nlohmann::json qcvars(const Calculation& calc, const BackendRun& run) {
   // The CP total energy is the fragments' own-basis energies plus the CP interaction energy: with both schemes.
   if (interaction.size() == 2) {
     double fragments = 0;
-    for (const OwnBasisFragment& o : calc.own_basis)
-      fragments += *o.calc->reference.scf_energy + o.calc->runs.at(std::size_t(&run - calc.runs.data())).result.correlation();
+    for (const InteractionPart& p : interaction_parts(calc, std::size_t(&run - calc.runs.data())))
+      if (p.own_basis) fragments += p.total();
     v["CP-CORRECTED TOTAL ENERGY"] = v["COUNTERPOISE CORRECTED TOTAL ENERGY"] = fragments + interaction[0].mp2_total();
   }
   return v;
@@ -90,37 +90,17 @@ nlohmann::json qcvars(const Calculation& calc, const BackendRun& run) {
 // energies by scheme, in Eh.
 nlohmann::json interaction_json(const Calculation& calc) {
   nlohmann::json calcs = nlohmann::json::array();
-  const BackendRun& first = calc.runs.front();
   const Reference& r = calc.reference;
-  calcs.push_back({{"name", "complex"}, {"basis", "complex"}, {"nbf", r.nbf}, {"nalpha", r.nocc},
-                   {"reference", linalg::name_in(chem::scf_reference_names(), r.scf_reference)},
-                   {"nbeta", r.open_shell() ? r.nocc_beta : r.nocc}, {"nfrozen", r.nfrozen},
-                   {"scf_energy", *r.scf_energy},
-                   {"mp2_correlation_energy", first.result.correlation()},
-                   {"scf_iterations", r.molecule()->scf.iterations},
-                   // the shared J/K set-up (three-index integrals, fitting) is in the complex's SCF time
-                   {"scf_seconds", r.molecule()->scf_seconds}});
-  for (std::size_t k = 0; k < r.ghosted.size(); ++k) {
-    const GhostedFragment& g = r.ghosted[k];
-    calcs.push_back({{"name", fmt::format("fragment {}", g.fragment + 1)}, {"fragment", g.fragment + 1},
-                     {"basis", "complex"}, {"nbf", r.nbf}, {"nalpha", g.nocc},
-                     {"nbeta", g.scf_reference == chem::ScfReference::rhf ? g.nocc : g.nocc_beta},
-                     {"reference", linalg::name_in(chem::scf_reference_names(), g.scf_reference)},
-                     {"nfrozen", g.nfrozen}, {"scf_energy", g.scf.energy},
-                     {"mp2_correlation_energy", first.ghosted[k].correlation()},
-                     {"scf_iterations", g.scf.iterations}, {"scf_seconds", g.scf_seconds}});
-  }
-  for (const OwnBasisFragment& o : calc.own_basis) {
-    const Reference& f = o.calc->reference;
-    calcs.push_back({{"name", fmt::format("fragment {}", o.fragment + 1)}, {"fragment", o.fragment + 1},
-                     {"basis", "own"}, {"nbf", f.nbf}, {"nalpha", f.nocc},
-                     {"nbeta", f.open_shell() ? f.nocc_beta : f.nocc},
-                     {"reference", linalg::name_in(chem::scf_reference_names(), f.scf_reference)},
-                     {"nfrozen", f.nfrozen}, {"scf_energy", *f.scf_energy},
-                     {"mp2_correlation_energy", o.calc->runs.front().result.correlation()},
-                     {"scf_iterations", f.molecule()->scf.iterations},
-                     {"scf_seconds", f.molecule()->scf_seconds + f.molecule()->integral_seconds},
-                     {"mp2_seconds", o.calc->runs.front().wall_seconds}});
+  for (const InteractionPart& p : interaction_parts(calc, 0)) {
+    nlohmann::json c = {{"name", p.name}, {"basis", p.own_basis ? "own" : "complex"}, {"nbf", p.nbf},
+                        {"nalpha", p.nalpha}, {"nbeta", p.nbeta},
+                        {"reference", linalg::name_in(chem::scf_reference_names(), p.scf->reference)},
+                        {"nfrozen", p.nfrozen}, {"scf_energy", p.scf->energy},
+                        {"mp2_correlation_energy", p.mp2->correlation()}, {"scf_iterations", p.scf->iterations},
+                        {"scf_seconds", p.scf_seconds}};
+    if (p.fragment != 0) c["fragment"] = p.fragment;
+    if (p.own_basis) c["mp2_seconds"] = p.mp2_seconds;
+    calcs.push_back(c);
   }
   nlohmann::json runs = nlohmann::json::array();
   for (std::size_t run = 0; run < calc.runs.size(); ++run) {

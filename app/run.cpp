@@ -806,43 +806,51 @@ void run_own_basis_fragments(Calculation& calc, linalg::Comm& comm,
 
 }  // namespace
 
+std::vector<InteractionPart> interaction_parts(const Calculation& calc, std::size_t run) {
+  const Reference& r = calc.reference;
+  const MoleculeRun& m = *r.molecule();
+  const BackendRun& complex = calc.runs.at(run);
+  std::vector<InteractionPart> parts;
+  auto beta = [](const Reference& ref) { return ref.open_shell() ? ref.nocc_beta : ref.nocc; };
+  parts.push_back({"complex", 0, false, r.nbf, r.nocc, beta(r), r.nfrozen, &m.scf, &complex.result, m.scf_seconds});
+  for (std::size_t k = 0; k < r.ghosted.size(); ++k) {
+    const GhostedFragment& g = r.ghosted[k];
+    parts.push_back({fmt::format("fragment {}", g.fragment + 1), g.fragment + 1, false, r.nbf, g.nocc,
+                     g.scf_reference == chem::ScfReference::rhf ? g.nocc : g.nocc_beta, g.nfrozen, &g.scf,
+                     &complex.ghosted.at(k), g.scf_seconds});
+  }
+  for (const OwnBasisFragment& o : calc.own_basis) {
+    const Reference& f = o.calc->reference;
+    const MoleculeRun& fm = *f.molecule();
+    parts.push_back({fmt::format("fragment {}", o.fragment + 1), o.fragment + 1, true, f.nbf, f.nocc, beta(f),
+                     f.nfrozen, &fm.scf, &o.calc->runs.at(run).result, fm.scf_seconds + fm.integral_seconds,
+                     o.calc->runs.at(run).wall_seconds});
+  }
+  return parts;
+}
+
 std::vector<InteractionEnergy> interaction_energies(const Calculation& calc, std::size_t run) {
   std::vector<InteractionEnergy> out;
   if (!calc.input.interaction) return out;
-  auto energies = [](double scf, const chem::DfMp2Result& mp2) {
+  const std::vector<InteractionPart> parts = interaction_parts(calc, run);
+  // The complex's energies minus those of the fragments of one basis.
+  auto scheme = [&](const char* name, bool own_basis) {
     InteractionEnergy e;
-    e.scf = scf;
-    e.singles = mp2.singles;
-    e.opposite_spin = mp2.opposite_spin;
-    e.same_spin = mp2.same_spin;
-    e.correlation = mp2.correlation();
-    e.scs_correlation = mp2.scs_correlation();
-    return e;
-  };
-  auto subtract = [](InteractionEnergy& from, const InteractionEnergy& part) {
-    from.scf -= part.scf;
-    from.singles -= part.singles;
-    from.opposite_spin -= part.opposite_spin;
-    from.same_spin -= part.same_spin;
-    from.correlation -= part.correlation;
-    from.scs_correlation -= part.scs_correlation;
-  };
-  const BackendRun& complex = calc.runs.at(run);
-  const InteractionEnergy whole = energies(*calc.reference.scf_energy, complex.result);
-  if (calc.input.interaction->counterpoise) {
-    InteractionEnergy e = whole;
-    e.scheme = "CP";
-    for (std::size_t k = 0; k < calc.reference.ghosted.size(); ++k)
-      subtract(e, energies(calc.reference.ghosted[k].scf.energy, complex.ghosted.at(k)));
+    e.scheme = name;
+    for (const InteractionPart& p : parts) {
+      if (p.fragment != 0 && p.own_basis != own_basis) continue;
+      const double sign = p.fragment == 0 ? 1.0 : -1.0;
+      e.scf += sign * p.scf->energy;
+      e.singles += sign * p.mp2->singles;
+      e.opposite_spin += sign * p.mp2->opposite_spin;
+      e.same_spin += sign * p.mp2->same_spin;
+      e.correlation += sign * p.mp2->correlation();
+      e.scs_correlation += sign * p.mp2->scs_correlation();
+    }
     out.push_back(e);
-  }
-  if (calc.input.interaction->uncorrected) {
-    InteractionEnergy e = whole;
-    e.scheme = "NOCP";
-    for (const OwnBasisFragment& f : calc.own_basis)
-      subtract(e, energies(*f.calc->reference.scf_energy, f.calc->runs.at(run).result));
-    out.push_back(e);
-  }
+  };
+  if (calc.input.interaction->counterpoise) scheme("CP", false);
+  if (calc.input.interaction->uncorrected) scheme("NOCP", true);
   return out;
 }
 

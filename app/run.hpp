@@ -167,8 +167,24 @@ struct InteractionEnergy {
   double mp2_total() const { return scf + correlation; }
   double scs_total() const { return scf + scs_correlation; }
 };
-// Each scheme the input asks for (CP first), from run `run` of the complex and the same backend and precision's
-// runs of the fragments.
+// One calculation of an interaction energy (the complex, a fragment in the complex's basis or in its own), with
+// its SCF and the DF-MP2 result of one run (backend and precision).
+struct InteractionPart {
+  std::string name;          // "complex", "fragment 2"
+  std::size_t fragment = 0;  // 1-based; 0 for the complex
+  bool own_basis = false;    // in its own basis (NOCP); else in the complex's
+  linalg::Index nbf = 0, nalpha = 0, nbeta = 0;
+  int nfrozen = 0;
+  const chem::ScfResult* scf = nullptr;
+  const chem::DfMp2Result* mp2 = nullptr;
+  double scf_seconds = 0;    // the complex's includes the shared J/K set-up; an own-basis fragment's its integrals
+  double mp2_seconds = 0;    // an own-basis fragment's DF-MP2 run (the others share the complex's run)
+  double total() const { return scf->energy + mp2->correlation(); }
+};
+// The complex, then the fragments in its basis, then those in their own, as run `run` gave them.
+std::vector<InteractionPart> interaction_parts(const Calculation& calc, std::size_t run);
+// Each scheme the input asks for (CP first): the complex's energies minus those of the fragments in its basis (CP)
+// or in their own (NOCP), from run `run`.
 std::vector<InteractionEnergy> interaction_energies(const Calculation& calc, std::size_t run);
 // Eh to kcal/mol: CODATA 2014, the constants Psi4 1.3 takes from QCElemental.
 inline constexpr double kHartreeToKcalMol = 627.5094737775374;
