@@ -268,6 +268,12 @@ class TimedJk final : public chem::JkBuilder {
     comm_.set_phase(chem::phase_name(chem::ScfPhase::other));
   }
   bool has_fp32_exchange() const override { return inner_.has_fp32_exchange(); }
+  linalg::Index max_columns() const override { return inner_.max_columns(); }
+  void compute_symmetric(const linalg::Matrix& m, linalg::Matrix& j, linalg::Matrix& k) override {
+    linalg::Stopwatch clock;
+    inner_.compute_symmetric(m, j, k);
+    seconds += clock.seconds();
+  }
   double seconds = 0;
 
  private:

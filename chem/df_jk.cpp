@@ -291,6 +291,8 @@ class BlockedDfJk final : public JkBuilder {
 
   // The fp32 K lives in the exchange() of the stored tensor; recompute builds K through H's fit in fp64 only.
   bool has_fp32_exchange() const override { return plan_.storage != JkStorage::recompute; }
+  // The plan's buffers (recompute's H, the K build's work) are sized for the SCF's occupied orbitals.
+  Index max_columns() const override { return plan_.nocc; }
 
   void compute(const Matrix& c_occ, Matrix& j, Matrix& k, bool fp32_exchange, int /*density*/) override {
     if (fp32_exchange && !has_fp32_exchange()) throw std::logic_error("DF-J/K: no fp32 exchange with recompute");

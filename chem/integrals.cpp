@@ -125,9 +125,11 @@ linalg::Matrix sum_in_shell_order(const std::vector<linalg::Matrix>& by_shell, l
 int thread_count() { return std::max(1, omp_get_max_threads()); }
 
 // A symmetric matrix over the shell pairs s1 >= s2 of `b`, both triangles filled; `compute(engine, s1, s2)` puts
-// the pair's integrals in the engine's first result buffer (one-electron operators, the two-centre metric).
+// the pair's integrals in the engine's result buffer `component` (0 for one-electron operators and the two-centre
+// metric; the dipole's x, y, z are 1, 2, 3 after the overlap).
 template <class Compute>
-linalg::Matrix symmetric_shell_pair_matrix(const LibintBasis& b, const libint2::Engine& proto, Compute compute) {
+linalg::Matrix symmetric_shell_pair_matrix(const LibintBasis& b, const libint2::Engine& proto, Compute compute,
+                                           std::size_t component = 0) {
   const auto nbf = static_cast<linalg::Index>(b.nbf);
   linalg::Matrix out = linalg::Matrix::Zero(nbf, nbf);
   std::vector<libint2::Engine> engines(static_cast<std::size_t>(thread_count()), proto);
@@ -142,7 +144,7 @@ linalg::Matrix symmetric_shell_pair_matrix(const LibintBasis& b, const libint2::
       const auto o1 = static_cast<linalg::Index>(b.offsets[s1]);
       for (int s2 = 0; s2 <= s1; ++s2) {
         compute(engine, s1, s2);
-        const double* ints = buf[0];
+        const double* ints = buf[component];
         if (ints == nullptr) continue;  // screened out: zero
         const int n2 = b.sizes[s2];
         const auto o2 = static_cast<linalg::Index>(b.offsets[s2]);
@@ -160,9 +162,10 @@ linalg::Matrix symmetric_shell_pair_matrix(const LibintBasis& b, const libint2::
 }
 
 // One-electron operator matrix.
-linalg::Matrix one_body_matrix(const LibintBasis& b, const libint2::Engine& proto) {
+linalg::Matrix one_body_matrix(const LibintBasis& b, const libint2::Engine& proto, std::size_t component = 0) {
   return symmetric_shell_pair_matrix(
-      b, proto, [&](libint2::Engine& engine, int s1, int s2) { engine.compute1(b.shells[s1], b.shells[s2]); });
+      b, proto, [&](libint2::Engine& engine, int s1, int s2) { engine.compute1(b.shells[s1], b.shells[s2]); },
+      component);
 }
 
 // Shell pairs (s1 >= s2) of one basis with libint2's precomputed primitive-pair data and the Schwarz factor
@@ -247,6 +250,13 @@ linalg::Matrix overlap_matrix(const BasisSet& basis) {
 linalg::Matrix kinetic_matrix(const BasisSet& basis) {
   const LibintBasis b = to_libint(basis);
   return one_body_matrix(b, make_engine("kinetic-energy integrals", Operator::kinetic, b.max_nprim, b.max_l));
+}
+
+std::array<linalg::Matrix, 3> dipole_matrices(const BasisSet& basis, const std::array<double, 3>& origin) {
+  const LibintBasis b = to_libint(basis);
+  const libint2::Engine engine =
+      make_engine("dipole integrals", Operator::emultipole1, b.max_nprim, b.max_l, origin);
+  return {one_body_matrix(b, engine, 1), one_body_matrix(b, engine, 2), one_body_matrix(b, engine, 3)};
 }
 
 linalg::Matrix nuclear_attraction_matrix(const BasisSet& basis, const Molecule& molecule) {
@@ -504,16 +514,20 @@ linalg::Matrix three_center_gradient(
   return sum_in_shell_order(by_shell, natoms);
 }
 
-linalg::Matrix rhf_four_center_gradient(const BasisSet& basis, linalg::Index natoms, const linalg::Matrix& density) {
+linalg::Matrix four_center_gradient(const BasisSet& basis, linalg::Index natoms, const linalg::Matrix& density,
+                                    const linalg::Matrix& response) {
   const LibintBasis b = to_libint(basis);
   const libint2::Engine proto =
       make_coulomb_derivative_engine("four-centre derivatives", BraKet::xx_xx, b.max_nprim, b.max_l);
   const int nsh = b.nshells();
   const linalg::Matrix& d = density;
-  // The two-particle density of RHF, symmetric under the integrals' eight permutations:
-  // G_mnls = 1/2 D_mn D_ls - 1/8 (D_ml D_ns + D_ms D_nl), so that E_2 = sum_mnls (mn|ls) G_mnls.
+  const linalg::Matrix& p = response;
+  // The two-particle density of sum_mn P_mn [J(D) - 1/2 K(D)]_mn, symmetric under the integrals' eight
+  // permutations: G_mnls = 1/2 (P_mn D_ls + D_mn P_ls) - 1/8 (P_ml D_ns + D_ml P_ns + P_ms D_nl + D_ms P_nl).
+  // With P = D/2 it is RHF's, 1/2 D_mn D_ls - 1/8 (D_ml D_ns + D_ms D_nl).
   auto two_particle = [&](linalg::Index m, linalg::Index n, linalg::Index l, linalg::Index s) {
-    return 0.5 * d(m, n) * d(l, s) - 0.125 * (d(m, l) * d(n, s) + d(m, s) * d(n, l));
+    return 0.5 * (p(m, n) * d(l, s) + d(m, n) * p(l, s)) -
+           0.125 * (p(m, l) * d(n, s) + d(m, l) * p(n, s) + p(m, s) * d(n, l) + d(m, s) * p(n, l));
   };
   std::vector<linalg::Matrix> by_shell(static_cast<std::size_t>(nsh), linalg::Matrix::Zero(natoms, 3));
 #pragma omp parallel

@@ -11,6 +11,7 @@
 //
 // A basis with more angular momentum than the libint2 build supports (four-centre l <= 5, two- and three-centre
 // auxiliary l <= 7 with Debian's libint2 2.7) is an UnsupportedError; a malformed shell std::invalid_argument.
+#include <array>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -50,10 +51,13 @@ linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule);
 // derivatives; `natoms` rows.
 linalg::Matrix three_center_gradient(const BasisSet& aux, const BasisSet& basis, linalg::Index natoms,
                                      const std::function<void(linalg::Index, linalg::Index, double*)>& density);
-// sum_mnls d(mn|ls)/dR G_mnls for the RHF two-particle density of D, G = 1/2 D_mn D_ls - 1/4 D_ml D_ns: the exact
-// SCF's two-electron gradient, integral-direct over the unique shell quartets (libint2's four-centre first
-// derivatives).
-linalg::Matrix rhf_four_center_gradient(const BasisSet& basis, linalg::Index natoms, const linalg::Matrix& density);
+// d/dR of sum_mn P_mn [J(D) - 1/2 K(D)]_mn over the exact four-centre integrals, D and P symmetric and held fixed:
+// the exact SCF's two-electron gradient with P = D/2, a correlated method's separable part with P its relaxed
+// density. Integral-direct over the unique shell quartets (libint2's four-centre first derivatives).
+linalg::Matrix four_center_gradient(const BasisSet& basis, linalg::Index natoms, const linalg::Matrix& density,
+                                    const linalg::Matrix& response);
+// <m| r - origin |n> for x, y and z (bohr): the dipole moment's integrals.
+std::array<linalg::Matrix, 3> dipole_matrices(const BasisSet& basis, const std::array<double, 3>& origin);
 // sum_PQ d(P|Q)/dR V_PQ for a symmetric V over an auxiliary basis (libint2's two-centre first derivatives).
 linalg::Matrix metric_gradient(const BasisSet& aux, linalg::Index natoms, const linalg::Matrix& v);
 

@@ -23,6 +23,30 @@ using linalg::Stopwatch;
 using linalg::Trans;
 using linalg::Vector;
 
+void JkBuilder::compute_symmetric(const Matrix& m, Matrix& j, Matrix& k) {
+  const Index n = m.rows();
+  j.setZero(n, n);
+  k.setZero(n, n);
+  const Eigen::SelfAdjointEigenSolver<Matrix> eig(0.5 * (m + m.transpose()));
+  const double negligible = 1e-14 * std::max(1.0, eig.eigenvalues().cwiseAbs().maxCoeff());
+  for (const double sign : {1.0, -1.0}) {
+    std::vector<Index> part;
+    for (Index x = 0; x < n; ++x)
+      if (sign * eig.eigenvalues()(x) > negligible) part.push_back(x);
+    const Index chunk = std::max<Index>(1, std::min<Index>(max_columns(), n));
+    for (std::size_t first = 0; first < part.size(); first += static_cast<std::size_t>(chunk)) {
+      const std::size_t last = std::min(part.size(), first + static_cast<std::size_t>(chunk));
+      Matrix c(n, static_cast<Index>(last - first));
+      for (std::size_t x = first; x < last; ++x)
+        c.col(static_cast<Index>(x - first)) = eig.eigenvectors().col(part[x]) * std::sqrt(sign * eig.eigenvalues()(part[x]));
+      Matrix jp, kp;
+      compute(c, jp, kp, false, kResponseDensity);
+      j += sign * jp;
+      k += sign * kp;
+    }
+  }
+}
+
 namespace {
 
 // Screening threshold of the exact J/K's quartets (bound times largest density element), as Psi4's default
@@ -73,6 +97,16 @@ class ExactJk final : public JkBuilder {
       kernels_->record_host(step_name(ScfStep::jk), full ? "exact_jk_full" : "exact_jk_delta", clock.seconds(),
                             {0, st.cached_integrals * 8.0});
     }
+  }
+  // The four-centre contraction takes any symmetric matrix: one build, no split, no incremental state.
+  void compute_symmetric(const Matrix& m, Matrix& j, Matrix& k) override {
+    if (comm_ == nullptr) {
+      four_.compute(m, j, k);
+      return;
+    }
+    comm_->checked([&] { four_.compute(m, j, k); });
+    comm_->sum(j.data(), static_cast<std::size_t>(j.size()));
+    comm_->sum(k.data(), static_cast<std::size_t>(k.size()));
   }
   const FourCenterJk& four() const { return four_; }
 

@@ -10,6 +10,7 @@
 // Guesses: core (diagonalise H) or sad (superposition of atomic densities from fractional-occupation atomic RHF
 // in each atom's own basis functions).
 #include <functional>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -147,6 +148,13 @@ class JkBuilder {
   virtual void compute(const linalg::Matrix& c_occ, linalg::Matrix& j, linalg::Matrix& k, bool fp32_exchange = false,
                        int density = 0) = 0;
   virtual bool has_fp32_exchange() const { return false; }
+  // J[M] and K[M] of a symmetric M that need not be a density: a gradient's orbital response (the MP2 density, the
+  // Z-vector's trial vectors) is indefinite. This default splits M by its eigenvalues into C+ C+^T - C- C-^T and
+  // builds each part with compute() in chunks of at most max_columns() orbitals (the SCF's occupied count, which
+  // its memory plan allows), as density kResponseDensity so that a builder's per-density state of the SCF is kept.
+  virtual void compute_symmetric(const linalg::Matrix& m, linalg::Matrix& j, linalg::Matrix& k);
+  virtual linalg::Index max_columns() const { return std::numeric_limits<linalg::Index>::max(); }
+  static constexpr int kResponseDensity = 2;
 };
 
 // Density-fitted J/K within a memory budget: chem/df_jk.hpp.

@@ -1,14 +1,20 @@
 #pragma once
-// Analytic SCF gradients (Eh/bohr, one row per atom, columns x, y, z): the first piece of the DF-MP2 gradient
-// (issue 27), which adds the MP2 relaxed density and the non-separable three-index terms to these.
+// Analytic RHF gradients (Eh/bohr, one row per atom, columns x, y, z), and the part of a correlated gradient that
+// has the same form: a one-particle density and an energy-weighted density added to the SCF's.
 //
-// RHF with density-fitted J and K (the JK fitting basis), with D = 2 C_o C_o^T and W = 2 C_o e_o C_o^T:
-//   dE/dR = sum D d(T + V)/dR - sum W dS/dR + dV_nn/dR                          (chem::one_electron_gradient)
-//         + sum_P sum_mn d(P|mn)/dR [c_P D_mn - 2 G^P_mn]                      (chem::three_center_gradient)
-//         + sum_PQ d(P|Q)/dR [Y_PQ - 1/2 c_P c_Q]                               (chem::metric_gradient)
-// where c = J^-1 (P|mn) D_mn fits the density (J the metric (P|Q)), B^P_ij = sum_Q [J^-1]_PQ (Q|ij) fits the
-// occupied pairs, G^P_mn = sum_ij C_mi C_nj B^P_ij and Y_PQ = sum_ij B^P_ij B^Q_ij: the derivative of
-// E = ... + 1/2 c^T J c - sum_ij (ij|P) [J^-1]_PQ (Q|ij), the fitted Coulomb and exchange energies.
+// With D = 2 C_o C_o^T and W = 2 C_o e_o C_o^T, an energy functional of the form
+//   E = sum P_mn h_mn + sum_mn P_mn [J(D) - 1/2 K(D)]_mn + V_nn         (RHF: P = D/2 in the two-electron term)
+// differentiated with the densities held fixed (the orbital response is in W and in the relaxed P) gives
+//   dE/dR = sum P d(T + V)/dR - sum W dS/dR + dV_nn/dR                  (chem::one_electron_gradient)
+//         + d/dR of the two-electron term                               (chem::two_electron_gradient)
+// The two-electron term with DF J and K (the JK fitting basis; J the metric (P|Q), c^P = J^-1 (Q|mn) fitted):
+//   sum_P sum_mn d(P|mn)/dR [P d_D^P + D d_P^P - (P H^P C_o^T + C_o H^PT P)]_mn
+//   + sum_PQ d(P|Q)/dR [H^P . (P H^Q) - 1/2 (d_P^P d_D^Q + d_D^P d_P^Q)]
+// with d_X = J^-1 (Q|mn) X_mn the fitted densities and H^P = c^P C_o the fitted half-transformed integrals: the
+// derivative of sum P_mn (mn|P)[J^-1]_PQ (Q|ls) [D_ls - 1/2 ...] through the three-index integrals and the metric.
+// With exact J and K, libint2's four-centre first derivatives (chem::four_center_gradient).
+#include <array>
+
 #include "chem/basis_set.hpp"
 #include "chem/molecule.hpp"
 #include "chem/scf.hpp"
@@ -16,12 +22,24 @@
 
 namespace dfmp2::chem {
 
-// The gradient of a converged RHF `scf` of `molecule` in `basis`, its J and K fitted with `jk_basis`. Holds the
-// three-index integrals (naux nbf^2) in memory: a gradient within the memory plan comes with the DF-MP2 gradient.
-linalg::Matrix rhf_df_gradient(const Molecule& molecule, const BasisSet& basis, const BasisSet& jk_basis,
-                               const ScfResult& scf);
-// The gradient of a converged RHF with exact J and K: the same one-electron and nuclear terms, and the four-centre
-// derivative integrals contracted with the two-particle density (chem::rhf_four_center_gradient).
-linalg::Matrix rhf_exact_gradient(const Molecule& molecule, const BasisSet& basis, const ScfResult& scf);
+// d/dR of sum_mn P_mn [J(D) - 1/2 K(D)]_mn, D = 2 C_o C_o^T (`c_occ`: the SCF's occupied orbitals) and P
+// (`response`, symmetric) held fixed; J and K fitted with `jk_basis`, or exact when it is null. The DF form holds
+// the fitted half-transformed integrals (naux x nbf x nocc, twice) while it runs.
+linalg::Matrix two_electron_gradient(const BasisSet& basis, const BasisSet* jk_basis, linalg::Index natoms,
+                                     const linalg::Matrix& c_occ, const linalg::Matrix& response);
+
+// A correlated method's additions to the RHF densities: its relaxed one-particle density and energy-weighted
+// density (AO, symmetric). Empty: the SCF gradient itself.
+struct DensityCorrection {
+  linalg::Matrix density, energy_weighted;
+};
+
+// The gradient of a converged RHF `scf` of `molecule` in `basis`, J and K fitted with `jk_basis` (null: exact),
+// with `correction` added to its densities (the DF-MP2 gradient's separable part).
+linalg::Matrix rhf_gradient(const Molecule& molecule, const BasisSet& basis, const BasisSet* jk_basis,
+                            const ScfResult& scf, const DensityCorrection& correction = {});
+
+// The dipole moment (a.u., origin at 0) of the nuclei of `molecule` and the electrons of density `density`.
+std::array<double, 3> dipole_moment(const Molecule& molecule, const BasisSet& basis, const linalg::Matrix& density);
 
 }  // namespace dfmp2::chem

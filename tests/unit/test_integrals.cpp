@@ -25,7 +25,6 @@
 #include "chem/molecule.hpp"
 #include "chem/df_jk.hpp"
 #include "chem/scf.hpp"
-#include "chem/scf_gradient.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
 
@@ -539,87 +538,6 @@ TEST(OneElectronGradient, MatchesFiniteDifferencesOfTheIntegrals) {
             << "atom " << a << " direction " << x;
       }
     }
-  }
-}
-
-}  // namespace
-
-namespace {
-
-// The SCF gradient tests' molecule: a water distorted out of its symmetry, so that every component is non-zero.
-Molecule distorted_water() {
-  return chem::parse_xyz_lines("O 0.0 0.05 0.117790\nH 0.0 0.755453 -0.471161\nH 0.03 -0.70 -0.50\n", "water");
-}
-
-// An RHF of `m` converged to 1e-10, with the DF J/K over `jk_basis` in memory or, without one, the exact J/K.
-chem::ScfResult converged_rhf(const Molecule& m, const BasisSet& orbital, const BasisSet* jk_basis) {
-  auto backend = dfmp2::devices::make_backend("eigen");
-  dfmp2::linalg::KernelLog log;
-  dfmp2::linalg::Kernels kernels(*backend, log);
-  chem::ScfOptions options;
-  options.e_convergence = 1e-11;
-  options.d_convergence = 1e-10;
-  std::unique_ptr<chem::JkBuilder> jk;
-  if (jk_basis != nullptr) {
-    chem::DfJkOptions jk_options;
-    jk_options.storage = chem::JkStorage::memory;
-    auto engine = std::make_unique<chem::ThreeCenterEngine>(*jk_basis, orbital);
-    const int nocc = chem::closed_shell_occupied(m);
-    const chem::DfJkPlan plan = chem::plan_df_jk(*engine, *jk_basis, nocc, jk_options);
-    jk = chem::make_df_jk(std::move(engine), *jk_basis, nocc, kernels, jk_options, plan);
-  } else {
-    chem::ExactJkPlan plan;
-    jk = chem::make_exact_jk(orbital, 1e9, kernels, plan);
-  }
-  return chem::run_rhf(m, orbital, *jk, options, kernels);
-}
-
-// Central finite differences (steps of `h` bohr) of `energy` over every coordinate of `m`.
-Matrix finite_difference_gradient(const Molecule& m, const std::function<double(const Molecule&)>& energy,
-                                  double h = 5e-4) {
-  Matrix g(static_cast<Eigen::Index>(m.atoms.size()), 3);
-  for (std::size_t a = 0; a < m.atoms.size(); ++a) {
-    for (int x = 0; x < 3; ++x) {
-      Molecule plus = m, minus = m;
-      (x == 0 ? plus.atoms[a].x : x == 1 ? plus.atoms[a].y : plus.atoms[a].z) += h / chem::kBohrPerAngstrom;
-      (x == 0 ? minus.atoms[a].x : x == 1 ? minus.atoms[a].y : minus.atoms[a].z) -= h / chem::kBohrPerAngstrom;
-      g(static_cast<Eigen::Index>(a), x) = (energy(plus) - energy(minus)) / (2 * h);
-    }
-  }
-  return g;
-}
-
-void expect_gradient_near(const Matrix& actual, const Matrix& expected, double tolerance, const char* against) {
-  ASSERT_EQ(actual.rows(), expected.rows());
-  for (Eigen::Index a = 0; a < actual.rows(); ++a)
-    for (int x = 0; x < 3; ++x)
-      EXPECT_NEAR(actual(a, x), expected(a, x), tolerance) << against << ": atom " << a << " direction " << x;
-}
-
-// The RHF gradient with DF J/K (cc-pVDZ-JKFIT) and with the exact J/K (four-centre derivative integrals), against
-// central finite differences of the converged SCF energy (1e-6 Eh/bohr) and against Psi4 1.3.2's gradient('scf')
-// (scf_type df and pk, e_convergence 1e-11, d_convergence 1e-10, units angstrom, c1, no_reorient, no_com; measured
-// 1.1e-10 and 2.3e-10 Eh/bohr apart at most); the forces sum to zero.
-TEST(ScfGradient, RhfDensityFittedAndExactMatchFiniteDifferencesAndPsi4) {
-  const Molecule mol = distorted_water();
-  Matrix psi4_df(3, 3), psi4_pk(3, 3);
-  psi4_df << -0.001071880389, 0.049045288865, 0.003499144641, 0.000234289806, -0.03361487249, 0.018348865394,
-      0.000837590583, -0.015430416375, -0.021848010035;
-  psi4_pk << -0.001071314807, 0.049048454596, 0.003473050232, 0.000233827068, -0.033609727952, 0.018363757615,
-      0.00083748774, -0.015438726644, -0.021836807847;
-  for (const bool df : {true, false}) {
-    SCOPED_TRACE(df ? "DF" : "exact");
-    auto energy = [&](const Molecule& m) {
-      const BasisSet orbital = basis("cc-pvdz", m), jkfit = basis("cc-pvdz-jkfit", m);
-      return converged_rhf(m, orbital, df ? &jkfit : nullptr).energy;
-    };
-    const BasisSet orbital = basis("cc-pvdz", mol), jkfit = basis("cc-pvdz-jkfit", mol);
-    const chem::ScfResult scf = converged_rhf(mol, orbital, df ? &jkfit : nullptr);
-    const Matrix analytic = df ? chem::rhf_df_gradient(mol, orbital, jkfit, scf)
-                               : chem::rhf_exact_gradient(mol, orbital, scf);
-    expect_gradient_near(analytic, finite_difference_gradient(mol, energy), 1e-6, "finite differences");
-    expect_gradient_near(analytic, df ? psi4_df : psi4_pk, 1e-8, "Psi4");
-    EXPECT_NEAR(analytic.colwise().sum().cwiseAbs().maxCoeff(), 0.0, 1e-9);
   }
 }
 
