@@ -158,4 +158,29 @@ TEST(DfMp2Gradient, MatchesFiniteDifferencesOnDfAndExactScfWithAndWithoutFrozenC
   }
 }
 
+// Against Psi4 1.3.2 (gradient('mp2') and properties('mp2', properties=['dipole']), scf_type df, mp2_type df,
+// cc-pVDZ with its default JKFIT and RI bases, e_convergence 1e-11, d_convergence 1e-10, angstrom, c1, no_reorient,
+// no_com), all electrons and frozen core: the gradient within 1e-8 Eh/bohr, the relaxed dipole (Psi4 prints
+// Debye: 2.541746451895025 D per a.u., CODATA 2014) within 1e-6 a.u. Psi4 1.3 has no DF-MP2 gradient on an exact
+// SCF ("DF-MP2 gradients need DF-SCF reference"): that case has the finite differences above.
+TEST(DfMp2Gradient, MatchesPsi4WithAndWithoutFrozenCore) {
+  const Molecule mol = distorted_water();
+  constexpr double kDebye = 2.541746451895025;
+  Matrix psi4_all(3, 3), psi4_fc(3, 3);
+  psi4_all << -0.00037634624114657304, 0.04934273240301727, -0.025589067207670277, 0.00011387341625021305,
+      -0.04545865695307467, 0.03322969917165369, 0.0002624728248958071, -0.003884075449973965, -0.007640631963855931;
+  psi4_fc << -0.0003597419159051035, 0.049417075898337055, -0.026339621239448753, 0.00011355006199908048,
+      -0.04593242101972063, 0.033638631177902764, 0.0002461918539079139, -0.003484654878639838, -0.007299009938503909;
+  const double dipole_all[3] = {0.04910730124438952, -0.03500488603027583, -2.006979610238492};
+  const double dipole_fc[3] = {0.04908592104068402, -0.03490766013893268, -2.0061742629538193};
+  Rhf rhf(mol, true);
+  for (const int nfrozen : {0, 1}) {
+    SCOPED_TRACE(nfrozen ? "frozen core" : "all electrons");
+    const chem::DfMp2Gradient g = rhf.mp2_gradient(nfrozen);
+    expect_gradient_near(g.gradient, nfrozen ? psi4_fc : psi4_all, 1e-8, "Psi4");
+    for (int x = 0; x < 3; ++x)
+      EXPECT_NEAR(g.relaxed_dipole[std::size_t(x)], (nfrozen ? dipole_fc : dipole_all)[x] / kDebye, 1e-6);
+  }
+}
+
 }  // namespace
