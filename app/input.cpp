@@ -39,7 +39,7 @@ constexpr double kDefaultMemoryShare = 0.5;
 constexpr double kMaxMemoryBytes = 1125899906842624.0;  // 1 PiB
 
 const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "basis",   "aux_basis",
-                                        "reference", "scf",       "save_integrals", "frozen_core", "interaction", "backends", "precision",
+                                        "reference", "scf",       "save_integrals", "frozen_core", "interaction", "driver", "backends", "precision",
                                         "metric",    "screening", "memory",      "threads",  "output",
                                         "device",    "scratch",   "mp2_storage"};
 }  // namespace
@@ -764,6 +764,28 @@ namespace {
 
 // Key `interaction` (molecule input): {bsse: cp | nocp | both}. It needs fragments to interact, each of which is a
 // calculation of its own: what cannot be honoured for each (a frozen-core count, one integral file) is refused.
+// Key `driver`: energy, or the DF-MP2 gradient, which needs the molecule and its basis sets (its derivative
+// integrals) and a closed-shell RHF reference.
+void read_driver(const YAML::Node& root, const YamlReader& ctx, Input& in) {
+  const YAML::Node node = root["driver"];
+  in.driver = ctx.choice(node, "driver", driver_names(), "driver");
+  if (in.driver == Driver::energy) return;
+  if (!in.molecule) {
+    ctx.fail_key(node, "driver", fmt::format("{{key}}: a gradient needs 'molecule' input (the derivative integrals come "
+                                             "from the molecule's basis sets); {} gives no geometry to differentiate",
+                                             in.synthetic ? "a synthetic problem" : "an integral file"));
+  }
+  if (in.reference != chem::ScfReference::rhf) {
+    ctx.fail_key(node, "driver", fmt::format("{{key}}: the DF-MP2 gradient is closed-shell (RHF) only; this molecule's "
+                                             "reference is {} (multiplicity {})", chem::reference_label(in.reference),
+                                             in.molecule->multiplicity));
+  }
+  if (in.interaction) {
+    ctx.fail_key(node, "driver", "{key}: gradient with 'interaction' is not offered (a counterpoise-corrected gradient "
+                                 "needs each fragment's gradient in the complex's basis); run the complex alone");
+  }
+}
+
 void read_interaction(const YAML::Node& root, const YamlReader& ctx, Input& in) {
   const YAML::Node node = root["interaction"];
   if (!node.IsMap()) {
@@ -919,6 +941,8 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
     }
     in.threads = static_cast<int>(*n);
   }
+
+  if (root["driver"]) read_driver(root, ctx, in);
 
   if (const YAML::Node node = root["output"]) {
     const std::string value = ctx.scalar(node, "output", "a file path");

@@ -20,6 +20,8 @@
 //   frozen_core  bool or integer >= 0    false        true: Psi4's rule (previous noble-gas shell); n: n orbitals
 //   interaction  mapping                 (none)       {bsse: cp | nocp | both}: the interaction energy of the
 //                                                     molecule's fragments (molecule input of two or more)
+//   driver       energy | gradient       energy       gradient: also the analytic DF-MP2 gradient (closed-shell
+//                                                     RHF molecule input), the relaxed density's dipole
 //   backends     list of strings         the faster   backends to run, in order; the first one's energies are
 //                                        CPU backend  the reported result (devices/registry.hpp default_backend)
 //   precision    string, list or mapping fp64         fp64, fp32, mixed, bf16 or bf16x3 (device models); a list runs
@@ -81,6 +83,13 @@ struct InteractionOptions {
   bool uncorrected = false;  // bsse nocp or both
 };
 
+// Key `driver`: what the run returns, as QCSchema names it.
+enum class Driver { energy, gradient };
+inline const linalg::NameTable<Driver>& driver_names() {
+  static const linalg::NameTable<Driver> t = {{Driver::energy, "energy"}, {Driver::gradient, "gradient"}};
+  return t;
+}
+
 struct Input {
   std::string path;       // the YAML file as given
   std::string integrals;  // resolved path of the HDF5 file (empty with `synthetic`)
@@ -98,6 +107,7 @@ struct Input {
   std::optional<std::string> save_integrals;  // resolved path; empty optional = do not save
   FrozenCore frozen_core;
   std::optional<InteractionOptions> interaction;
+  Driver driver = Driver::energy;
   std::vector<std::string> backends = {devices::default_backend()};
   std::vector<chem::Precision> precisions = {chem::Precision::fp64};
   // precision as a mapping: the precisions per backend (a backend not named runs in `precisions`).

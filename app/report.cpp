@@ -471,4 +471,41 @@ std::string format_interaction(const Calculation& calc) {
   return out;
 }
 
+std::string format_gradient(const Calculation& calc) {
+  if (!calc.gradient) return {};
+  const GradientRun& g = *calc.gradient;
+  const chem::DfMp2Gradient& r = g.result;
+  const chem::Molecule& mol = *calc.input.molecule;
+  std::string out = fmt::format("\n  ==> DF-MP2 gradient <==\n\n  backend {} (fp64), {} frozen core orbitals; "
+                                "Z-vector converged in {} iterations (largest residual {:.1e}); {:.2f} s\n",
+                                g.backend, calc.reference.nfrozen, r.zvector_iterations, r.zvector_residual, g.seconds);
+  out += fmt::format("  MP2 correlation energy from the gradient's amplitudes: {:.12f} Eh\n", r.correlation());
+  auto table = [&](const char* title, const linalg::Matrix& m) {
+    out += fmt::format("\n  {} [Eh/bohr]\n  {:>4} {:<3} {:>18} {:>18} {:>18}\n", title, "atom", "", "x", "y", "z");
+    for (Eigen::Index a = 0; a < m.rows(); ++a) {
+      const chem::Atom& atom = mol.atoms[static_cast<std::size_t>(a)];
+      out += fmt::format("  {:>4} {:<3} {:>18.12f} {:>18.12f} {:>18.12f}\n", a + 1,
+                         (atom.ghost ? "Gh(" + chem::element_symbol(atom.atomic_number) + ")"
+                                     : chem::element_symbol(atom.atomic_number)),
+                         m(a, 0), m(a, 1), m(a, 2));
+    }
+  };
+  table("MP2 total gradient", r.gradient);
+  table("SCF gradient", r.scf_gradient);
+  out += fmt::format("\n  RMS force {:.3e} Eh/bohr, largest {:.3e} Eh/bohr\n",
+                     std::sqrt(r.gradient.squaredNorm() / double(r.gradient.size())), r.gradient.cwiseAbs().maxCoeff());
+  auto dipole = [&](const char* what, const std::array<double, 3>& d) {
+    const double total = std::sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+    out += fmt::format("  {:<28} X {:12.8f}  Y {:12.8f}  Z {:12.8f}  total {:12.8f} [e a0]  ({:.6f} D)\n", what, d[0],
+                       d[1], d[2], total, total * kDebyePerAtomicUnit);
+  };
+  out += "\n";
+  dipole("SCF dipole", r.scf_dipole);
+  dipole("MP2 relaxed dipole", r.relaxed_dipole);
+  out += "  steps:";
+  for (const auto& [step, seconds] : r.seconds) out += fmt::format(" {} {:.2f} s;", step, seconds);
+  out.back() = '\n';
+  return out;
+}
+
 }  // namespace dfmp2::app

@@ -21,6 +21,48 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A natoms x 3 matrix as QCSchema stores arrays (flat, row-major) and as Psi4's variables hold them (rows).
+nlohmann::json flat(const linalg::Matrix& m) {
+  nlohmann::json a = nlohmann::json::array();
+  for (Eigen::Index r = 0; r < m.rows(); ++r)
+    for (Eigen::Index c = 0; c < m.cols(); ++c) a.push_back(m(r, c));
+  return a;
+}
+nlohmann::json rows(const linalg::Matrix& m) {
+  nlohmann::json a = nlohmann::json::array();
+  for (Eigen::Index r = 0; r < m.rows(); ++r) a.push_back({m(r, 0), m(r, 1), m(r, 2)});
+  return a;
+}
+
+// driver: gradient. return_result is the MP2 total gradient (Eh/bohr); the properties, the variables under Psi4's
+// names and extras.dfmp2.gradient hold it with the SCF gradient and both dipoles (a.u.).
+void add_gradient(const Calculation& calc, nlohmann::json& j) {
+  const GradientRun& g = *calc.gradient;
+  const chem::DfMp2Gradient& r = g.result;
+  j["return_result"] = flat(r.gradient);
+  j["properties"]["return_gradient"] = flat(r.gradient);
+  j["properties"]["scf_total_gradient"] = flat(r.scf_gradient);
+  j["properties"]["scf_dipole_moment"] = r.scf_dipole;
+  j["properties"]["mp2_dipole_moment"] = r.relaxed_dipole;
+  nlohmann::json& v = j["extras"]["qcvars"];
+  v["CURRENT GRADIENT"] = v["MP2 TOTAL GRADIENT"] = rows(r.gradient);
+  v["SCF TOTAL GRADIENT"] = rows(r.scf_gradient);
+  v["SCF DIPOLE"] = r.scf_dipole;
+  v["MP2 DIPOLE"] = v["CURRENT DIPOLE"] = r.relaxed_dipole;
+  nlohmann::json seconds = nlohmann::json::object();
+  for (const auto& [step, s] : r.seconds) seconds[step] = s;
+  j["extras"]["dfmp2"]["gradient"] = {{"backend", g.backend},
+                                      {"gradient", rows(r.gradient)},
+                                      {"scf_gradient", rows(r.scf_gradient)},
+                                      {"mp2_correlation_energy", r.correlation()},
+                                      {"scf_dipole", r.scf_dipole},
+                                      {"relaxed_dipole", r.relaxed_dipole},
+                                      {"zvector_iterations", r.zvector_iterations},
+                                      {"zvector_residual", r.zvector_residual},
+                                      {"seconds", g.seconds},
+                                      {"step_seconds", seconds}};
+}
+
 nlohmann::json properties(const Calculation& calc, const BackendRun& run) {
   const Reference& f = calc.reference;
   nlohmann::json p;
@@ -342,7 +384,7 @@ nlohmann::json results_json(const Calculation& calc) {
     }
     j["molecule"] = m;
   }
-  j["driver"] = "energy";
+  j["driver"] = calc.gradient ? "gradient" : "energy";
   j["model"] = {{"method", "mp2"}, {"basis", f.kind == "synthetic" ? std::string("synthetic") : f.metadata.basis}};
   j["keywords"] = {{"mp2_type", "df"},
                    {"reference", linalg::name_in(chem::scf_reference_names(), f.scf_reference)},
@@ -366,6 +408,7 @@ nlohmann::json results_json(const Calculation& calc) {
                             {"peak_resident_bytes", calc.rank_peak_resident}}},
                           {"backends", backends}};
   if (calc.input.interaction) j["extras"]["dfmp2"]["interaction"] = interaction_json(calc);
+  if (calc.gradient) add_gradient(calc, j);
   if (!calc.input.as_read.contains("backends")) {  // the default CPU backend, and why it was chosen
     j["extras"]["dfmp2"]["default_backend"] = {{"name", devices::default_backend_choice().name},
                                                {"reason", devices::default_backend_choice().reason}};

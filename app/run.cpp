@@ -307,6 +307,24 @@ chem::DfJkOptions df_jk_options(const Input& input, double memory_bytes, linalg:
   return options;
 }
 
+// driver: gradient. Its phase comes after DF-MP2 and holds the SCF's J/K (set up again, as planned for the SCF)
+// beside its own tensors (chem::dfmp2_gradient_bytes) and the SCF's matrices.
+void plan_gradient(const Input& input, Calculation& calc) {
+  MemoryPlan& plan = calc.memory;
+  const Reference& r = calc.reference;
+  const MoleculeRun& m = *r.molecule();
+  const bool df = input.scf.type == chem::ScfType::df;
+  const double jk = df ? m.jk_plan.memory_bytes : m.exact_plan.memory_bytes;
+  const double held = plan.baseline + scf_matrix_bytes(r.nbf, input.scf.diis_vectors, false) + jk;
+  const double need = chem::dfmp2_gradient_bytes(r.nbf, r.nocc, r.nfrozen, r.naux, df ? m.jk_basis.nbf() : 0);
+  within_memory(plan, held, [&] {
+    if (held + need > plan.budget) throw PhaseTooLarge("MP2 gradient", need, "");
+    return 0;
+  });
+  plan.phases.push_back({"MP2 gradient", "memory", "one occupied orbital's pairs at a time", need + jk, 0,
+                         "fitted integrals and three-index amplitudes in memory, beside the SCF's J/K set up again"});
+}
+
 // The SCF J/K's row of the memory plan, within what the plan leaves it beside the SCF's matrices (and the DF
 // engine): the same budget on every rank, since the plan's baseline is the largest of any rank.
 ScfJk plan_scf_jk(const Input& input, linalg::Backend& backend, linalg::Comm& comm, Calculation& calc) {
@@ -336,6 +354,7 @@ ScfJk plan_scf_jk(const Input& input, linalg::Backend& backend, linalg::Comm& co
   });
   plan.phases.insert(plan.phases.begin() + 1, phase);
   jk.seconds = clock.seconds();
+  if (input.driver == Driver::gradient) plan_gradient(input, calc);
   return jk;
 }
 
@@ -860,6 +879,46 @@ std::vector<InteractionEnergy> interaction_energies(const Calculation& calc, std
   return out;
 }
 
+namespace {
+
+// driver: gradient, after the energy runs: the SCF's J/K set up again as planned, then chem::rhf_dfmp2_gradient on
+// every rank alike (the J/K builds shared among them as in the SCF; the rest replicated).
+void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& comm, Calculation& calc,
+                  const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  MoleculeRun& m = *calc.reference.molecule();
+  comm.set_phase("MP2 gradient");
+  GradientRun& g = calc.gradient.emplace();
+  g.backend = backend.name();
+  linalg::Kernels kernels(backend, g.log);
+  linalg::Stopwatch clock;
+  std::unique_ptr<chem::JkBuilder> jk;
+  if (input.scf.type == chem::ScfType::df) {
+    jk = chem::make_df_jk(std::make_unique<chem::ThreeCenterEngine>(m.jk_basis, m.basis), m.jk_basis,
+                          calc.reference.nocc, kernels, df_jk_options(input, m.jk_plan.memory_bytes, comm), m.jk_plan);
+  } else {
+    chem::ExactJkPlan plan;
+    jk = chem::make_exact_jk(m.basis, m.exact_plan.memory_bytes, kernels, plan, &comm);
+  }
+  say(fmt::format("  MP2 gradient: {} frozen core orbitals, on backend {} (fp64)", calc.reference.nfrozen, g.backend));
+  chem::DfMp2GradientInput in;
+  in.molecule = &*input.molecule;
+  in.basis = &m.basis;
+  in.ri_basis = &m.aux_basis;
+  in.jk_basis = input.scf.type == chem::ScfType::df ? &m.jk_basis : nullptr;
+  in.scf = &m.scf;
+  in.nfrozen = calc.reference.nfrozen;
+  in.jk = jk.get();
+  g.result = chem::rhf_dfmp2_gradient(in, kernels);
+  g.seconds = clock.seconds();
+  say(fmt::format("  MP2 gradient done ({:.2f} s; Z-vector {} iterations, largest residual {:.1e})", g.seconds,
+                  g.result.zvector_iterations, g.result.zvector_residual));
+}
+
+}  // namespace
+
 Calculation run_calculation(const Input& input, linalg::Comm& comm,
                             const std::function<void(const std::string&)>& progress,
                             const std::function<void(const std::string&, long long, long long)>& phase_progress) {
@@ -911,6 +970,12 @@ Calculation run_calculation(const Input& input, linalg::Comm& comm,
     backend->release();
   }
   run_own_basis_fragments(calc, comm, progress, phase_progress);
+  if (input.driver == Driver::gradient) {
+    sampler.take_peak();
+    run_gradient(input, *backends.scf, comm, calc, progress);
+    for (auto& ph : calc.memory.phases)
+      if (ph.phase == "MP2 gradient") ph.measured_bytes = sampler.take_peak();
+  }
   record_peaks(calc, comm);
   return calc;
 }

@@ -11,6 +11,7 @@
 #include "app/input.hpp"
 #include "chem/df_jk.hpp"
 #include "chem/dfmp2.hpp"
+#include "chem/dfmp2_gradient.hpp"
 #include "chem/integral_file.hpp"
 #include "chem/integrals.hpp"
 #include "chem/scf.hpp"
@@ -148,6 +149,16 @@ struct OwnBasisFragment {
   std::unique_ptr<Calculation> calc;
 };
 
+// driver: gradient. The DF-MP2 gradient of the reference's SCF, computed after the energy runs on the SCF's backend
+// in fp64 (its GEMMs logged there; the derivative integrals and the Z-vector's J/K builds run on the host), with the
+// SCF's J/K set up again as planned for the orbital response.
+struct GradientRun {
+  chem::DfMp2Gradient result;
+  std::string backend;
+  linalg::KernelLog log;
+  double seconds = 0;
+};
+
 struct Calculation {
   int ranks = 1;    // MPI ranks the run was spread over
   std::string mpi;  // linalg::Comm::description()
@@ -157,6 +168,7 @@ struct Calculation {
   MemoryPlan memory;
   std::vector<BackendRun> runs;
   std::vector<OwnBasisFragment> own_basis;  // interaction.bsse nocp or both
+  std::optional<GradientRun> gradient;      // driver: gradient
 };
 
 // An interaction energy, complex minus fragments, of one backend run's energies (Eh): SCF, the MP2 correlation and
@@ -188,6 +200,8 @@ std::vector<InteractionPart> interaction_parts(const Calculation& calc, std::siz
 std::vector<InteractionEnergy> interaction_energies(const Calculation& calc, std::size_t run);
 // Eh to kcal/mol: CODATA 2014, the constants Psi4 1.3 takes from QCElemental.
 inline constexpr double kHartreeToKcalMol = 627.5094737775374;
+// Debye per atomic unit of dipole moment (e a0): CODATA 2014, as Psi4 1.3 prints it.
+inline constexpr double kDebyePerAtomicUnit = 2.541746451895025;
 
 // Resident memory of this process now, and its peak so far (bytes).
 double resident_bytes();

@@ -11,6 +11,8 @@
 #include <pybind11/stl.h>
 
 #include <dlfcn.h>
+
+#include <filesystem>
 #include <fmt/format.h>
 
 #include <yaml-cpp/yaml.h>
@@ -492,6 +494,14 @@ PYBIND11_MODULE(dfmp2, m) {
   if (dladdr(reinterpret_cast<void*>(&run), &self) != 0 && self.dli_fname != nullptr)
     app::set_program_location(self.dli_fname);
   m.doc() = "dfmp2: the linear-algebra layer, the Trainium device models and DF-MP2 (README 'Python module')";
+  // Pure-Python submodules (dfmp2.ase) live in dfmp2_modules/ beside this shared object: a __path__ makes the
+  // extension a package that `import dfmp2.ase` searches.
+  if (self.dli_fname != nullptr) {
+    const std::string here = std::filesystem::path(self.dli_fname).parent_path().string();
+    py::list path;
+    path.append(here + "/dfmp2_modules");
+    m.attr("__path__") = path;
+  }
   m.attr("__version__") = DFMP2_VERSION;
 
   // Exceptions of the program's classes (README "Errors and exit codes").
