@@ -505,6 +505,7 @@ std::string format_gradient(const Calculation& calc) {
   out += "  steps:";
   for (const auto& [step, seconds] : r.seconds) out += fmt::format(" {} {:.2f} s;", step, seconds);
   out.back() = '\n';
+  out += format_kernel_table(fmt::format("Kernel timings of the gradient on backend {}", g.backend), g.log, g.seconds);
   return out;
 }
 

@@ -449,9 +449,9 @@ linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule) {
   return g;
 }
 
-linalg::Matrix three_center_gradient(
-    const BasisSet& aux, const BasisSet& basis, linalg::Index natoms,
-    const std::function<void(linalg::Index, linalg::Index, double*)>& density) {
+std::vector<linalg::Matrix> three_center_gradients(
+    const BasisSet& aux, const BasisSet& basis, linalg::Index natoms, int count,
+    const std::function<void(linalg::Index, linalg::Index, double*)>& densities) {
   // Debian's libint2 2.7.2 has three-centre first derivatives, but its builds miss shell combinations ((s|pp) among
   // them: a null build function), so the derivative with respect to the orbital centres is taken as for the
   // one-electron integrals (each shell's l + 1 and l - 1 shells, in ordinary three-centre integrals), and the
@@ -464,8 +464,21 @@ linalg::Matrix three_center_gradient(
   const auto nbf = static_cast<linalg::Index>(b.nbf);
   std::vector<CentreDerivative> derivatives;
   for (const auto& sh : b.shells) derivatives.push_back(centre_derivative(sh));
-  // Per auxiliary shell (sum_in_shell_order).
-  std::vector<linalg::Matrix> by_shell(static_cast<std::size_t>(nsh_a), linalg::Matrix::Zero(natoms, 3));
+  // Shell pairs whose Schwarz bound sqrt((mn|mn)) max_P sqrt((P|P)) is below kDerivativeScreening are skipped: their
+  // derivatives (the same Gaussians' products, times exponents of at most ~1e4) cannot reach 1e-12 Eh/bohr.
+  constexpr double kDerivativeScreening = 1e-17;
+  const ShellPairs shell_pairs = make_shell_pairs(b);
+  const double aux_largest = std::sqrt(coulomb_metric(aux).diagonal().maxCoeff());
+  std::vector<char> significant(static_cast<std::size_t>(nsh_b) * static_cast<std::size_t>(nsh_b), 0);
+  for (std::size_t k = 0; k < shell_pairs.pairs.size(); ++k) {
+    if (shell_pairs.schwarz[k] * aux_largest < kDerivativeScreening) continue;
+    const auto [s1, s2] = shell_pairs.pairs[k];
+    significant[static_cast<std::size_t>(s1 * nsh_b + s2)] = significant[static_cast<std::size_t>(s2 * nsh_b + s1)] = 1;
+  }
+  // Per auxiliary shell and density (sum_in_shell_order).
+  std::vector<std::vector<linalg::Matrix>> by_shell(static_cast<std::size_t>(count),
+                                                    std::vector<linalg::Matrix>(static_cast<std::size_t>(nsh_a),
+                                                                                linalg::Matrix::Zero(natoms, 3)));
 #pragma omp parallel
   {
     libint2::Engine engine = proto;
@@ -475,9 +488,9 @@ linalg::Matrix three_center_gradient(
     for (int sp = 0; sp < nsh_a; ++sp) {
       const auto p0 = static_cast<linalg::Index>(a.offsets[static_cast<std::size_t>(sp)]);
       const int np = a.sizes[static_cast<std::size_t>(sp)];
-      r.resize(static_cast<std::size_t>(np * nbf * nbf));
-      density(p0, p0 + np, r.data());
-      linalg::Matrix& g = by_shell[static_cast<std::size_t>(sp)];
+      const std::size_t stride = static_cast<std::size_t>(np * nbf * nbf);  // one density's block
+      r.resize(stride * static_cast<std::size_t>(count));
+      densities(p0, p0 + np, r.data());
       const int aux_atom = aux.shells[static_cast<std::size_t>(sp)].atom;
       for (int s1 = 0; s1 < nsh_b; ++s1) {
         const CentreDerivative& d1 = derivatives[static_cast<std::size_t>(s1)];
@@ -485,6 +498,7 @@ linalg::Matrix three_center_gradient(
         const auto o1 = static_cast<linalg::Index>(b.offsets[static_cast<std::size_t>(s1)]);
         const int atom1 = basis.shells[static_cast<std::size_t>(s1)].atom;
         for (int s2 = 0; s2 < nsh_b; ++s2) {
+          if (!significant[static_cast<std::size_t>(s1 * nsh_b + s2)]) continue;
           const int n2 = b.sizes[static_cast<std::size_t>(s2)];
           const auto o2 = static_cast<linalg::Index>(b.offsets[static_cast<std::size_t>(s2)]);
           engine.compute2<Operator::coulomb, BraKet::xs_xx, 0>(a.shells[sp], unit, d1.up, b.shells[s2]);
@@ -497,46 +511,58 @@ linalg::Matrix three_center_gradient(
           combine_centre_derivative(b.shells[s1].contr[0].l, b.shells[s1].contr[0].pure, static_cast<std::size_t>(np),
                                     static_cast<std::size_t>(n2), up, down, ints);
           // Twice: m's centre and, by the symmetry of R in m and n, n's.
-          for (int d = 0; d < 3; ++d) {
-            double t = 0;
-            for (int fp = 0; fp < np; ++fp)
-              for (int f1 = 0; f1 < n1; ++f1)
-                for (int f2 = 0; f2 < n2; ++f2)
-                  t += ints[d][static_cast<std::size_t>((fp * n1 + f1) * n2 + f2)] *
-                       r[static_cast<std::size_t>((fp * nbf + o1 + f1) * nbf + o2 + f2)];
-            g(atom1, d) += 2.0 * t;
-            g(aux_atom, d) -= 2.0 * t;
+          for (int k = 0; k < count; ++k) {
+            const double* rk = r.data() + stride * static_cast<std::size_t>(k);
+            linalg::Matrix& g = by_shell[static_cast<std::size_t>(k)][static_cast<std::size_t>(sp)];
+            for (int d = 0; d < 3; ++d) {
+              double t = 0;
+              for (int fp = 0; fp < np; ++fp)
+                for (int f1 = 0; f1 < n1; ++f1)
+                  for (int f2 = 0; f2 < n2; ++f2)
+                    t += ints[d][static_cast<std::size_t>((fp * n1 + f1) * n2 + f2)] *
+                         rk[static_cast<std::size_t>((fp * nbf + o1 + f1) * nbf + o2 + f2)];
+              g(atom1, d) += 2.0 * t;
+              g(aux_atom, d) -= 2.0 * t;
+            }
           }
         }
       }
     }
   }
-  return sum_in_shell_order(by_shell, natoms);
+  std::vector<linalg::Matrix> out;
+  for (const auto& shells : by_shell) out.push_back(sum_in_shell_order(shells, natoms));
+  return out;
 }
 
-linalg::Matrix four_center_gradient(const BasisSet& basis, linalg::Index natoms, const linalg::Matrix& density,
-                                    const linalg::Matrix& response) {
+linalg::Matrix three_center_gradient(const BasisSet& aux, const BasisSet& basis, linalg::Index natoms,
+                                     const std::function<void(linalg::Index, linalg::Index, double*)>& density) {
+  return three_center_gradients(aux, basis, natoms, 1, density).front();
+}
+
+std::vector<linalg::Matrix> four_center_gradients(const BasisSet& basis, linalg::Index natoms,
+                                                 const linalg::Matrix& density,
+                                                 const std::vector<linalg::Matrix>& responses) {
   const LibintBasis b = to_libint(basis);
   const libint2::Engine proto =
       make_coulomb_derivative_engine("four-centre derivatives", BraKet::xx_xx, b.max_nprim, b.max_l);
   const int nsh = b.nshells();
   const linalg::Matrix& d = density;
-  const linalg::Matrix& p = response;
+  const auto count = static_cast<int>(responses.size());
   // The two-particle density of sum_mn P_mn [J(D) - 1/2 K(D)]_mn, symmetric under the integrals' eight
   // permutations: G_mnls = 1/2 (P_mn D_ls + D_mn P_ls) - 1/8 (P_ml D_ns + D_ml P_ns + P_ms D_nl + D_ms P_nl).
   // With P = D/2 it is RHF's, 1/2 D_mn D_ls - 1/8 (D_ml D_ns + D_ms D_nl).
-  auto two_particle = [&](linalg::Index m, linalg::Index n, linalg::Index l, linalg::Index s) {
+  auto two_particle = [&](const linalg::Matrix& p, linalg::Index m, linalg::Index n, linalg::Index l, linalg::Index s) {
     return 0.5 * (p(m, n) * d(l, s) + d(m, n) * p(l, s)) -
            0.125 * (p(m, l) * d(n, s) + d(m, l) * p(n, s) + p(m, s) * d(n, l) + d(m, s) * p(n, l));
   };
-  std::vector<linalg::Matrix> by_shell(static_cast<std::size_t>(nsh), linalg::Matrix::Zero(natoms, 3));
+  std::vector<std::vector<linalg::Matrix>> by_shell(
+      static_cast<std::size_t>(count), std::vector<linalg::Matrix>(static_cast<std::size_t>(nsh), linalg::Matrix::Zero(natoms, 3)));
 #pragma omp parallel
   {
     libint2::Engine engine = proto;
     const auto& buf = engine.results();
 #pragma omp for schedule(dynamic)
     for (int s1 = 0; s1 < nsh; ++s1) {
-      linalg::Matrix& g = by_shell[static_cast<std::size_t>(s1)];
       for (int s2 = 0; s2 <= s1; ++s2) {
         for (int s3 = 0; s3 <= s1; ++s3) {
           for (int s4 = 0; s4 <= (s3 == s1 ? s2 : s3); ++s4) {
@@ -551,18 +577,22 @@ linalg::Matrix four_center_gradient(const BasisSet& basis, linalg::Index natoms,
               n[k] = b.sizes[static_cast<std::size_t>(sh[k])];
               o[k] = static_cast<linalg::Index>(b.offsets[static_cast<std::size_t>(sh[k])]);
             }
-            for (int c = 0; c < 4; ++c) {
-              const int atom = basis.shells[static_cast<std::size_t>(sh[c])].atom;
-              for (int x = 0; x < 3; ++x) {
-                const double* ints = buf[static_cast<std::size_t>(3 * c + x)];
-                if (ints == nullptr) continue;
-                double t = 0;
-                for (int f1 = 0, f = 0; f1 < n[0]; ++f1)
-                  for (int f2 = 0; f2 < n[1]; ++f2)
-                    for (int f3 = 0; f3 < n[2]; ++f3)
-                      for (int f4 = 0; f4 < n[3]; ++f4, ++f)
-                        t += ints[f] * two_particle(o[0] + f1, o[1] + f2, o[2] + f3, o[3] + f4);
-                g(atom, x) += degeneracy * t;
+            for (int k = 0; k < count; ++k) {
+              const linalg::Matrix& p = responses[static_cast<std::size_t>(k)];
+              linalg::Matrix& g = by_shell[static_cast<std::size_t>(k)][static_cast<std::size_t>(s1)];
+              for (int c = 0; c < 4; ++c) {
+                const int atom = basis.shells[static_cast<std::size_t>(sh[c])].atom;
+                for (int x = 0; x < 3; ++x) {
+                  const double* ints = buf[static_cast<std::size_t>(3 * c + x)];
+                  if (ints == nullptr) continue;
+                  double t = 0;
+                  for (int f1 = 0, f = 0; f1 < n[0]; ++f1)
+                    for (int f2 = 0; f2 < n[1]; ++f2)
+                      for (int f3 = 0; f3 < n[2]; ++f3)
+                        for (int f4 = 0; f4 < n[3]; ++f4, ++f)
+                          t += ints[f] * two_particle(p, o[0] + f1, o[1] + f2, o[2] + f3, o[3] + f4);
+                  g(atom, x) += degeneracy * t;
+                }
               }
             }
           }
@@ -570,7 +600,9 @@ linalg::Matrix four_center_gradient(const BasisSet& basis, linalg::Index natoms,
       }
     }
   }
-  return sum_in_shell_order(by_shell, natoms);
+  std::vector<linalg::Matrix> out;
+  for (const auto& shells : by_shell) out.push_back(sum_in_shell_order(shells, natoms));
+  return out;
 }
 
 linalg::Matrix metric_gradient(const BasisSet& aux, linalg::Index natoms, const linalg::Matrix& v) {

@@ -51,11 +51,18 @@ linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule);
 // derivatives; `natoms` rows.
 linalg::Matrix three_center_gradient(const BasisSet& aux, const BasisSet& basis, linalg::Index natoms,
                                      const std::function<void(linalg::Index, linalg::Index, double*)>& density);
+// The same for `count` densities in one pass over the derivative integrals: `densities(p0, p1, out)` writes density
+// k's block at out + k (p1 - p0) nbf^2; one gradient per density.
+std::vector<linalg::Matrix> three_center_gradients(
+    const BasisSet& aux, const BasisSet& basis, linalg::Index natoms, int count,
+    const std::function<void(linalg::Index, linalg::Index, double*)>& densities);
 // d/dR of sum_mn P_mn [J(D) - 1/2 K(D)]_mn over the exact four-centre integrals, D and P symmetric and held fixed:
 // the exact SCF's two-electron gradient with P = D/2, a correlated method's separable part with P its relaxed
 // density. Integral-direct over the unique shell quartets (libint2's four-centre first derivatives).
-linalg::Matrix four_center_gradient(const BasisSet& basis, linalg::Index natoms, const linalg::Matrix& density,
-                                    const linalg::Matrix& response);
+// One gradient per response P, in one pass over the integrals.
+std::vector<linalg::Matrix> four_center_gradients(const BasisSet& basis, linalg::Index natoms,
+                                                 const linalg::Matrix& density,
+                                                 const std::vector<linalg::Matrix>& responses);
 // <m| r - origin |n> for x, y and z (bohr): the dipole moment's integrals.
 std::array<linalg::Matrix, 3> dipole_matrices(const BasisSet& basis, const std::array<double, 3>& origin);
 // sum_PQ d(P|Q)/dR V_PQ for a symmetric V over an auxiliary basis (libint2's two-centre first derivatives).

@@ -12,8 +12,9 @@
 //   + sum_PQ d(P|Q)/dR [H^P . (P H^Q) - 1/2 (d_P^P d_D^Q + d_D^P d_P^Q)]
 // with d_X = J^-1 (Q|mn) X_mn the fitted densities and H^P = c^P C_o the fitted half-transformed integrals: the
 // derivative of sum P_mn (mn|P)[J^-1]_PQ (Q|ls) [D_ls - 1/2 ...] through the three-index integrals and the metric.
-// With exact J and K, libint2's four-centre first derivatives (chem::four_center_gradient).
+// With exact J and K, libint2's four-centre first derivatives (chem::four_center_gradients).
 #include <array>
+#include <vector>
 
 #include "chem/basis_set.hpp"
 #include "chem/molecule.hpp"
@@ -22,22 +23,27 @@
 
 namespace dfmp2::chem {
 
-// d/dR of sum_mn P_mn [J(D) - 1/2 K(D)]_mn, D = 2 C_o C_o^T (`c_occ`: the SCF's occupied orbitals) and P
-// (`response`, symmetric) held fixed; J and K fitted with `jk_basis`, or exact when it is null. The DF form holds
-// the fitted half-transformed integrals (naux x nbf x nocc, twice) while it runs.
-linalg::Matrix two_electron_gradient(const BasisSet& basis, const BasisSet* jk_basis, linalg::Index natoms,
-                                     const linalg::Matrix& c_occ, const linalg::Matrix& response);
+// d/dR of sum_mn P_mn [J(D) - 1/2 K(D)]_mn, D = 2 C_o C_o^T (`c_occ`: the SCF's occupied orbitals) and each P of
+// `responses` (symmetric) held fixed; J and K fitted with `jk_basis`, or exact when it is null. One pass over the
+// derivative integrals for all of them. The DF form holds the fitted half-transformed integrals (naux x nbf x nocc,
+// twice) while it runs.
+std::vector<linalg::Matrix> two_electron_gradients(const BasisSet& basis, const BasisSet* jk_basis,
+                                                   linalg::Index natoms, const linalg::Matrix& c_occ,
+                                                   const std::vector<linalg::Matrix>& responses);
 
 // A correlated method's additions to the RHF densities: its relaxed one-particle density and energy-weighted
-// density (AO, symmetric). Empty: the SCF gradient itself.
+// density (AO, symmetric).
 struct DensityCorrection {
   linalg::Matrix density, energy_weighted;
 };
 
-// The gradient of a converged RHF `scf` of `molecule` in `basis`, J and K fitted with `jk_basis` (null: exact),
-// with `correction` added to its densities (the DF-MP2 gradient's separable part).
+// The gradient of a converged RHF `scf` of `molecule` in `basis`, J and K fitted with `jk_basis` (null: exact).
 linalg::Matrix rhf_gradient(const Molecule& molecule, const BasisSet& basis, const BasisSet* jk_basis,
-                            const ScfResult& scf, const DensityCorrection& correction = {});
+                            const ScfResult& scf);
+// The same first, then the gradient with each of `corrections` added to its densities (the DF-MP2 gradient's
+// separable part), all in one pass over the derivative integrals.
+std::vector<linalg::Matrix> rhf_gradients(const Molecule& molecule, const BasisSet& basis, const BasisSet* jk_basis,
+                                          const ScfResult& scf, const std::vector<DensityCorrection>& corrections);
 
 // The dipole moment (a.u., origin at 0) of the nuclei of `molecule` and the electrons of density `density`.
 std::array<double, 3> dipole_moment(const Molecule& molecule, const BasisSet& basis, const linalg::Matrix& density);
