@@ -81,6 +81,7 @@ nlohmann::json properties(const Calculation& calc, const BackendRun& run) {
     p["return_energy"] = run.result.correlation();
   }
   if (f.nbf > 0) p["calcinfo_nbasis"] = f.nbf;
+  if (calc.input.molecule) p["calcinfo_natom"] = calc.input.molecule->atoms.size();
   p["calcinfo_nmo"] = f.nmo;
   p["calcinfo_nalpha"] = f.nocc;
   p["calcinfo_nbeta"] = f.open_shell() ? f.nocc_beta : f.nocc;

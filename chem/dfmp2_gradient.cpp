@@ -297,8 +297,8 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   lap("densities");
 
   // The gradient: the SCF's form with the corrected densities, and the non-separable three-index and metric terms.
-  out.scf_gradient = rhf_gradient(*in.molecule, *in.basis, in.jk_basis, scf);
-  const Matrix separable = rhf_gradient(*in.molecule, *in.basis, in.jk_basis, scf, correction);
+  const std::vector<Matrix> separable = rhf_gradients(*in.molecule, *in.basis, in.jk_basis, scf, {correction});
+  out.scf_gradient = separable[0];
   lap("separable");
   const Matrix three_index =
       three_center_gradient(*in.ri_basis, *in.basis, natoms, [&](Index p0, Index p1, double* r) {
@@ -308,7 +308,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
           Eigen::Map<Matrix>(r + (p - p0) * half.size(), half.rows(), half.cols()) = 2.0 * (half + half.transpose());
         }
       });
-  out.gradient = separable + three_index + metric_gradient(*in.ri_basis, natoms, -2.0 * v);
+  out.gradient = separable[1] + three_index + metric_gradient(*in.ri_basis, natoms, -2.0 * v);
   lap("non-separable");
 
   const Matrix scf_density = 2.0 * s.c_occ * s.c_occ.transpose();

@@ -88,6 +88,32 @@ def cli(args, c):
             c.check(abs(diff) <= 1e-10, "%s of the AtomicInput and of its YAML twin: %+.1e Eh" % (key, diff))
         c.check(abs(result.return_result - twin["mp2_total_energy"]) <= 1e-10, "return_result is the MP2 total energy")
 
+        # driver gradient: return_result is the natoms x 3 gradient (flat, as QCSchema stores arrays), the same as
+        # its YAML twin's (driver: gradient); the properties hold the SCF gradient and both dipoles.
+        grad_inp = atomic_input(WATER, "cc-pvdz", dict(CONVERGED, scf_type="df", freeze_core=True, dfmp2_threads=1),
+                                driver="gradient")
+        with open(os.path.join(d, "grad.json"), "w") as f:
+            f.write(grad_inp.json())
+        p = run([args.dfmp2, os.path.join(d, "grad.json")], d)
+        c.check(p.returncode == 0, "a gradient AtomicInput runs (%s)" % p.stderr.strip())
+        with open(os.path.join(d, "grad.result.json")) as f:
+            grad_result = qcel.models.AtomicResult(**json.load(f))
+        with open(yaml) as f:
+            twin_yaml = f.read().replace("output: twin.json", "output: grad_twin.json") + "driver: gradient\n"
+        with open(os.path.join(d, "grad.yaml"), "w") as f:
+            f.write(twin_yaml)
+        run([args.dfmp2, os.path.join(d, "grad.yaml")], d)
+        with open(os.path.join(d, "grad_twin.json")) as f:
+            twin_gradient = json.load(f)["return_result"]
+        ours = [float(x) for x in grad_result.return_result.ravel()]
+        c.check(grad_result.driver == "gradient" and len(ours) == 3 * len(grad_inp.molecule.symbols),
+                "the gradient AtomicResult's return_result has natoms x 3 components (%d)" % len(ours))
+        c.check(max(abs(a - b) for a, b in zip(ours, twin_gradient)) <= 1e-10,
+                "the gradient of the AtomicInput and of its YAML twin agree within 1e-10 Eh/bohr")
+        c.check(grad_result.properties.scf_total_gradient is not None and
+                grad_result.properties.mp2_dipole_moment is not None,
+                "the gradient AtomicResult's properties hold scf_total_gradient and mp2_dipole_moment")
+
         # An interaction energy (keywords.dfmp2_interaction, the input key `interaction`) of a water dimer given as
         # QCSchema fragments: Psi4's variable names in extras.qcvars, as its YAML twin (Psi4's '--' fragments) gives.
         dimer = qcel.models.Molecule.from_data(WATER + "\n--\n" + "\n".join(
@@ -123,7 +149,11 @@ def cli(args, c):
         cases = [
             ("not JSON", '{"driver": energy}', 2, "input_error", "not valid JSON"),
             ("no molecule", {k: v for k, v in base.items() if k != "molecule"}, 2, "input_error", "missing field 'molecule'"),
-            ("gradient", dict(base, driver="gradient"), 2, "input_error", "field 'driver': 'gradient' is not supported"),
+            ("properties", dict(base, driver="properties"), 2, "input_error",
+             "field 'driver': 'properties' is not supported"),
+            ("gradient of an open shell", dict(base, driver="gradient", molecule=dict(
+                base["molecule"], molecular_charge=1, molecular_multiplicity=2)), 2, "input_error",
+             "the DF-MP2 gradient is closed-shell (RHF) only"),
             ("ccsd", dict(base, model={"method": "ccsd", "basis": "cc-pvdz"}), 2, "input_error",
              "field 'model.method': 'ccsd' is not supported"),
             ("unknown keyword", dict(base, keywords={"scf_typ": "df"}), 2, "input_error",
@@ -282,6 +312,15 @@ def qcengine_group(args, c):
                 continue
             c.check(ours is not None and abs(float(ours) - float(psi4s)) <= 1e-7, "%s: qcvars '%s' %s, Psi4 %.10f" % (
                 name, var, "missing" if ours is None else "%.10f" % float(ours), float(psi4s)))
+    # The DF-MP2 gradient through QCEngine against Psi4's (its DF-MP2 gradient needs a DF-SCF).
+    inp = atomic_input(AMMONIA, "cc-pvdz", dict(CONVERGED, scf_type="df", mp2_type="df", freeze_core=True),
+                       driver="gradient")
+    mine = qcengine.compute(inp, "dfmp2", task_config=config)
+    theirs = qcengine.compute(inp, "psi4", task_config=config)
+    if c.check(mine.success and theirs.success, "ammonia gradient through QCEngine: both succeed (%s)" % (
+            "" if mine.success else mine.error.error_message[:300])):
+        diff = float(abs(mine.return_result.ravel() - theirs.return_result.ravel()).max())
+        c.check(diff <= 1e-7, "ammonia cc-pVDZ DF-MP2 gradient, frozen core: %.1e Eh/bohr from Psi4's" % diff)
     bad = atomic_input(WATER, "cc-pvdz", {"scf_typ": "df"})
     failed = qcengine.compute(bad, "dfmp2", task_config=config)
     c.check(not failed.success and failed.error.error_type == "input_error" and
