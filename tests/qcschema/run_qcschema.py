@@ -313,8 +313,11 @@ def qcengine_group(args, c):
             c.check(ours is not None and abs(float(ours) - float(psi4s)) <= 1e-7, "%s: qcvars '%s' %s, Psi4 %.10f" % (
                 name, var, "missing" if ours is None else "%.10f" % float(ours), float(psi4s)))
     # The DF-MP2 gradient through QCEngine against Psi4's (its DF-MP2 gradient needs a DF-SCF).
-    inp = atomic_input(AMMONIA, "cc-pvdz", dict(CONVERGED, scf_type="df", mp2_type="df", freeze_core=True),
-                       driver="gradient")
+    # The molecule's frame held (fix_com, fix_orientation): Psi4 would otherwise return the gradient in its own frame.
+    inp = qcel.models.AtomicInput(
+        molecule=qcel.models.Molecule.from_data(AMMONIA, fix_com=True, fix_orientation=True), driver="gradient",
+        model={"method": "mp2", "basis": "cc-pvdz"},
+        keywords=dict(CONVERGED, scf_type="df", mp2_type="df", freeze_core=True))
     mine = qcengine.compute(inp, "dfmp2", task_config=config)
     theirs = qcengine.compute(inp, "psi4", task_config=config)
     if c.check(mine.success and theirs.success, "ammonia gradient through QCEngine: both succeed (%s)" % (
