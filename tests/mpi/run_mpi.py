@@ -83,6 +83,11 @@ CASES = {
     "interaction_uhf": "molecule:\n  xyz: |\n    0 2\n    O 0 0 0\n    H 0 0 0.97\n    --\n    0 1\n"
                        "    O 0 0 2.9\n    H 0.76 0 3.5\n    H -0.76 0 3.5\nbasis: cc-pvdz\nthreads: 1\n"
                        "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\ninteraction: {bsse: both}\n",
+    # DF-MP2 gradients (driver: gradient): the SCF's J/K builds of the orbital response shared among the ranks as
+    # in the SCF (DF in memory with a frozen core; the exact J/K), the rest replicated.
+    "dimer_gradient": molecule(DIMER_XYZ, "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
+                                          "driver: gradient\n"),
+    "water_exact_gradient": molecule(WATER_XYZ, "scf: {type: exact, d_convergence: 1e-9}\ndriver: gradient\n"),
 }
 # Cases whose MP2 products run in fp32: the ranks cut the auxiliary blocks differently, which moves the fp32
 # rounding. Their MP2 energies must agree with one process's within the mixed run's own error against fp64 in that
@@ -202,6 +207,10 @@ def energies_case(args, name, c):
                 tolerance = TOLERANCE if key == "scf_total_energy" else mp2_tolerance
                 c.check(abs(diff) <= tolerance, "%s, %d ranks: %s %.12f, %+.1e from one process (tolerance %.0e)" % (
                     name, ranks, key, props[key], diff, tolerance))
+            if isinstance(results[0]["return_result"], list):  # driver: gradient
+                diff = max(abs(a - b) for a, b in zip(r["return_result"], results[0]["return_result"]))
+                c.check(diff <= TOLERANCE, "%s, %d ranks: the gradient within %.1e Eh/bohr of one process's" % (
+                    name, ranks, diff))
             for key, value in results[0]["extras"]["qcvars"].items():
                 if "INTERACTION" in key:
                     diff = r["extras"]["qcvars"][key] - value
