@@ -1,0 +1,87 @@
+// DF-MP2 gradients (`driver: gradient`) as a user runs them: the shipped example against Psi4, the report's section
+// and the results file's fields; the same gradient from every SCF J/K storage and CPU backend; the memory promise.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../support/test_support.hpp"
+
+namespace {
+
+using dfmp2::testing::run_command;
+using dfmp2::testing::TempDir;
+
+struct Finished {
+  nlohmann::json json;
+  std::string report;
+};
+
+Finished run(const TempDir& dir, const std::string& yaml) {
+  dir.file("in.yaml", yaml);
+  const auto json = (dir.path() / "out.json").string();
+  const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string() + " --json " + json,
+                             dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(json);
+  return {nlohmann::json::parse(in), r.out};
+}
+
+std::string example() {
+  std::ifstream in(std::string(DFMP2_SOURCE_DIR) + "/inputs/water-gradient.yaml");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+double largest_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  double d = 0;
+  for (std::size_t k = 0; k < a.size(); ++k) d = std::max(d, std::abs(a[k].get<double>() - b[k].get<double>()));
+  return d;
+}
+
+// The shipped example against the Psi4 1.3.2 numbers in its comment, and where the gradient appears.
+TEST(Gradient, ExampleInputMatchesPsi4) {
+  TempDir dir;
+  const Finished r = run(dir, example() + "threads: 2\n");
+  const nlohmann::json psi4 = {-0.000359741916, 0.049417075898, -0.026339621239, 0.000113550062, -0.045932421020,
+                               0.033638631178,  0.000246191854, -0.003484654879, -0.007299009939};
+  EXPECT_EQ(r.json["driver"], "gradient");
+  ASSERT_EQ(r.json["return_result"].size(), 9u);
+  EXPECT_LT(largest_difference(r.json["return_result"], psi4), 1e-8);
+  EXPECT_EQ(r.json["properties"]["return_gradient"], r.json["return_result"]);
+  EXPECT_EQ(r.json["properties"]["calcinfo_natom"], 3);
+  EXPECT_EQ(r.json["extras"]["qcvars"]["MP2 TOTAL GRADIENT"].size(), 3u);
+  const auto& g = r.json["extras"]["dfmp2"]["gradient"];
+  EXPECT_NEAR(g["mp2_correlation_energy"].get<double>(), r.json["properties"]["mp2_correlation_energy"].get<double>(),
+              1e-10);
+  EXPECT_LT(g["zvector_residual"].get<double>(), 1e-10);
+  for (const char* line : {"==> DF-MP2 gradient <==", "MP2 total gradient [Eh/bohr]", "SCF gradient [Eh/bohr]",
+                           "MP2 relaxed dipole", "Kernel timings of the gradient"}) {
+    EXPECT_NE(r.report.find(line), std::string::npos) << line;
+  }
+  bool planned = false;
+  for (const auto& phase : r.json["extras"]["dfmp2"]["memory_plan"]["phases"]) planned |= phase["phase"] == "MP2 gradient";
+  EXPECT_TRUE(planned);
+}
+
+// Every storage of the DF-SCF's J/K (the orbital response's builds go through it) and every CPU backend give the
+// same gradient, within 1e-10 Eh/bohr; the peak resident memory stays within `memory`.
+TEST(Gradient, StoragesAndBackendsAgree) {
+  TempDir dir;
+  std::string base = example();
+  base.erase(base.find("scf:"), base.find('\n', base.find("scf:")) - base.find("scf:") + 1);  // each variant's own
+  base += "threads: 2\nmemory: 1 GiB\n";
+  const Finished memory = run(dir, base + "scf: {e_convergence: 1e-10, d_convergence: 1e-10, jk_storage: memory}\n");
+  EXPECT_LE(memory.json["extras"]["dfmp2"]["mpi"]["peak_resident_bytes"][0].get<double>(), double(1 << 30));
+  for (const std::string variant :
+       {"scf: {e_convergence: 1e-10, d_convergence: 1e-10, jk_storage: scratch}\n",
+        "scf: {e_convergence: 1e-10, d_convergence: 1e-10, jk_storage: recompute}\n",
+        "scf: {e_convergence: 1e-10, d_convergence: 1e-10}\nbackends: [eigen]\n",
+        "scf: {e_convergence: 1e-10, d_convergence: 1e-10}\nbackends: [openblas]\n"}) {
+    SCOPED_TRACE(variant);
+    const Finished other = run(dir, base + variant);
+    EXPECT_LT(largest_difference(other.json["return_result"], memory.json["return_result"]), 1e-10);
+  }
+}
+
+}  // namespace
