@@ -771,8 +771,9 @@ void read_driver(const YAML::Node& root, const YamlReader& ctx, Input& in) {
   in.driver = ctx.choice(node, "driver", driver_names(), "driver");
   if (in.driver == Driver::energy) return;
   if (!in.molecule) {
-    ctx.fail_key(node, "driver", fmt::format("{{key}}: a gradient needs 'molecule' input (the derivative integrals come "
+    ctx.fail_key(node, "driver", fmt::format("{{key}}: a {} needs 'molecule' input (the derivative integrals come "
                                              "from the molecule's basis sets); {} gives no geometry to differentiate",
+                                             linalg::name_in(driver_names(), in.driver),
                                              in.synthetic ? "a synthetic problem" : "an integral file"));
   }
   if (in.reference != chem::ScfReference::rhf) {
@@ -781,8 +782,17 @@ void read_driver(const YAML::Node& root, const YamlReader& ctx, Input& in) {
                                              in.molecule->multiplicity));
   }
   if (in.interaction) {
-    ctx.fail_key(node, "driver", "{key}: gradient with 'interaction' is not offered (a counterpoise-corrected gradient "
-                                 "needs each fragment's gradient in the complex's basis); run the complex alone");
+    ctx.fail_key(node, "driver", fmt::format("{{key}}: {} with 'interaction' is not offered (a counterpoise-corrected "
+                                             "gradient needs each fragment's gradient in the complex's basis); run "
+                                             "the complex alone", linalg::name_in(driver_names(), in.driver)));
+  }
+  if (in.driver == Driver::hessian) {
+    for (const chem::Atom& atom : in.molecule->atoms) {
+      if (atom.ghost) {
+        ctx.fail_key(node, "driver", "{key}: hessian: the molecule has ghost atoms, which have no mass for the "
+                                     "frequencies; leave them out");
+      }
+    }
   }
 }
 

@@ -20,8 +20,9 @@
 //   frozen_core  bool or integer >= 0    false        true: Psi4's rule (previous noble-gas shell); n: n orbitals
 //   interaction  mapping                 (none)       {bsse: cp | nocp | both}: the interaction energy of the
 //                                                     molecule's fragments (molecule input of two or more)
-//   driver       energy | gradient       energy       gradient: also the analytic DF-MP2 gradient (closed-shell
-//                                                     RHF molecule input), the relaxed density's dipole
+//   driver       energy | gradient |     energy       gradient: also the analytic DF-MP2 gradient (closed-shell
+//                hessian                              RHF molecule input), the relaxed density's dipole; hessian:
+//                                                     also the Hessian from gradients, frequencies, normal modes
 //   backends     list of strings         the faster   backends to run, in order; the first one's energies are
 //                                        CPU backend  the reported result (devices/registry.hpp default_backend)
 //   precision    string, list or mapping fp64         fp64, fp32, mixed, bf16 or bf16x3 (device models); a list runs
@@ -84,9 +85,11 @@ struct InteractionOptions {
 };
 
 // Key `driver`: what the run returns, as QCSchema names it.
-enum class Driver { energy, gradient };
+// hessian: the Hessian by central differences of analytic gradients, with harmonic frequencies and normal modes.
+enum class Driver { energy, gradient, hessian };
 inline const linalg::NameTable<Driver>& driver_names() {
-  static const linalg::NameTable<Driver> t = {{Driver::energy, "energy"}, {Driver::gradient, "gradient"}};
+  static const linalg::NameTable<Driver> t = {
+      {Driver::energy, "energy"}, {Driver::gradient, "gradient"}, {Driver::hessian, "hessian"}};
   return t;
 }
 

@@ -251,6 +251,7 @@ int run_input(const std::string& input_path, const std::optional<std::string>& o
   if (calc.runs.size() > 1) text += dfmp2::app::format_comparison(calc);
   text += dfmp2::app::format_interaction(calc);
   text += dfmp2::app::format_gradient(calc);
+  text += dfmp2::app::format_hessian(calc);
   dfmp2::app::finish_run(run, calc);
   if (run.output) text += fmt::format("\n  results written to {}\n", *run.output);
   std::fputs(text.c_str(), stdout);

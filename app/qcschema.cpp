@@ -417,10 +417,10 @@ Input read_qcschema_input(const std::string& path, int node_ranks) {
     if (name != "qcschema_input") qc.fail(n, "schema_name", fmt::format("expected 'qcschema_input', got '{}'", name));
   }
   const std::string driver = lower(qc.text(qc.require(root, "driver", "driver", "energy"), "driver", "a string"));
-  if (driver != "energy" && driver != "gradient") {
+  if (driver != "energy" && driver != "gradient" && driver != "hessian") {
     qc.fail(root["driver"], "driver",
-            fmt::format("'{}' is not supported; dfmp2 computes energies and DF-MP2 gradients (driver: energy or "
-                        "gradient)", driver));
+            fmt::format("'{}' is not supported; dfmp2 computes energies, DF-MP2 gradients and Hessians (driver: "
+                        "energy, gradient or hessian)", driver));
   }
   const YAML::Node model = qc.require(root, "model", "model", "{method: mp2, basis: ...}");
   if (!model.IsMap()) qc.fail(model, "model", fmt::format("expected a mapping {{method, basis}}, got {}", YamlReader::kind(model)));
@@ -437,7 +437,7 @@ Input read_qcschema_input(const std::string& path, int node_ranks) {
   out["molecule"] = molecule_mapping(qc, root, as_json);
   out["basis"] = basis;
   keywords_into(qc, root, out);
-  if (driver == "gradient") out["driver"] = "gradient";
+  if (driver != "energy") out["driver"] = driver;
 
   Input in;
   try {

@@ -509,4 +509,30 @@ std::string format_gradient(const Calculation& calc) {
   return out;
 }
 
+std::string format_hessian(const Calculation& calc) {
+  if (!calc.hessian) return {};
+  const HessianRun& h = *calc.hessian;
+  const chem::Vibrations& v = h.vibrations;
+  const chem::Molecule& mol = *calc.input.molecule;
+  std::string out = fmt::format("\n  ==> Harmonic frequencies <==\n\n  Hessian from central differences of analytic "
+                                "DF-MP2 gradients: {} displaced geometries of {} bohr ({:.2f} s); masses of the most "
+                                "abundant isotopes; {} translations and rotations projected out\n\n",
+                                h.displacements, h.step, h.seconds, v.projected);
+  out += fmt::format("  {:>4} {:>14} {:>16}\n", "mode", "freq [cm^-1]", "red. mass [amu]");
+  for (Eigen::Index k = 0; k < v.frequencies.size(); ++k) {
+    const double f = v.frequencies(k);
+    out += fmt::format("  {:>4} {:>13.4f}{} {:>16.6f}\n", k + 1, std::abs(f), f < 0 ? "i" : " ", v.reduced_masses(k));
+  }
+  out += "\n  normal modes (Cartesian displacements, normalised):\n";
+  for (Eigen::Index k = 0; k < v.modes.cols(); ++k) {
+    out += fmt::format("  mode {} ({:.4f}{} cm^-1)\n", k + 1, std::abs(v.frequencies(k)), v.frequencies(k) < 0 ? "i" : "");
+    for (Eigen::Index a = 0; a < v.modes.rows() / 3; ++a) {
+      out += fmt::format("    {:<3} {:10.6f} {:10.6f} {:10.6f}\n",
+                         chem::element_symbol(mol.atoms[static_cast<std::size_t>(a)].atomic_number),
+                         v.modes(3 * a, k), v.modes(3 * a + 1, k), v.modes(3 * a + 2, k));
+    }
+  }
+  return out;
+}
+
 }  // namespace dfmp2::app

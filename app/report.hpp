@@ -30,6 +30,8 @@ std::string format_comparison(const Calculation& calc);
 std::string format_interaction(const Calculation& calc);
 // driver: gradient: the MP2 and SCF gradients, the dipole moments, the Z-vector and the steps' times.
 std::string format_gradient(const Calculation& calc);
+// driver: hessian: the harmonic frequencies, reduced masses and normal modes.
+std::string format_hessian(const Calculation& calc);
 // With several ranks: per phase the seconds on each rank (min, mean, max), the imbalance (max / mean), the flops of
 // all ranks, the bytes each rank sent and received (the largest), the messages and the longest wait.
 std::string format_rank_table(const std::string& title, const std::vector<std::string>& phases,

@@ -63,6 +63,37 @@ void add_gradient(const Calculation& calc, nlohmann::json& j) {
                                       {"step_seconds", seconds}};
 }
 
+// driver: hessian. return_result is the Hessian (3 natoms x 3 natoms, Eh/bohr^2, flat); the harmonic analysis goes
+// in extras.dfmp2.vibrations.
+void add_hessian(const Calculation& calc, nlohmann::json& j) {
+  const HessianRun& h = *calc.hessian;
+  j["return_result"] = flat(h.hessian);
+  j["properties"]["return_hessian"] = flat(h.hessian);
+  nlohmann::json rows_of = nlohmann::json::array();
+  for (Eigen::Index r = 0; r < h.hessian.rows(); ++r) {
+    nlohmann::json row = nlohmann::json::array();
+    for (Eigen::Index c = 0; c < h.hessian.cols(); ++c) row.push_back(h.hessian(r, c));
+    rows_of.push_back(row);
+  }
+  j["extras"]["qcvars"]["CURRENT HESSIAN"] = j["extras"]["qcvars"]["MP2 TOTAL HESSIAN"] = rows_of;
+  const chem::Vibrations& v = h.vibrations;
+  nlohmann::json modes = nlohmann::json::array();
+  for (Eigen::Index k = 0; k < v.modes.cols(); ++k) {
+    nlohmann::json mode = nlohmann::json::array();
+    for (Eigen::Index x = 0; x < v.modes.rows(); ++x) mode.push_back(v.modes(x, k));
+    modes.push_back(mode);
+  }
+  j["extras"]["dfmp2"]["vibrations"] = {
+      {"step_bohr", h.step},
+      {"displacements", h.displacements},
+      {"projected_rigid_motions", v.projected},
+      {"frequencies_cm", std::vector<double>(v.frequencies.data(), v.frequencies.data() + v.frequencies.size())},
+      {"reduced_masses_amu",
+       std::vector<double>(v.reduced_masses.data(), v.reduced_masses.data() + v.reduced_masses.size())},
+      {"normal_modes", modes},
+      {"seconds", h.seconds}};
+}
+
 nlohmann::json properties(const Calculation& calc, const BackendRun& run) {
   const Reference& f = calc.reference;
   nlohmann::json p;
@@ -385,7 +416,7 @@ nlohmann::json results_json(const Calculation& calc) {
     }
     j["molecule"] = m;
   }
-  j["driver"] = calc.gradient ? "gradient" : "energy";
+  j["driver"] = linalg::name_in(driver_names(), calc.input.driver);
   j["model"] = {{"method", "mp2"}, {"basis", f.kind == "synthetic" ? std::string("synthetic") : f.metadata.basis}};
   j["keywords"] = {{"mp2_type", "df"},
                    {"reference", linalg::name_in(chem::scf_reference_names(), f.scf_reference)},
@@ -410,6 +441,7 @@ nlohmann::json results_json(const Calculation& calc) {
                           {"backends", backends}};
   if (calc.input.interaction) j["extras"]["dfmp2"]["interaction"] = interaction_json(calc);
   if (calc.gradient) add_gradient(calc, j);
+  if (calc.hessian) add_hessian(calc, j);
   if (!calc.input.as_read.contains("backends")) {  // the default CPU backend, and why it was chosen
     j["extras"]["dfmp2"]["default_backend"] = {{"name", devices::default_backend_choice().name},
                                                {"reason", devices::default_backend_choice().reason}};

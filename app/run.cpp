@@ -354,7 +354,7 @@ ScfJk plan_scf_jk(const Input& input, linalg::Backend& backend, linalg::Comm& co
   });
   plan.phases.insert(plan.phases.begin() + 1, phase);
   jk.seconds = clock.seconds();
-  if (input.driver == Driver::gradient) plan_gradient(input, calc);
+  if (input.driver != Driver::energy) plan_gradient(input, calc);
   return jk;
 }
 
@@ -917,6 +917,34 @@ void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& co
                   g.result.zvector_iterations, g.result.zvector_residual));
 }
 
+// driver: hessian, after the gradient at the input geometry: a gradient calculation at each of the 6 natoms
+// displaced geometries (the same input, nothing written), then the harmonic analysis.
+void run_hessian(const Input& input, linalg::Comm& comm, Calculation& calc,
+                 const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  HessianRun& h = calc.hessian.emplace();
+  h.step = chem::kHessianStep;
+  h.displacements = static_cast<int>(6 * input.molecule->atoms.size());
+  say(fmt::format("  Hessian: central differences of analytic gradients, {} displaced geometries of {} bohr",
+                  h.displacements, h.step));
+  Input displaced_input = input;
+  displaced_input.driver = Driver::gradient;
+  displaced_input.output.reset();
+  displaced_input.save_integrals.reset();
+  linalg::Stopwatch clock;
+  h.hessian = chem::finite_difference_hessian(*input.molecule, [&](const chem::Molecule& displaced, int k) {
+    displaced_input.molecule = displaced;
+    const Calculation c = run_calculation(displaced_input, comm);
+    say(fmt::format("  displacement {:3} of {}: E = {:.12f} Eh", k + 1, h.displacements,
+                    *c.reference.scf_energy + c.runs.front().result.correlation()));
+    return c.gradient->result.gradient;
+  }, h.step);
+  h.vibrations = chem::harmonic_analysis(*input.molecule, h.hessian);
+  h.seconds = clock.seconds();
+}
+
 }  // namespace
 
 Calculation run_calculation(const Input& input, linalg::Comm& comm,
@@ -970,12 +998,13 @@ Calculation run_calculation(const Input& input, linalg::Comm& comm,
     backend->release();
   }
   run_own_basis_fragments(calc, comm, progress, phase_progress);
-  if (input.driver == Driver::gradient) {
+  if (input.driver != Driver::energy) {
     sampler.take_peak();
     run_gradient(input, *backends.scf, comm, calc, progress);
     for (auto& ph : calc.memory.phases)
       if (ph.phase == "MP2 gradient") ph.measured_bytes = sampler.take_peak();
   }
+  if (input.driver == Driver::hessian) run_hessian(input, comm, calc, progress);
   record_peaks(calc, comm);
   return calc;
 }

@@ -12,6 +12,7 @@
 #include "chem/df_jk.hpp"
 #include "chem/dfmp2.hpp"
 #include "chem/dfmp2_gradient.hpp"
+#include "chem/vibrations.hpp"
 #include "chem/integral_file.hpp"
 #include "chem/integrals.hpp"
 #include "chem/scf.hpp"
@@ -159,6 +160,16 @@ struct GradientRun {
   double seconds = 0;
 };
 
+// driver: hessian. The Hessian from central differences of analytic gradients (each displaced geometry a gradient
+// calculation of its own, every rank taking part in each), and its harmonic analysis.
+struct HessianRun {
+  linalg::Matrix hessian;  // 3 natoms x 3 natoms, Eh/bohr^2
+  chem::Vibrations vibrations;
+  double step = 0;         // bohr
+  int displacements = 0;
+  double seconds = 0;
+};
+
 struct Calculation {
   int ranks = 1;    // MPI ranks the run was spread over
   std::string mpi;  // linalg::Comm::description()
@@ -168,7 +179,8 @@ struct Calculation {
   MemoryPlan memory;
   std::vector<BackendRun> runs;
   std::vector<OwnBasisFragment> own_basis;  // interaction.bsse nocp or both
-  std::optional<GradientRun> gradient;      // driver: gradient
+  std::optional<GradientRun> gradient;      // driver: gradient or hessian
+  std::optional<HessianRun> hessian;        // driver: hessian
 };
 
 // An interaction energy, complex minus fragments, of one backend run's energies (Eh): SCF, the MP2 correlation and

@@ -84,4 +84,28 @@ TEST(Gradient, StoragesAndBackendsAgree) {
   }
 }
 
+// driver: hessian on the example: the Hessian (3 natoms x 3 natoms, symmetric) as return_result, its harmonic
+// analysis in the results file and the report. (Its frequencies against Psi4's dfmp2-freq samples: the psi4 tier.)
+TEST(Gradient, HessianOfTheExample) {
+  TempDir dir;
+  std::string yaml = example();
+  yaml.replace(yaml.find("driver: gradient"), 16, "driver: hessian");
+  const Finished r = run(dir, yaml + "threads: 2\n");
+  EXPECT_EQ(r.json["driver"], "hessian");
+  const auto& h = r.json["return_result"];
+  ASSERT_EQ(h.size(), 81u);
+  for (int i = 0; i < 9; ++i)
+    for (int j = 0; j < 9; ++j) EXPECT_DOUBLE_EQ(h[9 * i + j].get<double>(), h[9 * j + i].get<double>());
+  const auto& v = r.json["extras"]["dfmp2"]["vibrations"];
+  EXPECT_EQ(v["displacements"], 18);
+  EXPECT_EQ(v["projected_rigid_motions"], 6);
+  ASSERT_EQ(v["frequencies_cm"].size(), 3u);
+  // A distorted water: bend near 1600, stretches near 3900 cm^-1.
+  EXPECT_GT(v["frequencies_cm"][0].get<double>(), 1000.0);
+  EXPECT_LT(v["frequencies_cm"][0].get<double>(), 2000.0);
+  EXPECT_GT(v["frequencies_cm"][2].get<double>(), 3500.0);
+  EXPECT_EQ(r.json["extras"]["dfmp2"]["gradient"]["gradient"].size(), 3u);  // the gradient at the input geometry too
+  EXPECT_NE(r.report.find("==> Harmonic frequencies <=="), std::string::npos);
+}
+
 }  // namespace

@@ -4,7 +4,8 @@ on the same molecules, DF-SCF (Psi4 1.3 has no DF-MP2 gradient on an exact SCF: 
 reference"; that case is checked against finite differences in tests/unit/test_gradients.cpp), all electrons and
 frozen core: every component within 1e-7 Eh/bohr. The relaxed dipole against Psi4's properties('mp2') within 1e-6 a.u.
 An ASE BFGS optimisation with dfmp2.ase.DFMP2 against Psi4's optimize('mp2') from the same start: interatomic
-distances within 1e-4 angstrom and the energy within 1e-8 Eh.
+distances within 1e-4 angstrom and the energy within 1e-8 Eh. Harmonic frequencies (driver: hessian) against Psi4's
+dfmp2-freq1 and dfmp2-freq2 samples: within 0.1 cm^-1.
 
 The molecules: water (Psi4's dfmp2-grad5 sample geometry), formaldehyde and ammonia distorted out of symmetry, and
 benzene (Psi4's dfmp2-3 sample, frozen core as the sample runs it), in cc-pVDZ with its JKFIT and RI sets.
@@ -25,6 +26,7 @@ GRADIENT_TOLERANCE = 1e-7   # Eh/bohr
 DIPOLE_TOLERANCE = 1e-6     # e a0
 DISTANCE_TOLERANCE = 1e-4   # angstrom
 ENERGY_TOLERANCE = 1e-8     # Eh
+FREQUENCY_TOLERANCE = 0.1   # cm^-1
 DEBYE = 2.541746451895025   # Psi4 1.3 prints the dipole in Debye (CODATA 2014)
 
 WATER = """O 0.000000000000 0.000000000000 -0.071143036192
@@ -114,6 +116,43 @@ def optimisation(module_dir):
     return abs(e_dfmp2 - e_psi4) <= ENERGY_TOLERANCE and d <= DISTANCE_TOLERANCE
 
 
+def frequencies(binary, workdir):
+    """Psi4's dfmp2-freq1 (finite differences of energies) and dfmp2-freq2 (of gradients) samples, water frozen core
+    at the samples' z-matrix geometry, against dfmp2's driver: hessian (central differences of analytic gradients):
+    every harmonic frequency within 0.1 cm^-1."""
+    import psi4
+    psi4.core.be_quiet()
+    ok = True
+    for sample, dertype in (("dfmp2-freq1", 0), ("dfmp2-freq2", 1)):
+        psi4.core.clean()
+        psi4.core.clean_options()
+        psi4.core.clean_variables()
+        mol = psi4.geometry("0 1\no\nh 1 0.958\nh 1 0.958 2 104.4776\nsymmetry c1\n")
+        mol.update_geometry()
+        xyz = "\n".join("%s %.12f %.12f %.12f" % (mol.symbol(i), mol.x(i) * psi4.constants.bohr2angstroms,
+                                                  mol.y(i) * psi4.constants.bohr2angstroms,
+                                                  mol.z(i) * psi4.constants.bohr2angstroms) for i in range(mol.natom()))
+        psi4.set_options({"basis": "cc-pvdz", "scf_type": "df", "mp2_type": "df", "freeze_core": True,
+                          "e_convergence": 1e-10, "d_convergence": 1e-10})
+        _, wfn = psi4.frequencies("mp2", dertype=dertype, return_wfn=True)
+        theirs = sorted(wfn.frequencies().np)
+        yaml = os.path.join(workdir, "freq.yaml")
+        with open(yaml, "w") as f:
+            f.write("molecule:\n  xyz: |\n" + "".join("    %s\n" % l for l in xyz.splitlines()) +
+                    "basis: cc-pvdz\ndriver: hessian\nfrozen_core: true\n"
+                    "scf: {e_convergence: 1e-10, d_convergence: 1e-10}\noutput: freq.json\n")
+        subprocess.run([binary, yaml], check=True, stdout=subprocess.DEVNULL, cwd=workdir)
+        with open(os.path.join(workdir, "freq.json")) as f:
+            ours = sorted(json.load(f)["extras"]["dfmp2"]["vibrations"]["frequencies_cm"])
+        diff = max(abs(a - b) for a, b in zip(ours, theirs)) if len(ours) == len(theirs) else float("inf")
+        good = diff <= FREQUENCY_TOLERANCE
+        print("%s %s: frequencies %s cm^-1, Psi4 %s, largest difference %.3f cm^-1" % (
+            "ok  " if good else "FAIL", sample, " ".join("%.3f" % x for x in ours),
+            " ".join("%.3f" % x for x in theirs), diff))
+        ok = ok and good
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dfmp2", required=True)
@@ -140,6 +179,8 @@ def main():
                     line += ", relaxed dipole %.1e a.u." % dd
                 print(("ok   " if ok else "FAIL ") + line)
                 failures += not ok
+        if not frequencies(args.dfmp2, workdir):
+            failures += 1
         if not optimisation(args.module_dir):
             print("FAIL optimisation")
             failures += 1

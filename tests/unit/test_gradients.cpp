@@ -15,7 +15,9 @@
 #include "chem/molecule.hpp"
 #include "chem/scf.hpp"
 #include "chem/scf_gradient.hpp"
+#include "chem/vibrations.hpp"
 #include "devices/registry.hpp"
+#include "linalg/errors.hpp"
 
 namespace {
 
@@ -181,6 +183,43 @@ TEST(DfMp2Gradient, MatchesPsi4WithAndWithoutFrozenCore) {
     for (int x = 0; x < 3; ++x)
       EXPECT_NEAR(g.relaxed_dipole[std::size_t(x)], (nfrozen ? dipole_fc : dipole_all)[x] / kDebye, 1e-6);
   }
+}
+
+// Central differences of a gradient that is exactly linear in the coordinates give back its Hessian; a diatomic
+// with a bond force constant k (Eh/bohr^2) has one vibration, sqrt(k / mu) in cm^-1 with the two-body mass mu, and
+// five rigid motions projected out (a linear molecule); a triatomic six.
+TEST(Vibrations, FiniteDifferencesAndHarmonicAnalysisOfAModelPotential) {
+  const Molecule h2 = chem::parse_xyz_lines("H 0 0 0\nH 0 0 0.74\n", "h2");
+  const double k = 0.37;
+  Matrix bond = Matrix::Zero(6, 6);  // k (z2 - z1)^2 / 2
+  bond(2, 2) = bond(5, 5) = k;
+  bond(2, 5) = bond(5, 2) = -k;
+  auto linear_gradient = [&](const Molecule& m, int) {
+    Eigen::VectorXd x(6);
+    for (int a = 0; a < 2; ++a) {
+      x(3 * a) = m.atoms[std::size_t(a)].x * chem::kBohrPerAngstrom;
+      x(3 * a + 1) = m.atoms[std::size_t(a)].y * chem::kBohrPerAngstrom;
+      x(3 * a + 2) = m.atoms[std::size_t(a)].z * chem::kBohrPerAngstrom;
+    }
+    const Eigen::VectorXd g = bond * x;
+    return Matrix(Eigen::Map<const Matrix>(g.data(), 3, 2).transpose());
+  };
+  const Matrix hessian = chem::finite_difference_hessian(h2, linear_gradient);
+  EXPECT_LT((hessian - bond).cwiseAbs().maxCoeff(), 1e-9);
+  const chem::Vibrations v = chem::harmonic_analysis(h2, hessian);
+  EXPECT_EQ(v.projected, 5);
+  ASSERT_EQ(v.frequencies.size(), 1);
+  const double mu = chem::isotopic_mass(1) / 2.0;
+  // sqrt(Eh / (amu bohr^2)) = 5140.4871446 cm^-1 (CODATA 2014 constants, as Psi4 1.3).
+  EXPECT_NEAR(v.frequencies(0), std::sqrt(k / mu) * 5140.4871446, 1e-4);
+  // The normal mode's reduced mass (1 / |Cartesian displacement|^2 of the unit mass-weighted mode, as Psi4 and
+  // Gaussian print it): a hydrogen's mass for H2, not the two-body mu.
+  EXPECT_NEAR(v.reduced_masses(0), chem::isotopic_mass(1), 1e-9);
+  EXPECT_NEAR(std::abs(v.modes(2, 0)), std::sqrt(0.5), 1e-12);  // the two atoms move apart along z
+
+  const Molecule water = distorted_water();
+  EXPECT_EQ(chem::harmonic_analysis(water, Matrix::Identity(9, 9)).projected, 6);
+  EXPECT_THROW(chem::isotopic_mass(37), dfmp2::UnsupportedError);
 }
 
 }  // namespace
