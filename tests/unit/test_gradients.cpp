@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "chem/basis_set.hpp"
 #include "chem/df_jk.hpp"
@@ -157,6 +158,25 @@ TEST(DfMp2Gradient, MatchesFiniteDifferencesOnDfAndExactScfWithAndWithoutFrozenC
       EXPECT_NEAR(g.gradient.colwise().sum().cwiseAbs().maxCoeff(), 0.0, 1e-9);
       EXPECT_LT(g.zvector_residual, 1e-10);
     }
+  }
+}
+
+// The same on ammonia (frozen core) and a water dimer (all electrons), DF-SCF: 1e-6 Eh/bohr.
+TEST(DfMp2Gradient, MatchesFiniteDifferencesOnAmmoniaAndAWaterDimer) {
+  const std::pair<const char*, int> cases[] = {
+      {"N 0.0 0.0 0.12\nH 0.0 0.95 -0.27\nH 0.82 -0.47 -0.29\nH -0.80 -0.48 -0.25\n", 1},
+      {"O 0.0 0.05 0.117790\nH 0.0 0.755453 -0.471161\nH 0.03 -0.70 -0.50\n"
+       "O 0.1 0.0 3.0\nH 0.0 0.76 2.45\nH 0.0 -0.74 2.40\n", 0}};
+  for (const auto& [xyz, nfrozen] : cases) {
+    SCOPED_TRACE(xyz);
+    const Molecule mol = chem::parse_xyz_lines(xyz, "test");
+    Rhf rhf(mol, true);
+    const chem::DfMp2Gradient g = rhf.mp2_gradient(nfrozen);
+    const Matrix numeric = finite_difference_gradient(mol, [&, nf = nfrozen](const Molecule& m) {
+      Rhf displaced(m, true);
+      return displaced.scf.energy + displaced.mp2_correlation(nf);
+    });
+    expect_gradient_near(g.gradient, numeric, 1e-6, "finite differences");
   }
 }
 
