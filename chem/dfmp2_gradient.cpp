@@ -297,7 +297,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   lap("densities");
 
   // The gradient: the SCF's form with the corrected densities, and the non-separable three-index and metric terms.
-  const std::vector<Matrix> separable = rhf_gradients(*in.molecule, *in.basis, in.jk_basis, scf, {correction});
+  const std::vector<Matrix> separable = rhf_gradients(*in.molecule, *in.basis, in.jk_basis, scf, {correction}, kernels);
   out.scf_gradient = separable[0];
   lap("separable");
   const Matrix three_index =

@@ -19,17 +19,20 @@
 #include "chem/basis_set.hpp"
 #include "chem/molecule.hpp"
 #include "chem/scf.hpp"
+#include "linalg/kernels.hpp"
 #include "linalg/matrix_view.hpp"
 
 namespace dfmp2::chem {
 
-// d/dR of sum_mn P_mn [J(D) - 1/2 K(D)]_mn, D = 2 C_o C_o^T (`c_occ`: the SCF's occupied orbitals) and each P of
-// `responses` (symmetric) held fixed; J and K fitted with `jk_basis`, or exact when it is null. One pass over the
-// derivative integrals for all of them. The DF form holds the fitted half-transformed integrals (naux x nbf x nocc,
-// twice) while it runs.
+// d/dR of sum_mn P_mn [J(D) - 1/2 K(D)]_mn, D = 2 C_o C_o^T (`c_occ`: the SCF's occupied orbitals) held fixed,
+// for P = D/2 (the SCF's) and then for P = D/2 + each of `corrections` (symmetric): one gradient each, in one pass
+// over the derivative integrals. J and K fitted with `jk_basis` (its dense algebra on `kernels`), or exact when it is
+// null. The DF form holds the fitted half-transformed integrals (naux x nbf x nocc) and, per correction, their
+// product with it.
 std::vector<linalg::Matrix> two_electron_gradients(const BasisSet& basis, const BasisSet* jk_basis,
                                                    linalg::Index natoms, const linalg::Matrix& c_occ,
-                                                   const std::vector<linalg::Matrix>& responses);
+                                                   const std::vector<linalg::Matrix>& corrections,
+                                                   linalg::Kernels& kernels);
 
 // A correlated method's additions to the RHF densities: its relaxed one-particle density and energy-weighted
 // density (AO, symmetric).
@@ -39,11 +42,12 @@ struct DensityCorrection {
 
 // The gradient of a converged RHF `scf` of `molecule` in `basis`, J and K fitted with `jk_basis` (null: exact).
 linalg::Matrix rhf_gradient(const Molecule& molecule, const BasisSet& basis, const BasisSet* jk_basis,
-                            const ScfResult& scf);
+                            const ScfResult& scf, linalg::Kernels& kernels);
 // The same first, then the gradient with each of `corrections` added to its densities (the DF-MP2 gradient's
 // separable part), all in one pass over the derivative integrals.
 std::vector<linalg::Matrix> rhf_gradients(const Molecule& molecule, const BasisSet& basis, const BasisSet* jk_basis,
-                                          const ScfResult& scf, const std::vector<DensityCorrection>& corrections);
+                                          const ScfResult& scf, const std::vector<DensityCorrection>& corrections,
+                                          linalg::Kernels& kernels);
 
 // The dipole moment (a.u., origin at 0) of the nuclei of `molecule` and the electrons of density `density`.
 std::array<double, 3> dipole_moment(const Molecule& molecule, const BasisSet& basis, const linalg::Matrix& density);
