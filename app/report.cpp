@@ -479,6 +479,12 @@ std::string format_gradient(const Calculation& calc) {
   std::string out = fmt::format("\n  ==> DF-MP2 gradient <==\n\n  backend {} (fp64), {} frozen core orbitals; "
                                 "Z-vector converged in {} iterations (largest residual {:.1e}); {:.2f} s\n",
                                 g.backend, calc.reference.nfrozen, r.zvector_iterations, r.zvector_residual, g.seconds);
+  bool devices_named = false;
+  for (const std::string& name : calc.input.backends) devices_named |= devices::is_device_model(name);
+  if (devices_named) {
+    out += fmt::format("  the device models have no fp64 and a gradient in fp32 would carry the energy's fp32 error "
+                       "into every force: the gradient runs on {} on the host\n", g.backend);
+  }
   out += fmt::format("  MP2 correlation energy from the gradient's amplitudes: {:.12f} Eh\n", r.correlation());
   auto table = [&](const char* title, const linalg::Matrix& m) {
     out += fmt::format("\n  {} [Eh/bohr]\n  {:>4} {:<3} {:>18} {:>18} {:>18}\n", title, "atom", "", "x", "y", "z");

@@ -274,6 +274,12 @@ class TimedJk final : public chem::JkBuilder {
     inner_.compute_symmetric(m, j, k);
     seconds += clock.seconds();
   }
+  void compute_response(const linalg::Matrix& m, const linalg::Matrix& c, linalg::Matrix& j,
+                        linalg::Matrix& kc) override {
+    linalg::Stopwatch clock;
+    inner_.compute_response(m, c, j, kc);
+    seconds += clock.seconds();
+  }
   double seconds = 0;
 
  private:

@@ -289,6 +289,38 @@ class BlockedDfJk final : public JkBuilder {
     build();
   }
 
+  // J[M] and K[M] C from the stored B in one pass (recompute: the default, through compute_symmetric).
+  void compute_response(const Matrix& m, const Matrix& c, Matrix& j, Matrix& kc) override {
+    if (plan_.storage == JkStorage::recompute || c.cols() > plan_.nocc) {
+      JkBuilder::compute_response(m, c, j, kc);
+      return;
+    }
+    const auto& pm = engine_->packed_m();
+    const auto& pn = engine_->packed_n();
+    Matrix dp(npacked_, 1), jp = Matrix::Zero(npacked_, 1);
+    for (Index x = 0; x < npacked_; ++x) dp(x) = m(pm[x], pn[x]) * (pm[x] == pn[x] ? 1.0 : 2.0);
+    kc.setZero(nbf_, c.cols());
+    comm_.checked([&] {
+      auto contract = [&](const double* b, Index q) {
+        const ConstMatrixView block{b, npacked_, q, npacked_};
+        Matrix d(q, 1);
+        kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
+        kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
+        exchange_times(b, q, m, c, kc);
+      };
+      if (plan_.storage == JkStorage::memory) {
+        for (const auto& [p0, p1] : blocks_) contract(b_.data() + (p0 - my_col0_) * npacked_, p1 - p0);
+      } else {
+        stream_scratch(contract);
+      }
+    });
+    summed(step_name(ScfStep::jk), jp.data(), npacked_);
+    summed(step_name(ScfStep::jk), kc.data(), kc.size());
+    response_ = {};
+    j.setZero(nbf_, nbf_);
+    for (Index x = 0; x < npacked_; ++x) j(pm[x], pn[x]) = j(pn[x], pm[x]) = jp(x);
+  }
+
   // The fp32 K lives in the exchange() of the stored tensor; recompute builds K through H's fit in fp64 only.
   bool has_fp32_exchange() const override { return plan_.storage != JkStorage::recompute; }
   // The plan's buffers (recompute's H, the K build's work) are sized for the SCF's occupied orbitals.
@@ -497,11 +529,49 @@ class BlockedDfJk final : public JkBuilder {
   void exchange(const double* b, Index q, const linalg::MatrixT<T>& c_occ, Index nocc, linalg::MatrixT<T>& k,
                 bool first) {
     Work<T>& w = work<T>();
-    std::vector<T>& squares = w.squares;
+    const std::vector<T>& squares = unpack<T>(b, q);
     std::vector<T>& half = w.half;
+    half.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nocc));
+    half.resize(static_cast<std::size_t>(nbf_ * nocc * q));
+    kernels_.gemm_batched<T>(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, T(1),
+                             linalg::ConstMatrixViewT<T>{squares.data(), nbf_, nbf_, nbf_}, linalg::view(c_occ), T(0),
+                             linalg::MatrixViewT<T>{half.data(), nbf_, nocc, nbf_});
+    kernels_.syrk<T>(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::no, T(1),
+                     linalg::ConstMatrixViewT<T>{half.data(), nbf_, nocc * q, nbf_}, first ? T(0) : T(1),
+                     linalg::view(k));
+  }
+
+  // KC += sum over the block's Q of B_Q M (B_Q C): the orbital response's exchange, times the orbitals it is read
+  // with, from the same squares (compute_response).
+  void exchange_times(const double* b, Index q, const Matrix& m, const Matrix& c, Matrix& kc) {
+    Work<double>& w = work<double>();
+    const std::vector<double>& squares = unpack<double>(b, q);
+    const Index ncol = c.cols();
+    w.half.resize(static_cast<std::size_t>(nbf_ * ncol * q));
+    kernels_.gemm_batched(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * ncol}, 1.0,
+                          ConstMatrixView{squares.data(), nbf_, nbf_, nbf_}, linalg::view(c), 0.0,
+                          MatrixView{w.half.data(), nbf_, ncol, nbf_});
+    // M (B_Q C) for every Q in one GEMM (the B_Q C side by side), then restacked as (nbf q) x ncol so that the sum
+    // over Q is one GEMM with the squares side by side as nbf x (nbf q).
+    response_.resize(static_cast<std::size_t>(2 * nbf_ * ncol * q));
+    double* side_by_side = response_.data() + nbf_ * ncol * q;
+    kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, linalg::view(m),
+                  ConstMatrixView{w.half.data(), nbf_, ncol * q, nbf_}, 0.0, MatrixView{side_by_side, nbf_, ncol * q, nbf_});
+#pragma omp parallel for schedule(static)
+    for (Index p = 0; p < q; ++p)
+      for (Index i = 0; i < ncol; ++i)
+        std::copy_n(side_by_side + (p * ncol + i) * nbf_, nbf_, response_.data() + p * nbf_ + i * nbf_ * q);
+    kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, ConstMatrixView{squares.data(), nbf_, nbf_ * q, nbf_},
+                  ConstMatrixView{response_.data(), nbf_ * q, ncol, nbf_ * q}, 1.0, linalg::view(kc));
+  }
+
+  // The block's B_Q unpacked to symmetric nbf x nbf squares in element type T (float: B rounded as it is unpacked).
+  template <class T>
+  const std::vector<T>& unpack(const double* b, Index q) {
+    Work<T>& w = work<T>();
+    std::vector<T>& squares = w.squares;
     Stopwatch unpack_clock;
     squares.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nbf_));
-    half.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nocc));
     squares.resize(static_cast<std::size_t>(nbf_ * nbf_ * q));
     // Every square has the same pattern of stored pairs, so the elements of the pairs screened out are zeroed once,
     // when a square slot is first used, and no later unpack writes them (zeroing all of it every time cost more
@@ -521,16 +591,11 @@ class BlockedDfJk final : public JkBuilder {
     }
     kernels_.record_host(step_name(ScfStep::jk), "unpack", unpack_clock.seconds(), {0, double(sizeof(T)) * double(nbf_ * nbf_ * q)},
                          std::is_same_v<T, float> ? "fp32" : "");
-    half.resize(static_cast<std::size_t>(nbf_ * nocc * q));
-    kernels_.gemm_batched<T>(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, T(1),
-                             linalg::ConstMatrixViewT<T>{squares.data(), nbf_, nbf_, nbf_}, linalg::view(c_occ), T(0),
-                             linalg::MatrixViewT<T>{half.data(), nbf_, nocc, nbf_});
-    kernels_.syrk<T>(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::no, T(1),
-                     linalg::ConstMatrixViewT<T>{half.data(), nbf_, nocc * q, nbf_}, first ? T(0) : T(1),
-                     linalg::view(k));
+    return squares;
   }
 
   // The exchange's work arrays of each element type (the fp32 ones exist only in a mixed-precision SCF).
+  std::vector<double> response_;  // compute_response's M (B_Q C), one block's worth
   template <class T>
   struct Work {
     std::vector<T> squares, half;

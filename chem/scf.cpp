@@ -23,6 +23,12 @@ using linalg::Stopwatch;
 using linalg::Trans;
 using linalg::Vector;
 
+void JkBuilder::compute_response(const Matrix& m, const Matrix& c, Matrix& j, Matrix& kc) {
+  Matrix k;
+  compute_symmetric(m, j, k);
+  kc = k * c;
+}
+
 void JkBuilder::compute_symmetric(const Matrix& m, Matrix& j, Matrix& k) {
   const Index n = m.rows();
   j.setZero(n, n);

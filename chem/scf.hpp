@@ -154,6 +154,11 @@ class JkBuilder {
   // its memory plan allows), as density kResponseDensity so that a builder's per-density state of the SCF is kept.
   virtual void compute_symmetric(const linalg::Matrix& m, linalg::Matrix& j, linalg::Matrix& k);
   virtual linalg::Index max_columns() const { return std::numeric_limits<linalg::Index>::max(); }
+  // J[M] and K[M] C for a symmetric M and a block of orbitals C: what a gradient's orbital response reads of the
+  // Fock matrix's change (its products with the occupied orbitals). The DF builder with a stored tensor does it in
+  // one pass over B (K[M] C = sum_Q B_Q M (B_Q C)); this default is compute_symmetric's K times C.
+  virtual void compute_response(const linalg::Matrix& m, const linalg::Matrix& c, linalg::Matrix& j,
+                                linalg::Matrix& kc);
   static constexpr int kResponseDensity = 2;
 };
 

@@ -54,7 +54,7 @@ TEST(Gradient, ExampleInputMatchesPsi4) {
   const auto& g = r.json["extras"]["dfmp2"]["gradient"];
   EXPECT_NEAR(g["mp2_correlation_energy"].get<double>(), r.json["properties"]["mp2_correlation_energy"].get<double>(),
               1e-10);
-  EXPECT_LT(g["zvector_residual"].get<double>(), 1e-10);
+  EXPECT_LT(g["zvector_residual"].get<double>(), 1e-8);
   for (const char* line : {"==> DF-MP2 gradient <==", "MP2 total gradient [Eh/bohr]", "SCF gradient [Eh/bohr]",
                            "MP2 relaxed dipole", "Kernel timings of the gradient"}) {
     EXPECT_NE(r.report.find(line), std::string::npos) << line;
@@ -77,10 +77,14 @@ TEST(Gradient, StoragesAndBackendsAgree) {
        {"scf: {e_convergence: 1e-10, d_convergence: 1e-10, jk_storage: scratch}\n",
         "scf: {e_convergence: 1e-10, d_convergence: 1e-10, jk_storage: recompute}\n",
         "scf: {e_convergence: 1e-10, d_convergence: 1e-10}\nbackends: [eigen]\n",
-        "scf: {e_convergence: 1e-10, d_convergence: 1e-10}\nbackends: [openblas]\n"}) {
+        "scf: {e_convergence: 1e-10, d_convergence: 1e-10}\nbackends: [openblas]\n",
+        "scf: {e_convergence: 1e-10, d_convergence: 1e-10}\nbackends: [trn1]\n"}) {
     SCOPED_TRACE(variant);
     const Finished other = run(dir, base + variant);
     EXPECT_LT(largest_difference(other.json["return_result"], memory.json["return_result"]), 1e-10);
+    // With only a device model named, the energy runs on it (fp32) and the gradient on the host, which the report says.
+    if (variant.find("trn1") != std::string::npos)
+      EXPECT_NE(other.report.find("the device models have no fp64"), std::string::npos);
   }
 }
 
