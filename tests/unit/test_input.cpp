@@ -244,6 +244,12 @@ TEST(ReadInput, EveryKey) {
   }
   EXPECT_FALSE(read("no_ie.yaml", dimer).interaction.has_value());
 
+  // The driver: energy by default, gradient and hessian for a closed-shell molecule.
+  const std::string water = "molecule:\n  xyz: \"O 0 0 0\\nH 0 0 0.97\\nH 0.9 0 -0.3\"\nbasis: cc-pvdz\n";
+  EXPECT_EQ(read("energy.yaml", water).driver, app::Driver::energy);
+  EXPECT_EQ(read("gradient.yaml", water + "driver: gradient\n").driver, app::Driver::gradient);
+  EXPECT_EQ(read("hessian.yaml", water + "driver: hessian\n").driver, app::Driver::hessian);
+
   const auto s = read("s.yaml", "synthetic: {nbasis: 40, nocc: 6, naux: 90, seed: 11}\n");
   EXPECT_EQ(s.synthetic->nbasis, 40);
   EXPECT_EQ(s.synthetic->nocc, 6);
@@ -253,7 +259,7 @@ TEST(ReadInput, EveryKey) {
 
   // The test covers the README's every key.
   for (const auto& key : app::input_keys()) EXPECT_TRUE(covered.count(key)) << "key '" << key << "' not read here";
-  EXPECT_EQ(app::input_keys().size(), 20u);
+  EXPECT_EQ(app::input_keys().size(), 21u);
 }
 
 TEST(ReadInput, PrecisionListAndMetricMapping) {
