@@ -280,6 +280,13 @@ class TimedJk final : public chem::JkBuilder {
     inner_.compute_response(m, c, j, kc);
     seconds += clock.seconds();
   }
+  void release_response() override { inner_.release_response(); }
+  void compute_rotation_response(const linalg::Matrix& l, const linalg::Matrix& c_occ, linalg::Matrix& j,
+                                 linalg::Matrix& kc) override {
+    linalg::Stopwatch clock;
+    inner_.compute_rotation_response(l, c_occ, j, kc);
+    seconds += clock.seconds();
+  }
   double seconds = 0;
 
  private:

@@ -321,6 +321,75 @@ class BlockedDfJk final : public JkBuilder {
     for (Index x = 0; x < npacked_; ++x) j(pm[x], pn[x]) = j(pn[x], pm[x]) = jp(x);
   }
 
+  void compute_rotation_response(const Matrix& l, const Matrix& c_occ, Matrix& j, Matrix& kc) override {
+    if (plan_.storage == JkStorage::recompute || c_occ.cols() > plan_.nocc || l.cols() > plan_.nocc) {
+      JkBuilder::compute_rotation_response(l, c_occ, j, kc);
+      return;
+    }
+    const Index nocc = c_occ.cols(), ncol = l.cols();
+    const auto& pm = engine_->packed_m();
+    const auto& pn = engine_->packed_n();
+    const Matrix half_density = l * c_occ.transpose();
+    Matrix dp(npacked_, 1), jp = Matrix::Zero(npacked_, 1);
+    for (Index x = 0; x < npacked_; ++x)
+      dp(x) = (half_density(pm[x], pn[x]) + half_density(pn[x], pm[x])) * (pm[x] == pn[x] ? 0.5 : 1.0);
+    kc.setZero(nbf_, nocc);
+    const bool cached = rotation_.c_occ.size() == c_occ.size() && rotation_.c_occ == c_occ;
+    if (!cached) {
+      rotation_.c_occ = c_occ;
+      rotation_.x.assign(static_cast<std::size_t>(my_cols_ * nbf_ * nocc), 0.0);
+      rotation_.o.assign(static_cast<std::size_t>(my_cols_ * nocc * nocc), 0.0);
+    }
+    comm_.checked([&] {
+      Index offset = 0;  // this rank's auxiliary functions before the block
+      auto contract = [&](const double* b, Index q) {
+        const ConstMatrixView block{b, npacked_, q, npacked_};
+        Matrix d(q, 1);
+        kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
+        kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
+        const std::vector<double>& squares = unpack<double>(b, q);
+        const ConstMatrixView sq{squares.data(), nbf_, nbf_, nbf_};
+        double* x = rotation_.x.data() + offset * nbf_ * nocc;  // X_Q = B_Q C_o side by side, nbf x (nocc q)
+        double* o = rotation_.o.data() + offset * nocc * nocc;  // C_o^T X_Q side by side, nocc x (nocc q)
+        if (!cached) {
+          kernels_.gemm_batched(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, 1.0, sq,
+                                linalg::view(c_occ), 0.0, MatrixView{x, nbf_, nocc, nbf_});
+          kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, linalg::view(c_occ),
+                        ConstMatrixView{x, nbf_, nocc * q, nbf_}, 0.0, MatrixView{o, nocc, nocc * q, nocc});
+        }
+        Work<double>& w = work<double>();
+        w.half.resize(static_cast<std::size_t>(nbf_ * ncol * q));
+        const MatrixView xl{w.half.data(), nbf_, ncol * q, nbf_};  // B_Q L side by side
+        kernels_.gemm_batched(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * ncol}, 1.0, sq,
+                              linalg::view(l), 0.0, MatrixView{w.half.data(), nbf_, ncol, nbf_});
+        // U = C_o^T (B_Q L) side by side (the transposes of (B_Q L)^T C_o); O_Q is symmetric. So the sums over Q
+        // are GEMMs over the side-by-side blocks: (B L) O^T and X U^T.
+        response_.resize(static_cast<std::size_t>(nocc * ncol * q));
+        const MatrixView u{response_.data(), nocc, ncol * q, nocc};
+        kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, linalg::view(c_occ), xl, 0.0, u);
+        kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::yes, 0.5, xl, ConstMatrixView{o, nocc, nocc * q, nocc},
+                      1.0, linalg::view(kc));
+        kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::yes, 0.5, ConstMatrixView{x, nbf_, nocc * q, nbf_}, u,
+                      1.0, linalg::view(kc));
+        offset += q;
+      };
+      if (plan_.storage == JkStorage::memory) {
+        for (const auto& [p0, p1] : blocks_) contract(b_.data() + (p0 - my_col0_) * npacked_, p1 - p0);
+      } else {
+        stream_scratch(contract);
+      }
+    });
+    summed(step_name(ScfStep::jk), jp.data(), npacked_);
+    summed(step_name(ScfStep::jk), kc.data(), kc.size());
+    j.setZero(nbf_, nbf_);
+    for (Index x = 0; x < npacked_; ++x) j(pm[x], pn[x]) = j(pn[x], pm[x]) = jp(x);
+  }
+
+  void release_response() override {
+    rotation_ = {};
+    response_ = {};
+  }
+
   // The fp32 K lives in the exchange() of the stored tensor; recompute builds K through H's fit in fp64 only.
   bool has_fp32_exchange() const override { return plan_.storage != JkStorage::recompute; }
   // The plan's buffers (recompute's H, the K build's work) are sized for the SCF's occupied orbitals.
@@ -596,6 +665,12 @@ class BlockedDfJk final : public JkBuilder {
 
   // The exchange's work arrays of each element type (the fp32 ones exist only in a mixed-precision SCF).
   std::vector<double> response_;  // compute_response's M (B_Q C), one block's worth
+  // compute_rotation_response's X_Q = B_Q C_o and C_o^T X_Q for this rank's auxiliary functions, kept for the C_o
+  // they were made with (the Z-vector's iterations share it).
+  struct RotationCache {
+    Matrix c_occ;
+    std::vector<double> x, o;
+  } rotation_;
   template <class T>
   struct Work {
     std::vector<T> squares, half;

@@ -199,8 +199,9 @@ constexpr double kZvectorConvergence = 1e-8;
 Matrix solve_zvector(JkBuilder& jk, const Spaces& s, const Matrix& rhs, DfMp2Gradient& out) {
   const Matrix delta = s.e.tail(s.nv).replicate(1, s.no) - s.e.head(s.no).transpose().replicate(s.nv, 1);
   auto apply = [&](const Matrix& z) {
-    const Matrix half = s.c_vir * z * s.c_occ.transpose();
-    return Matrix(delta.cwiseProduct(z) + s.c_vir.transpose() * fock_response(jk, 0.5 * (half + half.transpose()), s.c_occ));
+    Matrix j, kc;
+    jk.compute_rotation_response(s.c_vir * z, s.c_occ, j, kc);
+    return Matrix(delta.cwiseProduct(z) + s.c_vir.transpose() * (4.0 * j * s.c_occ - 2.0 * kc));
   };
   Matrix z = rhs.cwiseQuotient(delta);
   Matrix r = rhs - apply(z);
@@ -276,6 +277,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
     lagrangian += s.c_vir.transpose() * fock_response(*in.jk, 0.5 * (m + m.transpose()), s.c_occ);
   }
   const Matrix z = solve_zvector(*in.jk, s, -lagrangian, out);
+  in.jk->release_response();
   lap("z-vector");
 
   // Step 5: the relaxed and energy-weighted densities.
@@ -326,6 +328,7 @@ double dfmp2_gradient_bytes(Index nbf, Index nocc, Index nfrozen, Index naux, In
   const double nv = double(nbf - nocc), no = double(nocc), na = double(nocc - nfrozen);
   const double three_index = double(naux) * (no * nv + no * no + 2.0 * na * nv);
   const double pairs = 3.0 * na * nv * nv;
+  // The separable pass's half-transformed integrals, or the Z-vector's kept B_Q C_o (and one block's products).
   const double separable = 2.0 * double(naux_jk) * double(nbf) * no;
   const double matrices = 12.0 * double(nbf) * double(nbf) + double(naux) * double(naux);
   return 8.0 * (three_index + std::max(pairs, separable) + matrices);

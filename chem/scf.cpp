@@ -29,6 +29,11 @@ void JkBuilder::compute_response(const Matrix& m, const Matrix& c, Matrix& j, Ma
   kc = k * c;
 }
 
+void JkBuilder::compute_rotation_response(const Matrix& l, const Matrix& c_occ, Matrix& j, Matrix& kc) {
+  const Matrix half = l * c_occ.transpose();
+  compute_response(0.5 * (half + half.transpose()), c_occ, j, kc);
+}
+
 void JkBuilder::compute_symmetric(const Matrix& m, Matrix& j, Matrix& k) {
   const Index n = m.rows();
   j.setZero(n, n);

@@ -159,6 +159,14 @@ class JkBuilder {
   // one pass over B (K[M] C = sum_Q B_Q M (B_Q C)); this default is compute_symmetric's K times C.
   virtual void compute_response(const linalg::Matrix& m, const linalg::Matrix& c, linalg::Matrix& j,
                                 linalg::Matrix& kc);
+  // The same for M = (L C_o^T + C_o L^T) / 2, an occupied-virtual rotation's change of the density (L = C_v z):
+  // the Z-vector's products. The DF builder with a stored tensor keeps X_Q = B_Q C_o from its first call and forms
+  // K[M] C_o = 1/2 sum_Q [(B_Q L)(C_o^T X_Q) + X_Q ((B_Q L)^T C_o)], about half the flops of a build; this default
+  // is compute_response.
+  virtual void compute_rotation_response(const linalg::Matrix& l, const linalg::Matrix& c_occ, linalg::Matrix& j,
+                                         linalg::Matrix& kc);
+  // Frees what compute_rotation_response keeps between calls (the Z-vector is solved).
+  virtual void release_response() {}
   static constexpr int kResponseDensity = 2;
 };
 

@@ -161,6 +161,29 @@ TEST(DfMp2Gradient, MatchesFiniteDifferencesOnDfAndExactScfWithAndWithoutFrozenC
   }
 }
 
+// The orbital response's J/K products: the DF builder's one-pass forms (compute_response, and
+// compute_rotation_response with its kept B_Q C_o, called twice) against compute_symmetric's J and K.
+TEST(DfMp2Gradient, OrbitalResponseProductsMatchTheFullBuild) {
+  Rhf rhf(distorted_water(), true);
+  const auto nbf = static_cast<Eigen::Index>(rhf.orbital.nbf());
+  const Matrix c_occ = rhf.scf.mo_coefficients.leftCols(rhf.scf.nocc);
+  const Matrix c_vir = rhf.scf.mo_coefficients.rightCols(nbf - rhf.scf.nocc);
+  for (int trial = 0; trial < 2; ++trial) {
+    const Matrix z = Matrix::Random(nbf - rhf.scf.nocc, rhf.scf.nocc);
+    const Matrix half = c_vir * z * c_occ.transpose();
+    const Matrix m = 0.5 * (half + half.transpose());
+    Matrix j, k, j1, kc1, j2, kc2;
+    rhf.jk->compute_symmetric(m, j, k);
+    rhf.jk->compute_response(m, c_occ, j1, kc1);
+    rhf.jk->compute_rotation_response(c_vir * z, c_occ, j2, kc2);
+    EXPECT_LT((j1 - j).cwiseAbs().maxCoeff(), 1e-12);
+    EXPECT_LT((kc1 - k * c_occ).cwiseAbs().maxCoeff(), 1e-12);
+    EXPECT_LT((j2 - j).cwiseAbs().maxCoeff(), 1e-12);
+    EXPECT_LT((kc2 - k * c_occ).cwiseAbs().maxCoeff(), 1e-12);
+  }
+  rhf.jk->release_response();
+}
+
 // The same on ammonia (frozen core) and a water dimer (all electrons), DF-SCF: 1e-6 Eh/bohr.
 TEST(DfMp2Gradient, MatchesFiniteDifferencesOnAmmoniaAndAWaterDimer) {
   const std::pair<const char*, int> cases[] = {
