@@ -302,17 +302,10 @@ class BlockedDfJk final : public JkBuilder {
     kc.setZero(nbf_, c.cols());
     comm_.checked([&] {
       auto contract = [&](const double* b, Index q) {
-        const ConstMatrixView block{b, npacked_, q, npacked_};
-        Matrix d(q, 1);
-        kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
-        kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
+        coulomb(b, q, dp, jp);
         exchange_times(b, q, m, c, kc);
       };
-      if (plan_.storage == JkStorage::memory) {
-        for (const auto& [p0, p1] : blocks_) contract(b_.data() + (p0 - my_col0_) * npacked_, p1 - p0);
-      } else {
-        stream_scratch(contract);
-      }
+      for_each_stored_block(contract);
     });
     summed(step_name(ScfStep::jk), jp.data(), npacked_);
     summed(step_name(ScfStep::jk), kc.data(), kc.size());
@@ -343,10 +336,7 @@ class BlockedDfJk final : public JkBuilder {
     comm_.checked([&] {
       Index offset = 0;  // this rank's auxiliary functions before the block
       auto contract = [&](const double* b, Index q) {
-        const ConstMatrixView block{b, npacked_, q, npacked_};
-        Matrix d(q, 1);
-        kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
-        kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
+        coulomb(b, q, dp, jp);
         const std::vector<double>& squares = unpack<double>(b, q);
         const ConstMatrixView sq{squares.data(), nbf_, nbf_, nbf_};
         double* x = rotation_.x.data() + offset * nbf_ * nocc;  // X_Q = B_Q C_o side by side, nbf x (nocc q)
@@ -373,11 +363,7 @@ class BlockedDfJk final : public JkBuilder {
                       1.0, linalg::view(kc));
         offset += q;
       };
-      if (plan_.storage == JkStorage::memory) {
-        for (const auto& [p0, p1] : blocks_) contract(b_.data() + (p0 - my_col0_) * npacked_, p1 - p0);
-      } else {
-        stream_scratch(contract);
-      }
+      for_each_stored_block(contract);
     });
     summed(step_name(ScfStep::jk), jp.data(), npacked_);
     summed(step_name(ScfStep::jk), kc.data(), kc.size());
@@ -424,19 +410,12 @@ class BlockedDfJk final : public JkBuilder {
         // B is fitted: every block gives its share of J and K on its own.
         bool first_k = true;
         auto contract = [&](const double* b, Index q) {
-          const ConstMatrixView block{b, npacked_, q, npacked_};
-          Matrix d(q, 1);
-          kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
-          kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
+          coulomb(b, q, dp, jp);
           if (fp32_exchange) exchange<float>(b, q, c_occ_f, nocc, k_f, first_k);
           else exchange<double>(b, q, c_occ, nocc, k, first_k);
           first_k = false;
         };
-        if (plan_.storage == JkStorage::memory) {
-          for (const auto& [p0, p1] : blocks_) contract(b_.data() + (p0 - my_col0_) * npacked_, p1 - p0);
-        } else {
-          stream_scratch(contract);
-        }
+        for_each_stored_block(contract);
       });
       // Each rank's blocks gave their share: J and K are the sums.
       summed(step_name(ScfStep::jk), jp.data(), npacked_);
@@ -608,6 +587,24 @@ class BlockedDfJk final : public JkBuilder {
     kernels_.syrk<T>(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::no, T(1),
                      linalg::ConstMatrixViewT<T>{half.data(), nbf_, nocc * q, nbf_}, first ? T(0) : T(1),
                      linalg::view(k));
+  }
+
+  // contract(b, q) for every block of this rank's stored B (in memory, or read from scratch), in order.
+  template <class Contract>
+  void for_each_stored_block(const Contract& contract) {
+    if (plan_.storage == JkStorage::memory) {
+      for (const auto& [p0, p1] : blocks_) contract(b_.data() + (p0 - my_col0_) * npacked_, p1 - p0);
+    } else {
+      stream_scratch(contract);
+    }
+  }
+
+  // J's share of a block of B (packed): jp += B (B^T dp) for the packed density dp.
+  void coulomb(const double* b, Index q, const Matrix& dp, Matrix& jp) {
+    const ConstMatrixView block{b, npacked_, q, npacked_};
+    Matrix d(q, 1);
+    kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
+    kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
   }
 
   // KC += sum over the block's Q of B_Q M (B_Q C): the orbital response's exchange, times the orbitals it is read
