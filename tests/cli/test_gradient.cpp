@@ -13,20 +13,8 @@ namespace {
 using dfmp2::testing::run_command;
 using dfmp2::testing::TempDir;
 
-struct Finished {
-  nlohmann::json json;
-  std::string report;
-};
-
-Finished run(const TempDir& dir, const std::string& yaml) {
-  dir.file("in.yaml", yaml);
-  const auto json = (dir.path() / "out.json").string();
-  const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string() + " --json " + json,
-                             dir);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  std::ifstream in(json);
-  return {nlohmann::json::parse(in), r.out};
-}
+using Finished = dfmp2::testing::FinishedRun;
+Finished run(const TempDir& dir, const std::string& yaml) { return dfmp2::testing::run_input(dir, yaml); }
 
 std::string example() {
   std::ifstream in(std::string(DFMP2_SOURCE_DIR) + "/inputs/water-gradient.yaml");

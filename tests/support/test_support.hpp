@@ -9,6 +9,9 @@
 #include <vector>
 #include <sys/wait.h>
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include "chem/three_index_source.hpp"
 #include "devices/registry.hpp"
 #include "linalg/matrix_view.hpp"
@@ -69,6 +72,21 @@ inline CommandResult run_command(const std::string& command, const TempDir& scra
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+// A dfmp2 run of `yaml` (written as in.yaml in `dir`) that must succeed: its results file and its report.
+struct FinishedRun {
+  nlohmann::json json;
+  std::string report;
+};
+inline FinishedRun run_input(const TempDir& dir, const std::string& yaml) {
+  dir.file("in.yaml", yaml);
+  const auto json = (dir.path() / "out.json").string();
+  const auto r = run_command(std::string(DFMP2_BINARY) + " " + (dir.path() / "in.yaml").string() + " --json " + json,
+                             dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(json);
+  return {nlohmann::json::parse(in), r.out};
 }
 
 // An in-memory three-index source in the file's order, for tests that need no HDF5 file.
