@@ -41,10 +41,15 @@ constexpr double kMaxMemoryBytes = 1125899906842624.0;  // 1 PiB
 const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "basis",   "aux_basis",
                                         "reference", "scf",       "save_integrals", "frozen_core", "interaction", "driver", "backends", "precision",
                                         "metric",    "screening", "memory",      "threads",  "output",
-                                        "device",    "scratch",   "mp2_storage"};
+                                        "device",    "scratch",   "mp2_storage", "mpi"};
 }  // namespace
 
 const std::vector<std::string>& input_keys() { return kKeys; }
+
+linalg::DenseOptions default_dense_options() {
+  const auto library = linalg::have_elpa() ? linalg::DenseLibrary::elpa : linalg::DenseLibrary::scalapack;
+  return {library, library, 64};
+}
 
 namespace {
 
@@ -56,6 +61,7 @@ const std::vector<std::string> kScreeningKeys = {"threshold", "block", "compare"
 const std::vector<std::string> kSyntheticKeys = {"shape", "nbasis", "nocc", "naux", "seed"};
 const std::vector<std::string> kMetricKeys = {"method", "threshold", "tolerance", "max_iterations"};
 const std::vector<std::string> kInteractionKeys = {"bsse"};
+const std::vector<std::string> kMpiKeys = {"distributed_min_order", "cholesky", "eigensolver"};
 
 
 
@@ -750,6 +756,37 @@ void read_screening(const YAML::Node& node, const YamlReader& ctx, Input& in) {
   }
 }
 
+// Key `mpi`: which factorisations are distributed over the ranks, and by which library (README "MPI").
+void read_mpi(const YAML::Node& node, const YamlReader& ctx, Input& in) {
+  if (!node.IsMap()) ctx.fail_key(node, "mpi", "{key}: expected a mapping {distributed_min_order, cholesky, eigensolver}");
+  check_keys(node, ctx, "mpi", kMpiKeys);
+  if (const YAML::Node n = node["distributed_min_order"]) {
+    const auto v = as_integer(ctx.scalar(n, "mpi.distributed_min_order", "an order >= 1"));
+    if (!v || *v < 1) {
+      ctx.fail_key(n, "mpi.distributed_min_order",
+                   fmt::format("{{key}}: expected a matrix order >= 1, got '{}'", n.Scalar()));
+    }
+    in.distributed_min_order = static_cast<linalg::Index>(*v);
+  }
+  auto library = [&](const char* key, linalg::DenseLibrary& out) {
+    const YAML::Node n = node[key];
+    if (!n) return;
+    const std::string field = std::string("mpi.") + key;
+    const std::string value = ctx.scalar(n, field, "scalapack or elpa");
+    if (value == "scalapack") {
+      out = linalg::DenseLibrary::scalapack;
+    } else if (value == "elpa") {
+      if (!linalg::have_elpa())
+        throw UnsupportedError(in.path, field, "{key}: 'elpa' is not in this build (DFMP2_ELPA=OFF); use scalapack");
+      out = linalg::DenseLibrary::elpa;
+    } else {
+      ctx.fail_key(n, field, fmt::format("{{key}}: expected scalapack or elpa, got '{}'", value));
+    }
+  };
+  library("cholesky", in.dense.cholesky);
+  library("eigensolver", in.dense.eigh);
+}
+
 }  // namespace
 
 Input read_input(const std::string& path, int node_ranks) {
@@ -917,6 +954,8 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
   if (const YAML::Node node = root["device"]) read_device(node, ctx, in);
 
   if (const YAML::Node node = root["screening"]) read_screening(node, ctx, in);
+
+  if (const YAML::Node node = root["mpi"]) read_mpi(node, ctx, in);
 
   if (const YAML::Node node = root["memory"]) {
     const std::string value = ctx.scalar(node, "memory", "a size such as '2 GiB'");

@@ -70,6 +70,13 @@ std::string default_memory_text(int node_ranks = 1);
 std::string default_scratch_folder();  // scratch: $TMPDIR, else /tmp
 int available_cores();                 // the limit of threads: the cores this process may run on (its CPU affinity)
 int default_threads(int node_ranks = 1);  // threads: those cores, shared with the other ranks on the node
+// mpi.distributed_min_order: matrices of order 3,000 and more are factored on the ranks' grid. Below it the
+// replicated factor costs at most 72 MB per rank, and on two ranks of this machine the distributed Cholesky and
+// eigensolver only break even near order 2,000 (bench/README.md "Distributed factorisations").
+inline constexpr linalg::Index kDefaultDistributedMinOrder = 3000;
+// mpi.cholesky and mpi.eigensolver: ELPA for both where the build has it (its Cholesky and its one-stage solver were
+// the faster at orders 2,000-4,000 here), else ScaLAPACK's.
+linalg::DenseOptions default_dense_options();
 std::string default_compile_cache();   // device.compile_cache: $XDG_CACHE_HOME/dfmp2/neuron, else ~/.cache/...
 std::string default_basis_dir();       // the basis set library: $DFMP2_BASIS_DIR's folders, then library_basis_dir()
 std::string library_basis_dir();       // the library that came with the program (source tree, or <prefix>/share)
@@ -133,6 +140,10 @@ struct Input {
   chem::JkStorage jk_storage = chem::JkStorage::automatic;      // scf.jk_storage
   chem::Mp2Storage mp2_storage = chem::Mp2Storage::automatic;   // mp2_storage
   int threads = default_threads();
+  // Key `mpi` (README "MPI"): matrices of this order or more (the metrics, the SCF's eigenproblem) are factored on
+  // the ranks' grid when there are several ranks and the build has ScaLAPACK; the library for each factorisation.
+  linalg::Index distributed_min_order = kDefaultDistributedMinOrder;
+  linalg::DenseOptions dense = default_dense_options();
   std::optional<std::string> output;  // resolved path
   // Device models (key `device`): compile cache folder, parameter overrides; host_fallback lets ops a device
   // cannot run go to the host backend (counted in the report) instead of stopping the run.

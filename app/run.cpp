@@ -610,7 +610,8 @@ void plan_dfmp2(const Input& input, const Reference& r, const std::vector<linalg
     return within_memory(plan, plan.baseline + later, [&] {
       return chem::plan_blocks(r.form, r.form == chem::ThreeIndexForm::ao ? r.nbf : 0, r.mp2_spaces(), r.naux,
                                plan.mp2_budget, precision, input.metric, input.screening.enabled, storage,
-                               chem::working_copies_of(backend, precision, input.step_modes), ranks, aux_unit);
+                               chem::working_copies_of(backend, precision, input.step_modes), ranks, aux_unit,
+                               metric_on_grid(input, r.naux, precision, ranks));
     });
   };
   chem::BlockPlan largest;
@@ -728,6 +729,11 @@ void run_scf(const Input& input, ScfJk& planned, linalg::Comm& comm, Calculation
 
 }  // namespace
 
+bool metric_on_grid(const Input& input, linalg::Index naux, chem::Precision precision, int ranks) {
+  return !linalg::dense_libraries().empty() &&
+         chem::distributed_metric(input.metric, precision, naux, ranks, input.distributed_min_order);
+}
+
 chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference, linalg::Comm& comm) {
   chem::DfMp2Options options;
   options.nfrozen = reference.nfrozen;
@@ -738,6 +744,16 @@ chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference,
   options.scratch_folder = input.scratch;
   options.step_modes = input.step_modes;
   options.comm = &comm;
+  // The ranks' grid, made (collectively) only when some run of this input factors its metric on it.
+  options.distributed_min_order = input.distributed_min_order;
+  if (std::any_of(input.precisions.begin(), input.precisions.end(), [&](chem::Precision p) {
+        return metric_on_grid(input, reference.naux, p, comm.size());
+      }) ||
+      std::any_of(input.backend_precisions.begin(), input.backend_precisions.end(), [&](const auto& entry) {
+        return std::any_of(entry.second.begin(), entry.second.end(),
+                           [&](chem::Precision p) { return metric_on_grid(input, reference.naux, p, comm.size()); });
+      }))
+    options.dense = &comm.dense_grid(input.dense);
   return options;
 }
 

@@ -254,6 +254,8 @@ MemoryPlan make_memory_plan(const Input& input, const Reference& reference,
 // scratch (ResourceError naming the phase otherwise). Nothing to check when no phase is on scratch.
 void check_scratch(const MemoryPlan& plan);
 void check_backend_can_run(const Input& input, linalg::Backend& backend, linalg::Backend* fallback);
+// Whether a DF-MP2 run of `precision` over `ranks` ranks factors its metric on the ranks' grid (README "MPI").
+bool metric_on_grid(const Input& input, linalg::Index naux, chem::Precision precision, int ranks);
 chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference, linalg::Comm& comm);
 BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, chem::Precision precision,
                         const Input& input, const Reference& reference, const MemoryPlan& plan,

@@ -192,7 +192,7 @@ struct SpacesSize {
 
 BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, const std::vector<SpinSpace>& spaces, Index naux,
                       double memory_bytes, Precision precision, MetricMethod metric, bool screening,
-                      Mp2Storage storage, double working_copies, int ranks, Index aux_unit) {
+                      Mp2Storage storage, double working_copies, int ranks, Index aux_unit, bool distributed_factor) {
   const double w = work_bytes(precision), f = fit_bytes(precision), copies = working_copies;
   const SpacesSize size(spaces);
   const Index rows = size.rows, nact = size.nact, nvir = size.nvir;
@@ -200,10 +200,12 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, const std::vector<SpinSpac
   const bool distributed = ranks > 1;
   // The metric factor, plus the temporaries of an inverse square root (eigh: eigenvectors scaled; Newton-Schulz:
   // four iterates), which are gone before the transformation starts but count towards the peak. Every rank holds
-  // the factor: the fitting is row-local.
-  const double metric_bytes = f * double(naux) * double(naux);
+  // the factor (the fitting is row-local), or its share of it on the grid: its block-cyclic part, and during the
+  // metric step the same again laid out for the solves.
+  const double metric_bytes = f * double(naux) * double(naux) / (distributed_factor ? double(ranks) : 1.0);
   // A backend's working copies (device models) of the factor as it is made, and again by the fitting's TRSM.
-  const double inverse_sqrt_bytes = metric_bytes * ((metric == MetricMethod::eigh            ? 1.0
+  const double inverse_sqrt_bytes = metric_bytes * ((distributed_factor                   ? 1.0
+                                                     : metric == MetricMethod::eigh            ? 1.0
                                                      : metric == MetricMethod::newton_schulz ? 4.0
                                                                                              : 0.0) +
                                                     copies);
@@ -251,7 +253,8 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, const std::vector<SpinSpac
       // holder's block, and the block it receives.
       out.redistribute = !distributed ? 0.0 : scratch ? w * double(nb * nvir) * double(columns * ranks) + block
                                                         : a_store + b_store;
-      out.fitting = (scratch ? block : b_store) + fit_work;
+      // A distributed solve copies this rank's block into the grid's padded rows.
+      out.fitting = (scratch ? block : b_store) + fit_work + (distributed_factor ? block : 0.0);
       // Pairs: the anchor block (scratch), two partner blocks (the next one arrives while the current one is
       // used; local blocks in memory need none), and on scratch with ranks a block read to lend to another rank.
       const double partners = scratch ? 2.0 * block : distributed ? 2.0 * block : 0.0;
@@ -330,6 +333,10 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, const std::vector<SpinSpac
     }
   }
   return plan_for(storage);
+}
+
+bool distributed_metric(MetricMethod metric, Precision precision, Index naux, int ranks, Index min_order) {
+  return ranks > 1 && naux >= min_order && metric == MetricMethod::cholesky && precision == Precision::fp64;
 }
 
 double Mp2Layout::pair_cost(const OccupiedBlockPair& p) {
@@ -441,6 +448,21 @@ MatrixT<F> metric_factor(const Matrix& metric, const DfMp2Options& options, lina
   }
   require_finite(step_name(Mp2Step::metric), "the metric factor", factor.data(), factor.size());
   return factor;
+}
+
+// Step 1 on the grid: L^T = U of J = U^T U, distributed, laid out for the fitting's row solves. The metric's tiles
+// are copied from the whole metric the source holds.
+linalg::DistributedMatrix distributed_metric_factor(const Matrix& metric, linalg::DenseGrid& grid,
+                                                    linalg::Kernels& kernels) {
+  const Index n = metric.rows();
+  linalg::DistributedMatrix factor = grid.matrix(n);
+  factor.copy_from(linalg::view(metric));
+  Stopwatch clock;
+  grid.cholesky(factor, "metric (P|Q)");
+  linalg::DistributedMatrix on_rows = grid.for_row_solves(factor);
+  kernels.record_host(step_name(Mp2Step::metric), fmt::format("{} cholesky", dense_library_name(grid.options().cholesky)),
+                      clock.seconds(), {double(n) * double(n) * double(n) / 3.0, 8.0 * double(factor.local.size())}, "fp64");
+  return on_rows;
 }
 
 // The orbitals of one space (SpinSpace) as the kernel uses them: its energies and coefficients, and where its rows
@@ -676,11 +698,17 @@ void run_typed(const std::vector<Mp2System>& systems, const DfMp2Options& option
     if (options.phase_done) options.phase_done(s);
   };
 
-  // 1. The metric factor L (or J^-1/2), on every rank.
+  // 1. The metric factor L (or J^-1/2), on every rank, or distributed over them.
   MatrixT<F> factor;
+  linalg::DistributedMatrix grid_factor;
   linalg::InverseSqrtReport metric_report;
+  const bool on_grid = std::is_same_v<W, double> && std::is_same_v<F, double> &&
+                       options.dense != nullptr &&
+                       distributed_metric(options.metric, options.precision, naux, comm.size(),
+                                          options.distributed_min_order);
   step(Mp2Step::metric, [&] {
-    comm.checked([&] { factor = metric_factor<F>(*shared.metric, options, kernels, metric_report); });
+    if (on_grid) grid_factor = distributed_metric_factor(*shared.metric, *options.dense, kernels);
+    else comm.checked([&] { factor = metric_factor<F>(*shared.metric, options, kernels, metric_report); });
   });
 
   // 2. A = (P|ia) for this rank's auxiliary blocks, into the occupied blocks' rows.
@@ -697,6 +725,20 @@ void run_typed(const std::vector<Mp2System>& systems, const DfMp2Options& option
 
   // 3. B = A L^-T (or A J^-1/2), block by block.
   step(Mp2Step::fitting, [&] {
+    if (on_grid) {
+      // Collective: every rank solves in each round, with an empty block when it holds none then.
+      blocks->fit_each_collectively([&](MatrixViewT<W> block) {
+        Stopwatch clock;
+        if constexpr (std::is_same_v<W, double>) options.dense->solve_rows(grid_factor, block);
+        kernels.record_host(step_name(Mp2Step::fitting), "pdtrsm", clock.seconds(),
+                            {double(block.rows) * double(naux) * double(naux), 8.0 * double(block.rows * naux)}, "fp64");
+        comm.checked([&] {
+          require_finite(step_name(Mp2Step::fitting), "the fitted tensor B", block.data, block.rows * block.cols);
+        });
+      });
+      grid_factor = {};
+      return;
+    }
     blocks->fit_each([&](MatrixViewT<W> block) {
       fit<W, F>(block, factor, options.metric, plan.fit_rows, kernels);
       require_finite(step_name(Mp2Step::fitting), "the fitted tensor B", block.data, block.rows * block.cols);

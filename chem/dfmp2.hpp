@@ -37,6 +37,7 @@
 
 #include "chem/three_index_source.hpp"
 #include "linalg/comm.hpp"
+#include "linalg/dense_grid.hpp"
 #include "linalg/inverse_sqrt.hpp"
 #include "linalg/kernels.hpp"
 #include "linalg/name_table.hpp"
@@ -112,7 +113,19 @@ struct DfMp2Options {
   // The ranks the run is spread over (linalg/comm.hpp); none: this process alone. Every rank calls run_dfmp2 with
   // the same input and options.
   linalg::Comm* comm = nullptr;
+  // (optional) The dense factorisations distributed over the ranks (linalg/dense_grid.hpp). With it, a Cholesky
+  // metric of order >= distributed_min_order in an fp64 run is factored and solved on the grid
+  // (distributed_metric): each rank then holds naux^2 / ranks of the factor instead of all of it.
+  linalg::DenseGrid* dense = nullptr;
+  linalg::Index distributed_min_order = 0;
 };
+
+// Whether the metric factor and the fitting of a run of `naux` fitting functions over `ranks` ranks are distributed
+// (README "MPI"): a grid, more than one rank, a Cholesky metric at least the size limit, and an fp64 fitting on an
+// fp64 tensor (ScaLAPACK's solves are fp64 here; other precisions keep the replicated factor).
+// `min_order`: DfMp2Options::distributed_min_order. (The run also needs DfMp2Options::dense.)
+bool distributed_metric(MetricMethod metric, Precision precision, linalg::Index naux, int ranks,
+                        linalg::Index min_order);
 
 struct PairEnergy {
   double opposite_spin = 0;
@@ -166,12 +179,14 @@ struct BlockPlan {
 // the backend allocates per call beyond its operands (working_copies_of), counted in every phase; with copies, the
 // fitting runs in row chunks so that they are copies of a chunk, not of a whole block. `aux_unit`: the largest
 // block of auxiliary functions the source cannot cut (a shell; ThreeIndexSource::largest_block(1)).
-// `spaces`: one SpinSpace (RHF) or two (UHF, ROHF); both spins' tensors are held at once.
+// `spaces`: one SpinSpace (RHF) or two (UHF, ROHF); both spins' tensors are held at once. `distributed_factor`: the
+// metric factor is distributed over the ranks (distributed_metric), naux^2 / ranks each (twice while it is laid out
+// for the solves), and the fitting holds one padded block more.
 BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, const std::vector<SpinSpace>& spaces,
                       linalg::Index naux, double memory_bytes, Precision precision = Precision::fp64,
                       MetricMethod metric = MetricMethod::cholesky, bool screening = false,
                       Mp2Storage storage = Mp2Storage::automatic, double working_copies = 0, int ranks = 1,
-                      linalg::Index aux_unit = 1);
+                      linalg::Index aux_unit = 1, bool distributed_factor = false);
 // A closed-shell reference's plan: one space of nact of nocc orbitals and nvir virtual ones.
 inline BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, linalg::Index nocc, linalg::Index nact,
                              linalg::Index nvir, linalg::Index naux, double memory_bytes,

@@ -154,6 +154,16 @@ class OccupiedBlocks {
     a_store_->release();
   }
 
+  // As fit_each, for a fit that is itself collective (the distributed metric's solves, linalg/dense_grid.hpp):
+  // `fit` is called the same number of times on every rank, once per round of one block per holder, with an empty
+  // block on a rank that holds none in that round.
+  void fit_each_collectively(const std::function<void(linalg::MatrixViewT<W>)>& fit) {
+    if (ranks_ == 1) throw std::logic_error("OccupiedBlocks: a collective fit on one rank");
+    collective_ = true;
+    fit_each(fit);
+    collective_ = false;
+  }
+
   void for_each_pair(const std::function<void(std::size_t, linalg::ConstMatrixViewT<W>,
                                               linalg::ConstMatrixViewT<W>)>& compute) {
     const std::vector<Work> work = this_ranks_pairs();
@@ -247,10 +257,22 @@ class OccupiedBlocks {
     }
     timed_exchange(sends, receives, bytes);
     a_store_->release();
+    if (collective_) {
+      for (std::size_t k = 0; k < most_held(); ++k) fit(k < held_.size() ? b_own_->view(held_[k]) : no_block());
+      return;
+    }
     comm_.checked([&] {
       for (const Index b : held_) fit(b_own_->view(b));
     });
   }
+
+  // The largest number of blocks one rank holds: the rounds of a collective fit.
+  std::size_t most_held() const {
+    std::vector<std::size_t> count(static_cast<std::size_t>(ranks_), 0);
+    for (Index b = 0; b < block_count(); ++b) ++count[static_cast<std::size_t>(holder(b))];
+    return *std::max_element(count.begin(), count.end());
+  }
+  linalg::MatrixViewT<W> no_block() const { return {nullptr, 0, naux_, 1}; }
 
   // Ranks, on scratch: round k sends every holder its k-th block, which it fits and writes to its own file.
   void fit_in_rounds(const std::function<void(linalg::MatrixViewT<W>)>& fit) {
@@ -285,9 +307,10 @@ class OccupiedBlocks {
         receives = receives_into(mine[k], block.data());
       }
       timed_exchange(sends, receives, bytes);
+      if (collective_) fit(k < mine.size() ? linalg::view(block) : no_block());
       comm_.checked([&] {
         if (k >= mine.size()) return;
-        fit(linalg::view(block));
+        if (!collective_) fit(linalg::view(block));
         write_timed(Mp2Step::fitting, *b_own_, mine[k], block.data());
       });
     }
@@ -378,6 +401,7 @@ class OccupiedBlocks {
   linalg::Kernels& kernels_;
   int ranks_, me_;
   bool on_scratch_;
+  bool collective_ = false;  // fit_each_collectively
   const std::string* scratch_;
   std::string suffix_;
   std::vector<Index> block_rows_, block_row0_, held_;  // each block's rows, and its first in the stacked A

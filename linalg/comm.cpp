@@ -44,6 +44,10 @@ FailureReport failure_report(std::exception_ptr error) {
   return r;
 }
 
+DenseGrid& Comm::dense_grid(const DenseOptions&) {
+  throw UnsupportedError("distributed factorisations need MPI ranks: this process runs as one rank");
+}
+
 void Comm::set_phase(const std::string& phase) {
   std::lock_guard lock(mutex_);
   phase_ = phase;

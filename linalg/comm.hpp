@@ -33,6 +33,9 @@
 
 namespace dfmp2::linalg {
 
+class DenseGrid;
+struct DenseOptions;
+
 struct CommTraffic {
   double bytes_sent = 0, bytes_received = 0;
   long long messages_sent = 0, messages_received = 0;
@@ -125,6 +128,12 @@ class Comm {
   virtual int node_ranks() const = 0;
   // "one rank (built without MPI)", "one rank (started without mpirun)", "Open MPI v4.1.4", ...
   virtual std::string description() const = 0;
+  // The MPI communicator (an MPI_Comm*) for the distributed dense libraries (linalg/dense_grid.hpp); nullptr on one
+  // rank without MPI.
+  virtual const void* mpi_handle() const { return nullptr; }
+  // Collective the first time for each `options`: the ranks' grid for distributed factorisations, made once and
+  // kept until the communicator ends (before MPI does). Throws UnsupportedError without MPI ranks or ScaLAPACK.
+  virtual DenseGrid& dense_grid(const DenseOptions& options);
 
   virtual void sum(double* data, std::size_t count) = 0;
   virtual void sum(float* data, std::size_t count) = 0;

@@ -8,9 +8,13 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <thread>
+#include <tuple>
 
 #include "linalg/comm.hpp"
+#include "linalg/dense_grid.hpp"
 #include "linalg/kernel_log.hpp"
 
 namespace dfmp2::linalg::detail {
@@ -213,6 +217,7 @@ class MpiComm final : public Comm {
     MPI_Comm_free(&node);
   }
   ~MpiComm() override {
+    grids_.clear();  // their BLACS contexts use comm_
     MPI_Comm_free(&fail_comm_);
     MPI_Comm_free(&lend_comm_);
     MPI_Comm_free(&comm_);
@@ -222,6 +227,12 @@ class MpiComm final : public Comm {
   int size() const override { return size_; }
   int node_ranks() const override { return node_ranks_; }
   std::string description() const override { return library_version(); }
+  const void* mpi_handle() const override { return &comm_; }
+  DenseGrid& dense_grid(const DenseOptions& options) override {
+    auto& grid = grids_[{int(options.cholesky), int(options.eigh), options.block}];
+    if (!grid) grid = make_dense_grid(*this, options);
+    return *grid;
+  }
 
   void sum(double* data, std::size_t count) override { reduce_broadcast(data, count, MPI_DOUBLE, sizeof(double)); }
   void sum(float* data, std::size_t count) override { reduce_broadcast(data, count, MPI_FLOAT, sizeof(float)); }
@@ -369,6 +380,7 @@ class MpiComm final : public Comm {
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL, lend_comm_ = MPI_COMM_NULL, fail_comm_ = MPI_COMM_NULL;
+  std::map<std::tuple<int, int, Index>, std::unique_ptr<DenseGrid>> grids_;  // dense_grid(), by options
   int rank_ = 0, size_ = 1, node_ranks_ = 1;
 };
 
