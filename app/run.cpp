@@ -311,12 +311,14 @@ struct ScfJk {
   double seconds = 0;  // planning, counted in the J/K set-up
 };
 
-chem::DfJkOptions df_jk_options(const Input& input, double memory_bytes, linalg::Comm& comm) {
+chem::DfJkOptions df_jk_options(const Input& input, double memory_bytes, linalg::Index naux, linalg::Comm& comm) {
   chem::DfJkOptions options;
   options.storage = input.jk_storage;
   options.memory_bytes = memory_bytes;
   options.scratch_folder = input.scratch;
   options.comm = &comm;
+  options.distributed_min_order = input.distributed_min_order;
+  if (jk_basis_on_grid(input, naux, comm.size())) options.dense = &comm.dense_grid(input.dense);
   return options;
 }
 
@@ -354,7 +356,7 @@ ScfJk plan_scf_jk(const Input& input, linalg::Backend& backend, linalg::Comm& co
   const PhasePlan phase = within_memory(plan, held, [&] {
     if (df) {
       jk.df_engine = std::make_unique<chem::ThreeCenterEngine>(m.jk_basis, m.basis);
-      m.jk_plan = chem::plan_df_jk(*jk.df_engine, m.jk_basis, r.nocc, df_jk_options(input, plan.budget - held, comm));
+      m.jk_plan = chem::plan_df_jk(*jk.df_engine, m.jk_basis, r.nocc, df_jk_options(input, plan.budget - held, m.jk_basis.nbf(), comm));
       const auto& jp = m.jk_plan;
       return PhasePlan{"SCF J/K", chem::jk_storage_name(jp.storage),
                        fmt::format("aux block {}, {} packed pairs", jp.aux_block, jp.npacked), jp.memory_bytes,
@@ -371,6 +373,17 @@ ScfJk plan_scf_jk(const Input& input, linalg::Backend& backend, linalg::Comm& co
   return jk;
 }
 
+// The SCF's options as the input gives them, with the ranks' grid for eigenproblems of order nbf when they reach
+// mpi.distributed_min_order over several ranks in a build with ScaLAPACK (README "MPI").
+chem::ScfOptions scf_options(const Input& input, linalg::Index nbf, linalg::Comm& comm) {
+  chem::ScfOptions options = input.scf;
+  if (eigensolver_on_grid(input, nbf, comm.size())) {
+    options.dense = &comm.dense_grid(input.dense);
+    options.distributed_min_order = input.distributed_min_order;
+  }
+  return options;
+}
+
 // The progress line of an SCF iteration, `label` naming the SCF ("RHF", "UHF fragment 2").
 std::function<void(const chem::ScfIteration&)> scf_iteration_line(const std::string& label,
                                                                   const std::function<void(const std::string&)>& say) {
@@ -382,8 +395,9 @@ std::function<void(const chem::ScfIteration&)> scf_iteration_line(const std::str
 
 // The SCFs of the fragments in the complex's basis (counterpoise), after the complex's, on its J/K: the J/K's
 // integrals (and their fitting) serve them all.
-void run_ghosted_scfs(const Input& input, const chem::BasisSet& basis, chem::JkBuilder& jk, linalg::Kernels& kernels,
-                      std::vector<GhostedFragment>& ghosted, const std::function<void(const std::string&)>& say) {
+void run_ghosted_scfs(const chem::BasisSet& basis, chem::JkBuilder& jk, linalg::Kernels& kernels,
+                      const chem::ScfOptions& options, std::vector<GhostedFragment>& ghosted,
+                      const std::function<void(const std::string&)>& say) {
   for (GhostedFragment& g : ghosted) {
     const std::string label = fmt::format("{} fragment {}", chem::reference_label(g.scf_reference), g.fragment + 1);
     say(fmt::format("  SCF of fragment {} in the complex's basis (the other fragments' atoms as ghosts): {}, {} alpha "
@@ -391,7 +405,7 @@ void run_ghosted_scfs(const Input& input, const chem::BasisSet& basis, chem::JkB
                     chem::reference_label(g.scf_reference), g.nocc,
                     g.scf_reference == chem::ScfReference::rhf ? g.nocc : g.nocc_beta));
     linalg::Stopwatch clock;
-    g.scf = chem::run_scf(g.scf_reference, g.molecule, basis, jk, input.scf, kernels, scf_iteration_line(label, say));
+    g.scf = chem::run_scf(g.scf_reference, g.molecule, basis, jk, options, kernels, scf_iteration_line(label, say));
     g.scf_seconds = clock.seconds();
     say(fmt::format("  SCF of fragment {} converged in {} iterations: E = {:.12f} Eh ({:.2f} s)", g.fragment + 1,
                     g.scf.iterations, g.scf.energy, g.scf_seconds));
@@ -426,7 +440,7 @@ void run_molecule(const Input& input, ScfJk& planned, linalg::Comm& comm, Calcul
   std::unique_ptr<chem::JkBuilder> jk;
   if (input.scf.type == chem::ScfType::df) {
     jk = chem::make_df_jk(std::move(planned.df_engine), m.jk_basis, nocc, kernels,
-                          df_jk_options(input, m.jk_plan.memory_bytes, comm), m.jk_plan);
+                          df_jk_options(input, m.jk_plan.memory_bytes, m.jk_basis.nbf(), comm), m.jk_plan);
     const auto& jp = m.jk_plan;
     say(fmt::format("  SCF J/K: {} ({}); holds {}{}", chem::jk_storage_name(jp.storage), jp.reason,
                     linalg::format_bytes(jp.memory_bytes),
@@ -444,14 +458,15 @@ void run_molecule(const Input& input, ScfJk& planned, linalg::Comm& comm, Calcul
   TimedJk timed(*jk, comm);
   comm.set_phase("SCF other");
   linalg::Stopwatch iterations_clock;
-  m.scf = chem::run_scf(input.reference, mol, m.basis, timed, input.scf, kernels, scf_iteration_line(label, say));
+  const chem::ScfOptions options = scf_options(input, m.basis.nbf(), comm);
+  m.scf = chem::run_scf(input.reference, mol, m.basis, timed, options, kernels, scf_iteration_line(label, say));
   m.scf_seconds = scf_clock.seconds();
   say(fmt::format("  SCF converged in {} iterations: E = {:.12f} Eh ({:.2f} s){}{}", m.scf.iterations, m.scf.energy,
                   m.scf_seconds, m.scf.open_shell() ? fmt::format("; <S^2> = {:.6f}", m.scf.s_squared) : std::string(),
                   input.scf.precision == chem::ScfPrecision::mixed
                       ? fmt::format("; mixed precision: {} with an fp32 K, then fp64", m.scf.fp32_iterations)
                       : std::string()));
-  run_ghosted_scfs(input, m.basis, timed, kernels, calc.reference.ghosted, say);
+  run_ghosted_scfs(m.basis, timed, kernels, options, calc.reference.ghosted, say);
   const double iteration_seconds = iterations_clock.seconds();
   jk.reset();
   // Per rank: the J/K set-up (integrals, fitting), the J/K builds and the replicated rest, with their kernels' flops
@@ -477,7 +492,9 @@ void run_molecule(const Input& input, ScfJk& planned, linalg::Comm& comm, Calcul
   // The MP2 integrals are computed block by block as DF-MP2 reads them (the transform's read_3index rows); here
   // only the metric and the screening of the shell pairs.
   linalg::Stopwatch integral_clock;
-  m.metric = chem::coulomb_metric(m.aux_basis);
+  // The whole metric only where some run or the integral file needs it: runs factored on the grid compute their tiles.
+  if (!every_mp2_metric_on_grid(input, m.aux_basis.nbf(), comm.size()) || input.save_integrals)
+    m.metric = chem::coulomb_metric(m.aux_basis);
   m.ao_3index = std::make_unique<chem::DirectThreeIndex>(m.aux_basis, m.basis);
   m.integral_seconds = integral_clock.seconds();
   kernels.record_host("mp2_integrals", "metric_and_screening", m.integral_seconds,
@@ -599,7 +616,10 @@ void plan_dfmp2(const Input& input, const Reference& r, const std::vector<linalg
   // now (after the start was measured), or computed after the SCF; molecule input also holds the MP2 integral engine.
   // Every space's orbitals: alpha and beta ones of an open shell, and those of the ghosted fragments.
   const double spins = double(r.mp2_spaces().size());
-  const double later = 8.0 * (spins * (double(r.nbf) * double(r.nmo) + double(r.nmo)) + double(r.naux) * double(r.naux)) +
+  // (The whole metric only when some run is not factored on the ranks' grid, or the integral file needs it.)
+  const bool whole_metric = !r.molecule() || !every_mp2_metric_on_grid(input, r.naux, ranks) || input.save_integrals;
+  const double later = 8.0 * (spins * (double(r.nbf) * double(r.nmo) + double(r.nmo)) +
+                              (whole_metric ? double(r.naux) * double(r.naux) : 0.0)) +
                        (r.molecule() ? chem::ThreeCenterEngine::bytes(r.molecule()->aux_basis, r.molecule()->basis) : 0.0);
   plan.mp2_budget = plan.budget - plan.baseline - later;
   // The largest block of auxiliary functions that cannot be cut (a shell), for the ranks' shares of the columns.
@@ -729,9 +749,24 @@ void run_scf(const Input& input, ScfJk& planned, linalg::Comm& comm, Calculation
 
 }  // namespace
 
+bool jk_basis_on_grid(const Input& input, linalg::Index naux, int ranks) {
+  return !linalg::dense_libraries().empty() && ranks > 1 && naux >= input.distributed_min_order;
+}
+
+bool eigensolver_on_grid(const Input& input, linalg::Index nbf, int ranks) {
+  return !linalg::dense_libraries().empty() && ranks > 1 && nbf >= input.distributed_min_order;
+}
+
 bool metric_on_grid(const Input& input, linalg::Index naux, chem::Precision precision, int ranks) {
   return !linalg::dense_libraries().empty() &&
          chem::distributed_metric(input.metric, precision, naux, ranks, input.distributed_min_order);
+}
+
+bool every_mp2_metric_on_grid(const Input& input, linalg::Index naux, int ranks) {
+  for (const std::string& backend : input.backends)
+    for (const chem::Precision precision : input.precisions_of(backend))
+      if (!metric_on_grid(input, naux, precision, ranks)) return false;
+  return true;
 }
 
 chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference, linalg::Comm& comm) {
@@ -746,14 +781,9 @@ chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference,
   options.comm = &comm;
   // The ranks' grid, made (collectively) only when some run of this input factors its metric on it.
   options.distributed_min_order = input.distributed_min_order;
-  if (std::any_of(input.precisions.begin(), input.precisions.end(), [&](chem::Precision p) {
-        return metric_on_grid(input, reference.naux, p, comm.size());
-      }) ||
-      std::any_of(input.backend_precisions.begin(), input.backend_precisions.end(), [&](const auto& entry) {
-        return std::any_of(entry.second.begin(), entry.second.end(),
-                           [&](chem::Precision p) { return metric_on_grid(input, reference.naux, p, comm.size()); });
-      }))
-    options.dense = &comm.dense_grid(input.dense);
+  for (const std::string& backend : input.backends)
+    for (const chem::Precision precision : input.precisions_of(backend))
+      if (metric_on_grid(input, reference.naux, precision, comm.size())) options.dense = &comm.dense_grid(input.dense);
   return options;
 }
 
@@ -926,7 +956,7 @@ void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& co
   std::unique_ptr<chem::JkBuilder> jk;
   if (input.scf.type == chem::ScfType::df) {
     jk = chem::make_df_jk(std::make_unique<chem::ThreeCenterEngine>(m.jk_basis, m.basis), m.jk_basis,
-                          calc.reference.nocc, kernels, df_jk_options(input, m.jk_plan.memory_bytes, comm), m.jk_plan);
+                          calc.reference.nocc, kernels, df_jk_options(input, m.jk_plan.memory_bytes, m.jk_basis.nbf(), comm), m.jk_plan);
   } else {
     chem::ExactJkPlan plan;
     jk = chem::make_exact_jk(m.basis, m.exact_plan.memory_bytes, kernels, plan, &comm);
@@ -1073,7 +1103,7 @@ std::vector<chem::Mp2System> Reference::mp2_systems() const {
   std::vector<chem::Mp2System> systems{{dfmp2_input(), nfrozen}};
   const MoleculeRun* m = molecule();
   for (const GhostedFragment& g : ghosted)
-    systems.push_back({chem::dfmp2_input_of(g.scf, &m->metric, m->ao_3index.get()), g.nfrozen});
+    systems.push_back({m->dfmp2_input_for(g.scf), g.nfrozen});
   return systems;
 }
 

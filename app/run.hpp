@@ -89,7 +89,14 @@ struct MoleculeRun {
   // Per rank (rank order), per phase of chem::scf_phase_names(): what it did.
   std::vector<std::vector<linalg::PhaseStats>> ranks;
   std::optional<std::string> saved_to;               // the integral file written after the SCF
-  chem::DfMp2Input dfmp2_input() const { return chem::dfmp2_input_of(scf, &metric, ao_3index.get()); }
+  chem::DfMp2Input dfmp2_input() const { return dfmp2_input_for(scf); }
+  // The DF-MP2 input of an SCF in this run's basis (its own, or a ghosted fragment's): the metric whole when it was
+  // computed, and its tiles for a metric factored on the ranks' grid.
+  chem::DfMp2Input dfmp2_input_for(const chem::ScfResult& result) const {
+    chem::DfMp2Input in = chem::dfmp2_input_of(result, &metric, ao_3index.get());
+    in.metric_tiles = [this](linalg::DistributedMatrix& tiles) { chem::coulomb_metric_tiles(aux_basis, tiles); };
+    return in;
+  }
 };
 
 // A fragment of an interaction energy in the complex's basis (the counterpoise correction): the complex's basis sets,
@@ -254,8 +261,14 @@ MemoryPlan make_memory_plan(const Input& input, const Reference& reference,
 // scratch (ResourceError naming the phase otherwise). Nothing to check when no phase is on scratch.
 void check_scratch(const MemoryPlan& plan);
 void check_backend_can_run(const Input& input, linalg::Backend& backend, linalg::Backend* fallback);
+// Whether the DF-SCF's J/K of `naux` JK fitting functions factors its metric on the ranks' grid (README "MPI").
+bool jk_basis_on_grid(const Input& input, linalg::Index naux, int ranks);
+// Whether the SCF's eigenproblems of order nbf over `ranks` ranks are solved on the ranks' grid (README "MPI").
+bool eigensolver_on_grid(const Input& input, linalg::Index nbf, int ranks);
 // Whether a DF-MP2 run of `precision` over `ranks` ranks factors its metric on the ranks' grid (README "MPI").
 bool metric_on_grid(const Input& input, linalg::Index naux, chem::Precision precision, int ranks);
+// Whether every DF-MP2 run of the input does (then no rank computes the whole metric).
+bool every_mp2_metric_on_grid(const Input& input, linalg::Index naux, int ranks);
 chem::DfMp2Options dfmp2_options(const Input& input, const Reference& reference, linalg::Comm& comm);
 BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, chem::Precision precision,
                         const Input& input, const Reference& reference, const MemoryPlan& plan,

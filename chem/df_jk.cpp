@@ -45,6 +45,11 @@ constexpr double kDouble = sizeof(double);
 struct JkShape {
   Index nbf, naux, npacked, nocc, max_shell;
   int ranks;
+  bool distributed_factor = false;  // the metric factor on the ranks' grid (jk_metric_on_grid)
+  // The factor's bytes on one rank: all of it, or its grid share twice (as factored and laid out for the solves).
+  double factor_bytes() const {
+    return kDouble * double(naux) * double(naux) * (distributed_factor ? 2.0 / double(ranks) : 1.0);
+  }
   // Auxiliary columns one rank holds at most: an even share, plus one shell where a shell straddles it.
   Index columns() const {
     return ranks > 1 ? std::min(naux, (naux + ranks - 1) / ranks + std::max<Index>(max_shell, 1)) : naux;
@@ -66,11 +71,14 @@ double block_bytes(JkStorage s, Index q, const JkShape& z) {
 // Bytes held for the whole SCF besides the blocks: this rank's columns of B (memory), of the half-transformed H and,
 // with ranks, its share of H's rows with all columns (recompute), the packed density and J, the metric factor.
 double fixed_bytes(JkStorage s, const JkShape& z) {
-  double b = kDouble * (2.0 * double(z.npacked) + double(z.naux) * double(z.naux) + 2.0 * double(z.naux));
+  double b = kDouble * (2.0 * double(z.npacked) + 2.0 * double(z.naux)) + z.factor_bytes();
   if (s == JkStorage::memory) b += kDouble * double(z.npacked) * double(z.columns());
   if (s == JkStorage::recompute) {
     b += kDouble * double(z.nbf) * double(z.nocc) * double(z.columns());
-    if (z.ranks > 1) b += kDouble * double(z.nbf) * double((z.nocc + z.ranks - 1) / z.ranks) * double(z.naux);
+    // (The grid's solve copies it into its padded rows: twice.)
+    if (z.ranks > 1)
+      b += (z.distributed_factor ? 2.0 : 1.0) * kDouble * double(z.nbf) * double((z.nocc + z.ranks - 1) / z.ranks) *
+           double(z.naux);
   }
   return b;
 }
@@ -78,9 +86,11 @@ double fixed_bytes(JkStorage s, const JkShape& z) {
 // What building the stored B holds at its peak besides the fixed part: with ranks in memory, this rank's even
 // share of the rows with all columns; on scratch, the fitting's chunk of `fit_rows` rows.
 double build_bytes(JkStorage s, const JkShape& z, Index fit_rows) {
+  // The grid's solve copies the rows into its padded matrix.
+  const double copy = z.distributed_factor ? 2.0 : 1.0;
   if (s == JkStorage::memory && z.ranks > 1)
-    return kDouble * double((z.npacked + z.ranks - 1) / z.ranks) * double(z.naux);
-  if (s == JkStorage::scratch) return double(fit_rows) * z.fit_bytes_per_row();
+    return copy * kDouble * double((z.npacked + z.ranks - 1) / z.ranks) * double(z.naux);
+  if (s == JkStorage::scratch) return copy * double(fit_rows) * z.fit_bytes_per_row();
   return 0.0;
 }
 
@@ -98,9 +108,13 @@ Index choose_block(JkStorage s, double budget, const JkShape& z) {
 
 }  // namespace
 
+bool jk_metric_on_grid(const DfJkOptions& options, Index naux, int ranks) {
+  return ranks > 1 && options.dense != nullptr && naux >= options.distributed_min_order;
+}
+
 double df_jk_minimum_bytes(JkStorage storage, Index nbf, Index naux, Index npacked, Index nocc, Index max_shell,
-                           int ranks) {
-  const JkShape z{nbf, naux, npacked, nocc, max_shell, ranks};
+                           int ranks, bool distributed_factor) {
+  const JkShape z{nbf, naux, npacked, nocc, max_shell, ranks, distributed_factor};
   const double blocks = block_bytes(storage, std::max<Index>(max_shell, 1), z);
   // Fitting on scratch at least 64 rows at a time.
   const double build = build_bytes(storage, z, std::min<Index>(64, npacked));
@@ -110,30 +124,36 @@ double df_jk_minimum_bytes(JkStorage storage, Index nbf, Index naux, Index npack
 namespace {
 
 // The sizes of the DF-J/K of `engine` on `ranks` ranks.
-JkShape shape_of(const ThreeCenterEngine& engine, Index nocc, int ranks) {
+JkShape shape_of(const ThreeCenterEngine& engine, Index nocc, int ranks, const DfJkOptions& options) {
   Index max_shell = 1;
   const auto& starts = engine.shell_starts();
   for (std::size_t s = 0; s + 1 < starts.size(); ++s) max_shell = std::max(max_shell, starts[s + 1] - starts[s]);
-  return {engine.nbf(), engine.naux(), engine.npacked(), nocc, max_shell, ranks};
+  return {engine.nbf(), engine.naux(), engine.npacked(), nocc, max_shell, ranks,
+          jk_metric_on_grid(options, engine.naux(), ranks)};
 }
 
-// The machine's rate for the fit of recompute: that of the metric's Cholesky factorisation (naux^3 / 3 flops), timed.
-double factor_flop_rate(const BasisSet& jk_basis) {
-  Matrix metric = coulomb_metric(jk_basis);
+// The machine's rate for the fit of recompute: that of a Cholesky factorisation (n^3 / 3 flops) of a metric-like
+// matrix of the metric's order, up to 1,024 (beyond it the rate no longer grows, and the whole metric would be
+// naux^2 on every rank), timed.
+double factor_flop_rate(Index naux) {
+  const Index n = std::clamp<Index>(naux, 1, 1024);
+  Matrix metric = Matrix::Identity(n, n) * double(n);
+  for (Index j = 0; j < n; ++j)
+    for (Index i = 0; i < n; ++i) metric(i, j) += 1.0 / (1.0 + double(i > j ? i - j : j - i));
   Stopwatch clock;
   const Eigen::LLT<Eigen::Ref<Matrix>> factor(metric);
-  const double n = double(metric.rows());
-  return n * n * n / 3.0 / std::max(clock.seconds(), 1e-9);
+  return double(n) * double(n) * double(n) / 3.0 / std::max(clock.seconds(), 1e-9);
 }
 
 // Scratch or recompute, by their measured costs over the expected iterations: one block of integrals is timed
 // (and kept for the build), and a probe of the scratch folder's write rate is made with that block.
-JkStorage measured_choice(const ThreeCenterEngine& engine, const BasisSet& jk_basis, const JkShape& z,
+JkStorage measured_choice(const ThreeCenterEngine& engine, const JkShape& z,
                           const DfJkOptions& options, DfJkPlan& plan) {
   const double budget = options.memory_bytes;
   const double b_bytes = kDouble * double(z.npacked) * double(z.columns());
   const double recompute_need =
-      df_jk_minimum_bytes(JkStorage::recompute, z.nbf, z.naux, z.npacked, z.nocc, z.max_shell, z.ranks);
+      df_jk_minimum_bytes(JkStorage::recompute, z.nbf, z.naux, z.npacked, z.nocc, z.max_shell, z.ranks,
+                          z.distributed_factor);
   const bool recompute_fits = recompute_need <= budget;
   bool scratch_possible = !options.scratch_folder.empty();
   double free = -1;
@@ -170,7 +190,7 @@ JkStorage measured_choice(const ThreeCenterEngine& engine, const BasisSet& jk_ba
   }
   // Recompute: two passes of integrals and the fit of H (naux^2 nbf nocc flops at the metric factor's rate,
   // shared by the ranks).
-  const double fit_rate = std::max(1e9, factor_flop_rate(jk_basis));
+  const double fit_rate = std::max(1e9, factor_flop_rate(z.naux));
   const double recompute = options.expected_iterations *
                            (2.0 * per_pass + double(z.naux) * double(z.naux) * double(z.nbf) * double(z.nocc) /
                                                  double(z.ranks) / fit_rate);
@@ -184,11 +204,11 @@ JkStorage measured_choice(const ThreeCenterEngine& engine, const BasisSet& jk_ba
 }
 
 // The storage, the auxiliary block and what is held within options.memory_bytes on each rank.
-void decide_storage(const ThreeCenterEngine& engine, const BasisSet& jk_basis, const JkShape& z,
+void decide_storage(const ThreeCenterEngine& engine, const JkShape& z,
                     const DfJkOptions& options, DfJkPlan& plan) {
   const double budget = options.memory_bytes;
   auto minimum = [&](JkStorage s) {
-    return df_jk_minimum_bytes(s, z.nbf, z.naux, z.npacked, z.nocc, z.max_shell, z.ranks);
+    return df_jk_minimum_bytes(s, z.nbf, z.naux, z.npacked, z.nocc, z.max_shell, z.ranks, z.distributed_factor);
   };
   const double b_bytes = kDouble * double(z.npacked) * double(z.columns());  // this rank's share
   JkStorage s = options.storage;
@@ -198,7 +218,7 @@ void decide_storage(const ThreeCenterEngine& engine, const BasisSet& jk_basis, c
       plan.reason = fmt::format("the fitted tensor ({}{}) fits in memory", linalg::format_bytes(b_bytes),
                                 z.ranks > 1 ? " on each rank" : "");
     } else {
-      s = measured_choice(engine, jk_basis, z, options, plan);
+      s = measured_choice(engine, z, options, plan);
     }
   } else {
     plan.reason = "asked for (scf.jk_storage)";
@@ -264,17 +284,23 @@ class BlockedDfJk final : public JkBuilder {
     plan_ = plan;
     scratch_folder_ = options.scratch_folder;
 
-    // The metric and its factor on every rank: each fits its share of the rows with all of it.
-    comm_.checked([&] {
-      Stopwatch metric_clock;
-      factor_ = coulomb_metric(jk_basis);
-      kernels_.record_host(step_name(ScfStep::integrals), "metric", metric_clock.seconds(), {0, kDouble * double(factor_.size())});
-      try {
-        kernels_.cholesky(step_name(ScfStep::fitting), linalg::Uplo::lower, linalg::view(factor_));
-      } catch (const NumericalError& e) {
-        throw NumericalError(fmt::format("JK fitting metric (P|Q) of '{}': {}", jk_basis.name, e.what()));
-      }
-    });
+    // The metric and its factor on every rank (each fits its share of the rows with all of it), or on the ranks'
+    // grid, each rank computing and holding its tiles only.
+    grid_ = jk_metric_on_grid(options, naux_, comm_.size()) ? options.dense : nullptr;
+    if (grid_ != nullptr) {
+      factor_on_grid(jk_basis);
+    } else {
+      comm_.checked([&] {
+        Stopwatch metric_clock;
+        factor_ = coulomb_metric(jk_basis);
+        kernels_.record_host(step_name(ScfStep::integrals), "metric", metric_clock.seconds(), {0, kDouble * double(factor_.size())});
+        try {
+          kernels_.cholesky(step_name(ScfStep::fitting), linalg::Uplo::lower, linalg::view(factor_));
+        } catch (const NumericalError& e) {
+          throw NumericalError(fmt::format("JK fitting metric (P|Q) of '{}': {}", jk_basis.name, e.what()));
+        }
+      });
+    }
 
     // Each rank's contiguous share of the auxiliary shells.
     const auto runs = share_units(engine_->blocks(1), naux_, comm_.size());
@@ -441,13 +467,58 @@ class BlockedDfJk final : public JkBuilder {
     kernels_.record_host(step, "sum_ranks", clock.seconds(), {0, double(sizeof(T)) * double(count)});
   }
 
+  // The metric's tiles computed on each rank, factored on the grid and laid out for the row solves.
+  void factor_on_grid(const BasisSet& jk_basis) {
+    Stopwatch metric_clock;
+    linalg::DistributedMatrix metric = grid_->matrix(naux_);
+    comm_.checked([&] { coulomb_metric_tiles(jk_basis, metric); });
+    kernels_.record_host(step_name(ScfStep::integrals), "metric", metric_clock.seconds(),
+                         {0, kDouble * double(metric.local.size())});
+    Stopwatch clock;
+    grid_->cholesky(metric, fmt::format("JK fitting metric (P|Q) of '{}'", jk_basis.name));
+    grid_factor_ = grid_->for_row_solves(metric);
+    const double n = double(naux_);
+    kernels_.record_host(step_name(ScfStep::fitting), fmt::format("{} cholesky", dense_library_name(grid_->options().cholesky)),
+                         clock.seconds(), {n * n * n / 3.0, kDouble * double(metric.local.size())}, "fp64");
+  }
+
+  // X L^T = B for this rank's rows (`rows` may be empty): the backend's TRSM with the replicated factor, or the
+  // grid's (collective: every rank calls it, outside `checked`).
+  void solve_fitting(const std::string& step, MatrixView rows) {
+    if (grid_ == nullptr) {
+      kernels_.trsm(step, linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
+                    linalg::view(factor_), rows);
+      return;
+    }
+    Stopwatch clock;
+    grid_->solve_rows(grid_factor_, rows);
+    kernels_.record_host(step, "pdtrsm", clock.seconds(),
+                         {double(rows.rows) * double(naux_) * double(naux_), kDouble * double(rows.rows * naux_)}, "fp64");
+  }
+
+  // c = J^-1 c = L^-T L^-1 c, the same on every rank (each holds all of c).
+  void solve_metric(Matrix& c) {
+    if (grid_ == nullptr) {
+      comm_.checked([&] {
+        kernels_.trsm(step_name(ScfStep::jk), linalg::Side::left, linalg::Uplo::lower, Trans::no, linalg::Diag::non_unit, 1.0,
+                      linalg::view(factor_), linalg::view(c));
+        kernels_.trsm(step_name(ScfStep::jk), linalg::Side::left, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
+                      linalg::view(factor_), linalg::view(c));
+      });
+      return;
+    }
+    // As a row: c^T L^-T, then (c^T L^-T) L^-1 = (J^-1 c)^T; every rank solves its own copy.
+    Stopwatch clock;
+    linalg::MatrixView row{c.data(), 1, naux_, 1};
+    grid_->solve_rows(grid_factor_, row);
+    grid_->solve_rows(grid_factor_, row, true);
+    kernels_.record_host(step_name(ScfStep::jk), "pdtrsm", clock.seconds(), {2.0 * double(naux_) * double(naux_), 0}, "fp64");
+  }
+
   // B = A L^-T for `nr` rows of A of which this rank holds its columns at `mine` (leading dimension ld): on one
   // rank in place; with ranks each rank solves an even share of the rows with every column, sent there and back.
   void fit_rows(double* mine, Index nr, Index ld) {
-    auto solve = [&](MatrixView rows) {
-      kernels_.trsm(step_name(ScfStep::fitting), linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
-                    linalg::view(factor_), rows);
-    };
+    auto solve = [&](MatrixView rows) { solve_fitting(step_name(ScfStep::fitting), rows); };
     const int ranks = comm_.size(), me = comm_.rank();
     if (ranks == 1) {
       comm_.checked([&] { solve(MatrixView{mine, nr, naux_, ld}); });
@@ -465,7 +536,8 @@ class BlockedDfJk final : public JkBuilder {
                              std::size_t(columns(r)), std::size_t(my_rows), sizeof(double)});
     }
     redistribute(step_name(ScfStep::fitting), to_rows, from_cols);
-    comm_.checked([&] {
+    if (grid_ != nullptr) solve(linalg::view(rows));
+    else comm_.checked([&] {
       if (my_rows > 0) solve(linalg::view(rows));
     });
     redistribute(step_name(ScfStep::fitting), from_cols, to_rows);  // and back: the same blocks, sent the other way
@@ -720,13 +792,7 @@ class BlockedDfJk final : public JkBuilder {
       }
     });
     summed(step_name(ScfStep::jk), c.data(), naux_);  // each rank's own entries, the rest zero
-    comm_.checked([&] {
-      // d = J^-1 c = L^-T L^-1 c.
-      kernels_.trsm(step_name(ScfStep::jk), linalg::Side::left, linalg::Uplo::lower, Trans::no, linalg::Diag::non_unit, 1.0,
-                    linalg::view(factor_), linalg::view(c));
-      kernels_.trsm(step_name(ScfStep::jk), linalg::Side::left, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
-                    linalg::view(factor_), linalg::view(c));
-    });
+    solve_metric(c);  // d = J^-1 c
     // K = Y Y^T with Y = H L^-T: H as (nbf nocc) x naux for the solve, as nbf x (nocc naux) for the product. With
     // ranks, each rank solves the rows of an even share of the occupied orbitals with every column, and its share
     // of K is summed.
@@ -748,10 +814,10 @@ class BlockedDfJk final : public JkBuilder {
       }
       redistribute(step_name(ScfStep::jk), sends, receives);
     }
+    if (grid_ != nullptr) solve_fitting(step_name(ScfStep::jk), MatrixView{y, nbf_ * ni, naux_, std::max<Index>(nbf_ * ni, 1)});
     comm_.checked([&] {
       if (ni == 0) return;
-      kernels_.trsm(step_name(ScfStep::jk), linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
-                    linalg::view(factor_), MatrixView{y, nbf_ * ni, naux_, nbf_ * ni});
+      if (grid_ == nullptr) solve_fitting(step_name(ScfStep::jk), MatrixView{y, nbf_ * ni, naux_, nbf_ * ni});
       kernels_.syrk(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::no, 1.0, ConstMatrixView{y, nbf_, ni * naux_, nbf_}, 0.0,
                     linalg::view(k));
     });
@@ -777,7 +843,9 @@ class BlockedDfJk final : public JkBuilder {
   Index nbf_ = 0, naux_ = 0, npacked_ = 0;
   std::vector<Index> col0_;  // per rank its first auxiliary function; col0_[ranks] = naux
   Index my_col0_ = 0, my_cols_ = 0;
-  Matrix factor_;  // Cholesky factor L of the metric
+  Matrix factor_;  // Cholesky factor L of the metric (replicated)
+  linalg::DenseGrid* grid_ = nullptr;   // or on the ranks' grid
+  linalg::DistributedMatrix grid_factor_;  // laid out for the row solves
   DfJkPlan plan_;
   std::vector<std::pair<Index, Index>> blocks_;  // this rank's
   std::string scratch_folder_;
@@ -790,11 +858,11 @@ class BlockedDfJk final : public JkBuilder {
 
 }  // namespace
 
-DfJkPlan plan_df_jk(const ThreeCenterEngine& engine, const BasisSet& jk_basis, Index nocc,
+DfJkPlan plan_df_jk(const ThreeCenterEngine& engine, const BasisSet& /*jk_basis: the engine has it*/, Index nocc,
                     const DfJkOptions& options) {
   linalg::SerialComm alone;
   linalg::Comm& comm = options.comm != nullptr ? *options.comm : alone;
-  const JkShape z = shape_of(engine, nocc, comm.size());
+  const JkShape z = shape_of(engine, nocc, comm.size(), options);
   DfJkPlan plan;
   plan.nbf = z.nbf;
   plan.naux = z.naux;
@@ -803,7 +871,7 @@ DfJkPlan plan_df_jk(const ThreeCenterEngine& engine, const BasisSet& jk_basis, I
   plan.ranks = z.ranks;
   // Decided by rank 0 for all: the automatic choice measures this machine, and every rank must cut alike.
   comm.checked([&] {
-    if (comm.rank() == 0) decide_storage(engine, jk_basis, z, options, plan);
+    if (comm.rank() == 0) decide_storage(engine, z, options, plan);
   });
   share_plan(plan, comm);
   return plan;

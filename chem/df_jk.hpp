@@ -29,6 +29,7 @@
 #include "chem/integrals.hpp"
 #include "chem/scf.hpp"
 #include "linalg/comm.hpp"
+#include "linalg/dense_grid.hpp"
 #include "linalg/kernels.hpp"
 
 namespace dfmp2::chem {
@@ -43,6 +44,10 @@ struct DfJkOptions {
   std::string scratch_folder;                   // for JkStorage::scratch
   int expected_iterations = 15;                 // for the scratch/recompute cost comparison
   linalg::Comm* comm = nullptr;                 // the ranks sharing the work; none: this process alone
+  // (optional) The ranks' grid (linalg/dense_grid.hpp): with several ranks and naux >= distributed_min_order the
+  // metric is computed, factored and solved with on it, naux^2 / ranks per rank (README "MPI").
+  linalg::DenseGrid* dense = nullptr;
+  linalg::Index distributed_min_order = 0;
 };
 
 // What the DF-J/K holds and where, decided before any three-index integral is computed.
@@ -60,7 +65,10 @@ struct DfJkPlan {
 // Bytes each storage needs at least on each of `ranks` ranks (its smallest blocks), for the memory plan and its error
 // message.
 double df_jk_minimum_bytes(JkStorage storage, linalg::Index nbf, linalg::Index naux, linalg::Index npacked,
-                           linalg::Index nocc, linalg::Index max_shell, int ranks = 1);
+                           linalg::Index nocc, linalg::Index max_shell, int ranks = 1,
+                           bool distributed_factor = false);
+// Whether the DF-J/K of `naux` fitting functions over `ranks` ranks factors its metric on options.dense.
+bool jk_metric_on_grid(const DfJkOptions& options, linalg::Index naux, int ranks);
 
 // Where the DF-J/K over `engine` (its (P|mn), the JK fitting basis over the orbital basis) keeps B, and in what
 // blocks, within options.memory_bytes on each rank (the same budget on every rank): decided before any three-index

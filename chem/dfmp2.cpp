@@ -450,13 +450,15 @@ MatrixT<F> metric_factor(const Matrix& metric, const DfMp2Options& options, lina
   return factor;
 }
 
-// Step 1 on the grid: L^T = U of J = U^T U, distributed, laid out for the fitting's row solves. The metric's tiles
-// are copied from the whole metric the source holds.
-linalg::DistributedMatrix distributed_metric_factor(const Matrix& metric, linalg::DenseGrid& grid,
-                                                    linalg::Kernels& kernels) {
-  const Index n = metric.rows();
+// Step 1 on the grid: J = L L^T, distributed, laid out for the fitting's row solves. The metric's tiles are computed
+// on each rank where the source can (molecule input), else copied from the whole metric it holds.
+linalg::DistributedMatrix distributed_metric_factor(const DfMp2Input& input, Index n, linalg::DenseGrid& grid,
+                                                    linalg::Comm& comm, linalg::Kernels& kernels) {
   linalg::DistributedMatrix factor = grid.matrix(n);
-  factor.copy_from(linalg::view(metric));
+  comm.checked([&] {
+    if (input.metric_tiles) input.metric_tiles(factor);
+    else factor.copy_from(linalg::view(*input.metric));
+  });
   Stopwatch clock;
   grid.cholesky(factor, "metric (P|Q)");
   linalg::DistributedMatrix on_rows = grid.for_row_solves(factor);
@@ -707,7 +709,7 @@ void run_typed(const std::vector<Mp2System>& systems, const DfMp2Options& option
                        distributed_metric(options.metric, options.precision, naux, comm.size(),
                                           options.distributed_min_order);
   step(Mp2Step::metric, [&] {
-    if (on_grid) grid_factor = distributed_metric_factor(*shared.metric, *options.dense, kernels);
+    if (on_grid) grid_factor = distributed_metric_factor(shared, naux, *options.dense, comm, kernels);
     else comm.checked([&] { factor = metric_factor<F>(*shared.metric, options, kernels, metric_report); });
   });
 

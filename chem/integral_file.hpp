@@ -85,8 +85,12 @@ class IntegralFile final : public ThreeIndexSource {
   const linalg::Matrix& mo_coefficients() const { return mo_coefficients_; }  // nbf x nmo; empty in MO form
   // The file as DF-MP2's input: its orbitals, metric and itself as the three-index source.
   DfMp2Input dfmp2_input() const {
-    DfMp2Input in{&orbital_energies_, nocc(), form_ == ThreeIndexForm::ao ? &mo_coefficients_ : nullptr, &metric_,
-                  this};
+    DfMp2Input in;
+    in.orbital_energies = &orbital_energies_;
+    in.nocc = nocc();
+    in.mo_coefficients = form_ == ThreeIndexForm::ao ? &mo_coefficients_ : nullptr;
+    in.metric = &metric_;
+    in.three_index = this;
     if (reference_ != ScfReference::rhf) {
       in.orbital_energies_beta = &orbital_energies_beta_;
       in.nocc_beta = nocc_beta_;

@@ -651,6 +651,53 @@ linalg::Matrix coulomb_metric(const BasisSet& aux) {
   });
 }
 
+void coulomb_metric_tiles(const BasisSet& aux, linalg::DistributedMatrix& metric) {
+  const LibintBasis a = to_libint(aux);
+  const libint2::Engine proto = make_coulomb_engine("two-centre integrals", BraKet::xs_xs, a.max_nprim, a.max_l);
+  const libint2::Shell& unit = libint2::Shell::unit();
+  const linalg::BlockCyclicLayout& l = metric.layout;
+  // The shells with a function in this rank's rows, and in its columns.
+  auto held_shells = [&](auto holds) {
+    std::vector<int> out;
+    for (int sh = 0; sh < a.nshells(); ++sh) {
+      const auto o = static_cast<linalg::Index>(a.offsets[sh]);
+      for (linalg::Index f = o; f < o + a.sizes[sh]; ++f)
+        if (holds(f)) {
+          out.push_back(sh);
+          break;
+        }
+    }
+    return out;
+  };
+  const std::vector<int> rows = held_shells([&](linalg::Index g) { return l.holds_row(g); });
+  const std::vector<int> cols = held_shells([&](linalg::Index g) { return l.holds_col(g); });
+  std::vector<libint2::Engine> engines(static_cast<std::size_t>(thread_count()), proto);
+#pragma omp parallel
+  {
+    libint2::Engine& engine = engines[static_cast<std::size_t>(omp_get_thread_num())];
+    const auto& buf = engine.results();
+    // Each thread writes the rows of its own shells s1.
+#pragma omp for schedule(dynamic)
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const int s1 = rows[i], n1 = a.sizes[s1];
+      const auto o1 = static_cast<linalg::Index>(a.offsets[s1]);
+      for (const int s2 : cols) {
+        engine.compute2<Operator::coulomb, BraKet::xs_xs, 0>(a.shells[s1], unit, a.shells[s2], unit);
+        const double* ints = buf[0];
+        const int n2 = a.sizes[s2];
+        const auto o2 = static_cast<linalg::Index>(a.offsets[s2]);
+        for (int f1 = 0; f1 < n1; ++f1) {
+          if (!l.holds_row(o1 + f1)) continue;
+          for (int f2 = 0; f2 < n2; ++f2) {
+            if (!l.holds_col(o2 + f2)) continue;
+            metric.local(l.local_row(o1 + f1), l.local_col(o2 + f2)) = ints != nullptr ? ints[f1 * n2 + f2] : 0.0;
+          }
+        }
+      }
+    }
+  }
+}
+
 struct ThreeCenterEngine::Impl {
   LibintBasis a, b;
   ShellPairs sp;

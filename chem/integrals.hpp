@@ -19,6 +19,7 @@
 #include "chem/basis_set.hpp"
 #include "chem/molecule.hpp"
 #include "chem/three_index_source.hpp"
+#include "linalg/dense_grid.hpp"
 #include "linalg/matrix_view.hpp"
 
 namespace dfmp2::chem {
@@ -70,6 +71,9 @@ linalg::Matrix metric_gradient(const BasisSet& aux, linalg::Index natoms, const 
 
 // (P|Q) over an auxiliary basis, naux x naux.
 linalg::Matrix coulomb_metric(const BasisSet& aux);
+// This rank's block-cyclic part of the same (linalg/dense_grid.hpp): only the shell pairs that reach its tiles are
+// computed, and no rank holds the whole matrix.
+void coulomb_metric_tiles(const BasisSet& aux, linalg::DistributedMatrix& metric);
 
 // (P|mn) computed a block of auxiliary functions at a time, so that no phase needs the whole tensor (naux x nbf^2
 // doubles) unless its memory plan allows it. Blocks start and end on auxiliary shells (shell_starts()).

@@ -164,17 +164,48 @@ class Diis {
   std::deque<Matrix> focks_, errors_;
 };
 
-// Symmetric orthogonaliser X = S^-1/2.
-Matrix orthogonaliser(const Matrix& s) {
-  Eigen::SelfAdjointEigenSolver<Matrix> eig(s);
-  if (eig.info() != Eigen::Success) throw NumericalError("overlap matrix: eigensolver failed");
-  const Vector w = eig.eigenvalues();
+// The eigenvalues and eigenvectors (in place) of the symmetric `a`: the backend's eigh on every rank, or on the ranks'
+// grid when `options` gives one and the order reaches its limit (the vectors gathered, so every rank has the same
+// bits either way).
+void symmetric_eigen(Matrix& a, Vector& eps, linalg::Kernels& kernels, const ScfOptions* options,
+                     const std::string& step) {
+  eps.resize(a.rows());
+  if (options == nullptr || options->dense == nullptr || a.rows() < options->distributed_min_order) {
+    kernels.eigh(step, linalg::view(a), eps.data());
+    return;
+  }
+  linalg::DenseGrid& grid = *options->dense;
+  Stopwatch clock;
+  linalg::DistributedMatrix m = grid.matrix(a.rows()), vectors = grid.matrix(a.rows());
+  m.copy_from(linalg::view(a));
+  grid.eigh(m, eps, vectors);
+  grid.gather(vectors, linalg::view(a));
+  const double n = double(a.rows());
+  kernels.record_host(step, fmt::format("{} eigh", dense_library_name(grid.options().eigh)), clock.seconds(),
+                      {9.0 * n * n * n, 16.0 * n * n}, "fp64");
+}
+
+// Symmetric orthogonaliser X = S^-1/2 (its eigenproblem on the ranks' grid when `options` gives one and the order
+// reaches its limit).
+Matrix orthogonaliser(const Matrix& s, linalg::Kernels* kernels = nullptr, const ScfOptions* options = nullptr) {
+  Vector w;
+  Matrix vectors;
+  if (kernels != nullptr && options != nullptr && options->dense != nullptr &&
+      s.rows() >= options->distributed_min_order) {
+    vectors = s;
+    symmetric_eigen(vectors, w, *kernels, options, step_name(ScfStep::integrals));
+  } else {
+    Eigen::SelfAdjointEigenSolver<Matrix> eig(s);
+    if (eig.info() != Eigen::Success) throw NumericalError("overlap matrix: eigensolver failed");
+    w = eig.eigenvalues();
+    vectors = eig.eigenvectors();
+  }
   if (w.minCoeff() < 1e-10 * w.maxCoeff()) {
     throw NumericalError(fmt::format("overlap matrix: smallest eigenvalue {:.3e} (largest {:.3e}); the basis is "
                                      "linearly dependent",
                                      w.minCoeff(), w.maxCoeff()));
   }
-  return eig.eigenvectors() * w.cwiseInverse().cwiseSqrt().asDiagonal() * eig.eigenvectors().transpose();
+  return vectors * w.cwiseInverse().cwiseSqrt().asDiagonal() * vectors.transpose();
 }
 
 struct Orbitals {
@@ -190,12 +221,13 @@ Matrix product(linalg::Kernels& kernels, const std::string& step, const Matrix& 
   return out;
 }
 
-Orbitals diagonalise(const Matrix& fock, const Matrix& x, linalg::Kernels& kernels) {
-  Matrix f_orth = product(kernels, step_name(ScfStep::iterations), x, Trans::yes, product(kernels, step_name(ScfStep::iterations), fock, Trans::no, x, Trans::no),
-                          Trans::no);
-  Vector eps(f_orth.rows());
-  kernels.eigh(step_name(ScfStep::iterations), linalg::view(f_orth), eps.data());
-  return {product(kernels, step_name(ScfStep::iterations), x, Trans::no, f_orth, Trans::no), eps};
+Orbitals diagonalise(const Matrix& fock, const Matrix& x, linalg::Kernels& kernels,
+                     const ScfOptions* options = nullptr) {
+  const std::string step = step_name(ScfStep::iterations);
+  Matrix f_orth = product(kernels, step, x, Trans::yes, product(kernels, step, fock, Trans::no, x, Trans::no), Trans::no);
+  Vector eps;
+  symmetric_eigen(f_orth, eps, kernels, options, step);
+  return {product(kernels, step, x, Trans::no, f_orth, Trans::no), eps};
 }
 
 // The occupied columns scaled by sqrt(weight), so that D = c c^T.
@@ -408,7 +440,7 @@ ScfResult iterate(const Matrix& h, const Matrix& s, const Matrix& x, double nucl
     require_finite(it, energy, rms);
     const Matrix extrapolated = diis.extrapolate(focks, errors);
     for (std::size_t i = 0; i < spins.size(); ++i) {
-      spins[i].orbitals = diagonalise(extrapolated.middleCols(Index(i) * nbf, nbf), x, kernels);
+      spins[i].orbitals = diagonalise(extrapolated.middleCols(Index(i) * nbf, nbf), x, kernels, &options);
       spins[i].c_occ = spins[i].orbitals.c.leftCols(spins[i].nocc);
     }
 
@@ -427,7 +459,7 @@ ScfResult iterate(const Matrix& h, const Matrix& s, const Matrix& x, double nucl
     previous_fp32 = false;
     if (energy_comparable && std::abs(line.delta_energy) < options.e_convergence && rms < options.d_convergence) {
       // The orbitals that go on to MP2 diagonalise the converged (not extrapolated) Fock matrices.
-      for (std::size_t i = 0; i < spins.size(); ++i) spins[i].orbitals = diagonalise(fock[i], x, kernels);
+      for (std::size_t i = 0; i < spins.size(); ++i) spins[i].orbitals = diagonalise(fock[i], x, kernels, &options);
       result.energy = energy;
       result.iterations = it;
       return result;
@@ -455,10 +487,10 @@ ScfStart start_scf(const Molecule& molecule, const BasisSet& basis, int most_occ
   st.s = overlap_matrix(basis);
   st.h = kinetic_matrix(basis) + nuclear_attraction_matrix(basis, molecule);
   kernels.record_host(step_name(ScfStep::integrals), "one_electron", one_clock.seconds(), {0, 24.0 * double(st.s.size())});
-  st.x = orthogonaliser(st.s);
+  st.x = orthogonaliser(st.s, &kernels, &options);
   Stopwatch guess_clock;
   // The core guess occupies the most occupied spin's count; each spin takes its own columns of it below.
-  st.guess = options.guess == ScfGuess::core ? Matrix(diagonalise(st.h, st.x, kernels).c.leftCols(most_occupied))
+  st.guess = options.guess == ScfGuess::core ? Matrix(diagonalise(st.h, st.x, kernels, &options).c.leftCols(most_occupied))
                                              : sad_guess(molecule, basis, kernels);
   kernels.record_host(step_name(ScfStep::guess), options.guess == ScfGuess::core ? "core" : "sad",
                       guess_clock.seconds(), {0, 0});
@@ -598,8 +630,8 @@ ScfResult run_rohf(const Molecule& molecule, int multiplicity, const BasisSet& b
     const double rms = std::sqrt(error.squaredNorm() / double(error.size()));
     require_finite(it, energy, rms);
     Matrix orth = c.size() > 0 ? diis.extrapolate(effective, error) : effective;
-    Vector eps(nbf);
-    kernels.eigh(step, linalg::view(orth), eps.data());
+    Vector eps;
+    symmetric_eigen(orth, eps, kernels, &options, step);
     c = orth;
     const Matrix c_ao = product(kernels, step, st.x, Trans::no, c, Trans::no);
     c_alpha = c_ao.leftCols(nalpha);

@@ -19,6 +19,7 @@
 #include "chem/molecule.hpp"
 #include "chem/three_index_source.hpp"
 #include "linalg/comm.hpp"
+#include "linalg/dense_grid.hpp"
 #include "linalg/kernels.hpp"
 #include "linalg/name_table.hpp"
 
@@ -86,6 +87,10 @@ struct ScfOptions {
   int max_iterations = 100;
   ScfGuess guess = ScfGuess::sad;
   int diis_vectors = 8;
+  // (optional) The ranks' grid (linalg/dense_grid.hpp): the eigenproblems of order >= distributed_min_order (the
+  // Fock matrix's, nbf) are solved on it, every rank then holding the same orbitals (README "MPI").
+  linalg::DenseGrid* dense = nullptr;
+  linalg::Index distributed_min_order = 0;
 };
 
 struct ScfIteration {

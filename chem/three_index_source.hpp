@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "linalg/dense_grid.hpp"
 #include "linalg/matrix_view.hpp"
 
 namespace dfmp2::chem {
@@ -40,6 +41,7 @@ class ThreeIndexSource {
 }  // namespace dfmp2::chem
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 namespace dfmp2::chem {
@@ -61,6 +63,9 @@ struct DfMp2Input {
   // active orbitals' into DfMp2Result::singles. None: no singles term.
   const linalg::Vector* singles_alpha = nullptr;
   const linalg::Vector* singles_beta = nullptr;
+  // (optional) This rank's tiles of the metric on the ranks' grid, computed without the whole (molecule input):
+  // a run whose metric is factored on the grid then needs no `metric` (chem/dfmp2.hpp distributed_metric).
+  std::function<void(linalg::DistributedMatrix&)> metric_tiles = nullptr;
   bool unrestricted() const { return orbital_energies_beta != nullptr; }
 };
 

@@ -3,12 +3,19 @@
 #include "linalg/dense_grid.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "linalg/errors.hpp"
 
 namespace dfmp2::linalg {
 
 const char* dense_library_name(DenseLibrary library) { return library == DenseLibrary::elpa ? "ELPA" : "ScaLAPACK"; }
+
+std::pair<int, int> grid_shape(int ranks) {
+  int rows = static_cast<int>(std::sqrt(double(ranks)));
+  while (rows > 1 && ranks % rows != 0) --rows;
+  return {std::max(rows, 1), ranks / std::max(rows, 1)};
+}
 
 Index block_cyclic_count(Index n, Index block, int p, int procs) {
   // ScaLAPACK's NUMROC with the first block on process 0.

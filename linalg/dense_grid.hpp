@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "linalg/comm.hpp"
@@ -43,7 +44,14 @@ struct BlockCyclicLayout {
   Index local_rows = 0, local_cols = 0;
   Index global_row(Index i) const { return ((i / block) * grid_rows + my_row) * block + i % block; }
   Index global_col(Index j) const { return ((j / block) * grid_cols + my_col) * block + j % block; }
+  // Global row or column g: whether this rank holds it, and where (valid only when it does).
+  bool holds_row(Index g) const { return (g / block) % grid_rows == my_row; }
+  bool holds_col(Index g) const { return (g / block) % grid_cols == my_col; }
+  Index local_row(Index g) const { return (g / block / grid_rows) * block + g % block; }
+  Index local_col(Index g) const { return (g / block / grid_cols) * block + g % block; }
 };
+// The most square grid rows x cols = ranks with rows <= cols (ScaLAPACK and ELPA both prefer it).
+std::pair<int, int> grid_shape(int ranks);
 // The rows or columns of an n-long dimension in blocks of `block` that process `p` of `procs` holds.
 Index block_cyclic_count(Index n, Index block, int p, int procs);
 
@@ -73,8 +81,9 @@ class DenseGrid {
   // The factor laid out for solve_rows, on a ranks x 1 grid: each rank's rows of B are then its own rows of a
   // block-cyclic matrix with every column local, so pdtrsm moves panels of the factor and B never leaves its rank.
   virtual DistributedMatrix for_row_solves(const DistributedMatrix& factor) = 0;
-  // Collective: X L^T = B for this rank's rows B (in place; B.rows may differ between ranks, and be 0).
-  virtual void solve_rows(const DistributedMatrix& factor, MatrixView b) = 0;
+  // Collective: X L^T = B for this rank's rows B (in place; B.rows may differ between ranks, and be 0); with
+  // `transposed`, X L = B. Both together solve with J^-1 = L^-T L^-1.
+  virtual void solve_rows(const DistributedMatrix& factor, MatrixView b, bool transposed = false) = 0;
   // Eigenvalues (ascending, every rank) and eigenvectors of the symmetric `a` (destroyed).
   virtual void eigh(DistributedMatrix& a, Vector& eigenvalues, DistributedMatrix& vectors) = 0;
   // C = alpha op(A) op(B) + beta C, all on the grid.

@@ -49,13 +49,6 @@ int as_int(Index n, const char* what) {
   return static_cast<int>(n);
 }
 
-// The most square grid rows x cols = ranks with rows <= cols (ScaLAPACK and ELPA both prefer it).
-std::pair<int, int> square_grid(int ranks) {
-  int rows = static_cast<int>(std::sqrt(double(ranks)));
-  while (ranks % rows != 0) --rows;
-  return {rows, ranks / rows};
-}
-
 class BlacsGrid {
  public:
   // `system`: the BLACS handle of the communicator (Csys2blacs_handle), which the grids of one communicator share.
@@ -107,6 +100,7 @@ class ElpaProblem {
     set("mpi_comm_parent", int(MPI_Comm_c2f(comm)));
     set("process_row", l.my_row);
     set("process_col", l.my_col);
+    set("blacs_context", a.descriptor[1]);
     check(elpa_setup(handle_), "setup");
     // One stage: Debian's ELPA runs its two-stage solver's back-transformation with generic kernels, 2.5x slower
     // than pdsyevd at order 4,000 here, while the one-stage solver beat pdsyevd (bench/README.md).
@@ -139,7 +133,7 @@ class ScalapackGrid final : public DenseGrid {
   ScalapackGrid(Comm& comm, const DenseOptions& options)
       : comm_(comm), mpi_(*static_cast<const MPI_Comm*>(comm.mpi_handle())), options_(options),
         system_(Csys2blacs_handle(mpi_)),
-        square_(system_, square_grid(comm.size()).first, square_grid(comm.size()).second),
+        square_(system_, grid_shape(comm.size()).first, grid_shape(comm.size()).second),
         rows_grid_(system_, comm.size(), 1) {
 #ifndef DFMP2_HAVE_ELPA
     if (options.cholesky == DenseLibrary::elpa || options.eigh == DenseLibrary::elpa)
@@ -148,10 +142,20 @@ class ScalapackGrid final : public DenseGrid {
 #endif
   }
 
-  int grid_rows() const override { return square_grid(comm_.size()).first; }
-  int grid_cols() const override { return square_grid(comm_.size()).second; }
+  // The block: options.block, or less, so that every rank of the grid holds part of a small matrix (pdsyevd's
+  // back-transformation and ELPA's solver both refuse a process with none).
+  Index block_for(Index n) const {
+    const auto [rows, cols] = grid_shape(comm_.size());
+    return std::clamp<Index>((n + std::max(rows, cols) - 1) / std::max(rows, cols), 1, options_.block);
+  }
+
+  int grid_rows() const override { return grid_shape(comm_.size()).first; }
+  int grid_cols() const override { return grid_shape(comm_.size()).second; }
   const DenseOptions& options() const override { return options_; }
-  DistributedMatrix matrix(Index n) const override { return square_.matrix(n, n, options_.block, options_.block); }
+  DistributedMatrix matrix(Index n) const override {
+    const Index nb = block_for(n);
+    return square_.matrix(n, n, nb, nb);
+  }
 
   void cholesky(DistributedMatrix& j, const std::string& what) override {
     const int n = as_int(j.layout.n, "order"), one = 1;
@@ -178,7 +182,7 @@ class ScalapackGrid final : public DenseGrid {
 
   DistributedMatrix for_row_solves(const DistributedMatrix& factor) override {
     const Index n = factor.layout.n;
-    DistributedMatrix on_rows = rows_grid_.matrix(n, n, options_.block, options_.block);
+    DistributedMatrix on_rows = rows_grid_.matrix(n, n, factor.layout.block, factor.layout.block);
     on_rows.upper = factor.upper;
     const int nn = as_int(n, "order");
     Cpdgemr2d(nn, nn, const_cast<double*>(factor.local.data()), 1, 1, const_cast<int*>(factor.descriptor),
@@ -186,20 +190,21 @@ class ScalapackGrid final : public DenseGrid {
     return on_rows;
   }
 
-  void solve_rows(const DistributedMatrix& factor, MatrixView b) override {
+  void solve_rows(const DistributedMatrix& factor, MatrixView b, bool transposed) override {
     if (factor.descriptor[1] != rows_grid_.context())
       throw std::logic_error("DenseGrid::solve_rows: the factor is not laid out for row solves (for_row_solves)");
     const Index n = factor.layout.n;
     const Index widest = static_cast<Index>(comm_.max(double(b.rows)));
     if (widest == 0) return;
     // Every rank's rows padded to the widest (a rank with fewer solves zero rows: at most one block per round).
-    DistributedMatrix rows = rows_grid_.matrix(widest * comm_.size(), n, widest, options_.block);
+    DistributedMatrix rows = rows_grid_.matrix(widest * comm_.size(), n, widest, factor.layout.block);
     for (Index c = 0; c < b.cols; ++c)
       for (Index r = 0; r < b.rows; ++r) rows.local(r, c) = b(r, c);
     const int m = as_int(widest * comm_.size(), "rows"), nn = as_int(n, "order"), one = 1;
     const double alpha = 1.0;
-    // X L^T = B, or X U = B with ELPA's upper factor.
-    pdtrsm_("R", factor.upper ? "U" : "L", factor.upper ? "N" : "T", "N", &m, &nn, &alpha,
+    // X L^T = B is X U = B with the upper factor U = L^T; X L = B is X U^T = B.
+    const bool no_transpose = factor.upper != transposed;
+    pdtrsm_("R", factor.upper ? "U" : "L", no_transpose ? "N" : "T", "N", &m, &nn, &alpha,
             factor.local.data(), &one, &one, factor.descriptor, rows.local.data(), &one, &one,
             rows.descriptor, 1, 1, 1, 1);
     for (Index c = 0; c < b.cols; ++c)
@@ -221,7 +226,11 @@ class ScalapackGrid final : public DenseGrid {
       double work_query = 0;
       pdsyevd_("V", "L", &n, a.local.data(), &one, &one, a.descriptor, eigenvalues.data(), vectors.local.data(),
                &one, &one, vectors.descriptor, &work_query, &lwork, &iwork_query, &liwork, &info, 1, 1);
-      lwork = static_cast<int>(work_query) + 1;
+      // ScaLAPACK 2.2.1's query leaves out part of what PDORMTR needs on 2-D grids ("parameter 16 had an illegal
+      // value" at 4 ranks): PDORMTR's own bound, NB (NP + NQ + NB) plus its panel, is added.
+      const Index nb = a.layout.block;
+      lwork = static_cast<int>(work_query) + 1 +
+              as_int(nb * (a.layout.local_rows + a.layout.local_cols + nb) + 2 * nb * a.layout.n, "workspace");
       liwork = std::max(iwork_query, 1);
       std::vector<double> work(static_cast<std::size_t>(lwork));
       std::vector<int> iwork(static_cast<std::size_t>(liwork));
