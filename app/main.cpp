@@ -24,6 +24,7 @@
 #include "chem/temporary_files.hpp"
 #include "devices/registry.hpp"
 #include "linalg/comm.hpp"
+#include "linalg/dense_grid.hpp"
 #include "linalg/errors.hpp"
 
 namespace {
@@ -161,11 +162,14 @@ int run_bench(CLI::App& b, BenchFlags& f) {
   return bench::run_bench(o);
 }
 
-// `dfmp2 --version`: the version and whether this build has MPI.
+// `dfmp2 --version`: the version, whether this build has MPI, and its distributed factorisations' libraries.
 std::string version_text() {
   const std::string mpi = dfmp2::linalg::mpi_library();
-  return fmt::format("{} ({})", DFMP2_VERSION,
-                     mpi.empty() ? "built without MPI (DFMP2_MPI=OFF): one rank only" : "MPI: " + mpi);
+  if (mpi.empty()) return fmt::format("{} (built without MPI (DFMP2_MPI=OFF): one rank only)", DFMP2_VERSION);
+  const std::string dense = dfmp2::linalg::dense_libraries();
+  return fmt::format("{} (MPI: {}; distributed factorisations: {})", DFMP2_VERSION, mpi,
+                     dense.empty() ? "none, built without ScaLAPACK (DFMP2_SCALAPACK=OFF): replicated on every rank"
+                                   : dense);
 }
 
 int run(int argc, char** argv) {

@@ -100,6 +100,17 @@ std::string format_header(const Calculation& calc) {
                      calc.ranks > 1 ? "; threads, memory and scratch are each rank's; the tables are rank 0's, with a "
                                       "per-rank summary after each"
                                     : "");
+  if (calc.ranks > 1) {
+    const Factorisations f = describe_factorisations(calc);
+    std::vector<std::string> each;
+    for (const GridMatrix& m : f.matrices)
+      each.push_back(fmt::format("{} ({}): {}{}", m.name, m.order, m.distributed ? "distributed, " : "replicated, ", m.how));
+    out += fmt::format("  dense        {}; {}\n",
+                       f.libraries.empty() ? std::string("no ScaLAPACK in this build")
+                                           : fmt::format("{} on a {} x {} grid from order {}", f.libraries, f.grid_rows,
+                                                         f.grid_cols, f.min_order),
+                       fmt::join(each, "; "));
+  }
   std::vector<std::string> described;
   for (const auto& run : calc.runs) {
     if (run.details.empty() || std::find(described.begin(), described.end(), run.backend) != described.end()) continue;

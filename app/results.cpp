@@ -357,6 +357,16 @@ nlohmann::json problem_json(const Calculation& calc) {
 }
 
 // extras.dfmp2.memory_plan: the plan, each phase's measured peak, and the run's.
+// extras.dfmp2.mpi.factorisations: which dense factorisations ran on the ranks' grid (README "MPI").
+nlohmann::json factorisations_json(const Calculation& calc) {
+  const Factorisations f = describe_factorisations(calc);
+  nlohmann::json matrices = nlohmann::json::array();
+  for (const GridMatrix& m : f.matrices)
+    matrices.push_back({{"matrix", m.name}, {"order", m.order}, {"distributed", m.distributed}, {"how", m.how}});
+  return {{"libraries", f.libraries}, {"grid", {f.grid_rows, f.grid_cols}}, {"min_order", f.min_order},
+          {"matrices", matrices}};
+}
+
 nlohmann::json memory_plan_json(const MemoryPlan& plan) {
   nlohmann::json measured = nlohmann::json::array();
   for (const auto& [part, bytes] : plan.measured) measured.push_back({{"part", part}, {"peak_resident_bytes", bytes}});
@@ -437,7 +447,8 @@ nlohmann::json results_json(const Calculation& calc) {
                           {"mpi",
                            {{"ranks", calc.ranks},
                             {"library", calc.mpi},
-                            {"peak_resident_bytes", calc.rank_peak_resident}}},
+                            {"peak_resident_bytes", calc.rank_peak_resident},
+                            {"factorisations", factorisations_json(calc)}}},
                           {"backends", backends}};
   if (calc.input.interaction) j["extras"]["dfmp2"]["interaction"] = interaction_json(calc);
   if (calc.gradient) add_gradient(calc, j);

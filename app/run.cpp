@@ -762,6 +762,44 @@ bool metric_on_grid(const Input& input, linalg::Index naux, chem::Precision prec
          chem::distributed_metric(input.metric, precision, naux, ranks, input.distributed_min_order);
 }
 
+Factorisations describe_factorisations(const Calculation& calc) {
+  const Input& input = calc.input;
+  const Reference& r = calc.reference;
+  Factorisations f;
+  f.libraries = linalg::dense_libraries();
+  std::tie(f.grid_rows, f.grid_cols) = linalg::grid_shape(calc.ranks);
+  f.min_order = input.distributed_min_order;
+  const std::string cholesky = fmt::format("{} Cholesky, ScaLAPACK pdtrsm", linalg::dense_library_name(input.dense.cholesky));
+  auto replicated = [&](linalg::Index order) -> std::string {
+    if (calc.ranks == 1) return "one rank";
+    if (f.libraries.empty()) return "this build has no ScaLAPACK";
+    return fmt::format("order {} below mpi.distributed_min_order {}", order, input.distributed_min_order);
+  };
+  if (const MoleculeRun* m = r.molecule()) {
+    if (input.scf.type == chem::ScfType::df) {
+      const linalg::Index n = m->jk_basis.nbf();
+      const bool on = jk_basis_on_grid(input, n, calc.ranks);
+      f.matrices.push_back({"JK metric", n, on, on ? cholesky : replicated(n)});
+    }
+    const bool on = eigensolver_on_grid(input, r.nbf, calc.ranks);
+    f.matrices.push_back({"SCF eigenproblems", r.nbf, on,
+                          on ? fmt::format("{} eigensolver", linalg::dense_library_name(input.dense.eigh))
+                             : replicated(r.nbf)});
+  }
+  for (const std::string& backend : input.backends) {
+    for (const chem::Precision precision : input.precisions_of(backend)) {
+      const bool on = metric_on_grid(input, r.naux, precision, calc.ranks);
+      std::string why = on ? cholesky : replicated(r.naux);
+      if (!on && calc.ranks > 1 && !f.libraries.empty() && r.naux >= input.distributed_min_order)
+        why = input.metric != chem::MetricMethod::cholesky
+                  ? fmt::format("metric {} has no distributed form", chem::metric_name(input.metric))
+                  : fmt::format("precision {}: the grid's solves are fp64", chem::precision_name(precision));
+      f.matrices.push_back({fmt::format("MP2 metric ({} {})", backend, chem::precision_name(precision)), r.naux, on, why});
+    }
+  }
+  return f;
+}
+
 bool every_mp2_metric_on_grid(const Input& input, linalg::Index naux, int ranks) {
   for (const std::string& backend : input.backends)
     for (const chem::Precision precision : input.precisions_of(backend))

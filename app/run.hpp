@@ -177,6 +177,23 @@ struct HessianRun {
   double seconds = 0;
 };
 
+// Which dense factorisations run on the ranks' grid and which stay replicated (README "MPI"), for the report and
+// the results file.
+struct GridMatrix {
+  std::string name;        // "JK metric", "MP2 metric", "SCF eigenproblems"
+  linalg::Index order = 0;
+  bool distributed = false;
+  std::string how;         // "ELPA Cholesky, ScaLAPACK pdtrsm" or why it is replicated
+};
+struct Factorisations {
+  std::string libraries;   // linalg::dense_libraries(); empty without ScaLAPACK
+  int grid_rows = 1, grid_cols = 1;
+  linalg::Index min_order = 0;
+  std::vector<GridMatrix> matrices;
+};
+struct Calculation;
+Factorisations describe_factorisations(const Calculation& calc);
+
 struct Calculation {
   int ranks = 1;    // MPI ranks the run was spread over
   std::string mpi;  // linalg::Comm::description()

@@ -88,7 +88,25 @@ CASES = {
     "dimer_gradient": molecule(DIMER_XYZ, "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
                                           "driver: gradient\n"),
     "water_exact_gradient": molecule(WATER_XYZ, "scf: {type: exact, d_convergence: 1e-9}\ndriver: gradient\n"),
+    # The distributed factorisations (linalg/dense_grid.hpp) switched on at every size: the JK and MP2 metrics
+    # (computed by tiles, factored, and the fitting's row solves), the SCF's eigenproblems, on grids of 1 to 8 ranks;
+    # ELPA (the default) and ScaLAPACK; J/K in memory and recomputed (J^-1 c as row solves), DF-MP2 on scratch;
+    # UHF; a synthetic problem (its metric copied from the whole); the gradient's orbital response on the grid's J/K.
+    "dimer_grid": molecule(DIMER_XYZ, "scf: {type: df}\nmpi: {distributed_min_order: 1}\n"),
+    "dimer_grid_scalapack": molecule(DIMER_XYZ, "scf: {type: df, jk_storage: recompute}\nmp2_storage: scratch\n"
+                                                "mpi: {distributed_min_order: 1, cholesky: scalapack, "
+                                                "eigensolver: scalapack}\n"),
+    "cation_grid_uhf": "molecule:\n  charge: 1\n  multiplicity: 2\n  xyz: |\n%s\nbasis: cc-pvdz\nthreads: 1\n"
+                       "scf: {type: df, d_convergence: 1e-9}\nmpi: {distributed_min_order: 1}\n" % DIMER_XYZ,
+    "synthetic_grid": "synthetic: {nbasis: 160, nocc: 36, naux: 480, seed: 5}\nmp2_storage: scratch\nthreads: 1\n"
+                      "mpi: {distributed_min_order: 1}\n",
+    "dimer_grid_gradient": molecule(DIMER_XYZ, "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
+                                               "driver: gradient\nmpi: {distributed_min_order: 1}\n"),
 }
+# The rank counts of each case (RANKS unless named): the grid cases go to 8 ranks, odd counts included, so that
+# the grids are 1 x n and 2 x n and the block-cyclic blocks shrink below their default to give every rank a part.
+CASE_RANKS = {"dimer_grid": [1, 2, 3, 4, 5, 6, 7, 8], "dimer_grid_scalapack": [2, 3, 5, 8],
+              "cation_grid_uhf": [2, 3, 4], "synthetic_grid": [2, 5, 6, 7], "dimer_grid_gradient": [2, 3]}
 # Cases whose MP2 products run in fp32: the ranks cut the auxiliary blocks differently, which moves the fp32
 # rounding. Their MP2 energies must agree with one process's within the mixed run's own error against fp64 in that
 # process (measured on Zen 5: up to 2.6e-9 Eh with avx512, 2.1e-8 Eh in the sanitizer build, against an error of
@@ -172,7 +190,8 @@ def energies_case(args, name, c):
             f.write(text + "scratch: %s\n" % scratch)
         env = dict(os.environ, TMPDIR=scratch)
         results = {}
-        for ranks in [0] + RANKS:  # 0: one process, no mpirun
+        rank_counts = CASE_RANKS.get(name, RANKS)
+        for ranks in [0] + rank_counts:  # 0: one process, no mpirun
             out = os.path.join(d, "r%d.json" % ranks)
             cmd = ([args.dfmp2] if ranks == 0 else mpirun() + ["-np", str(ranks), args.dfmp2]) + [path, "--json", out]
             p = run(cmd, d, env)
@@ -194,11 +213,18 @@ def energies_case(args, name, c):
             runs = results[0]["extras"]["dfmp2"]["backends"]
             fp64 = next(x for x in runs if x["precision"] == "fp64")["properties"]["mp2_correlation_energy"]
             mp2_tolerance = max(TOLERANCE, abs(serial["mp2_correlation_energy"] - fp64))
-        for ranks in RANKS:
+        for ranks in rank_counts:
             if ranks not in results:
                 continue
             r = results[ranks]
             props = r["properties"]
+            if name in CASE_RANKS and ranks > 1:  # the grid ran what the case asks of it
+                f = r["extras"]["dfmp2"]["mpi"]["factorisations"]
+                c.check(f["matrices"] and all(m["distributed"] for m in f["matrices"]) and
+                        f["grid"][0] * f["grid"][1] == ranks,
+                        "%s, %d ranks: every factorisation on the %s grid (%s)" % (
+                            name, ranks, " x ".join(map(str, f["grid"])),
+                            "; ".join("%s %s" % (m["matrix"], m["how"]) for m in f["matrices"])))
             for key in ("scf_total_energy", "mp2_correlation_energy", "mp2_opposite_spin_correlation_energy",
                         "mp2_same_spin_correlation_energy"):
                 if key not in serial:
@@ -407,9 +433,12 @@ def main():
     p.add_argument("--repo", required=True)
     p.add_argument("--case", help="a case of CASES, '%s' or '%s'" % (FAILURE_GROUP, SHAPE_GROUP))
     p.add_argument("--list", action="store_true")
+    p.add_argument("--grid", dest="grid", action="store_true", default=True,
+                   help="list the grid cases (a build with ScaLAPACK)")
+    p.add_argument("--no-grid", dest="grid", action="store_false")
     args = p.parse_args()
     if args.list:
-        print("\n".join(list(CASES) + [FAILURE_GROUP, SHAPE_GROUP]))
+        print("\n".join([k for k in CASES if args.grid or k not in CASE_RANKS] + [FAILURE_GROUP, SHAPE_GROUP]))
         return 0
     if shutil.which("mpirun") is None:
         print("FAIL mpirun not found: install openmpi-bin (scripts/setup.sh does)")

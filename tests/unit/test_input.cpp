@@ -161,7 +161,11 @@ TEST(ReadInput, EveryKey) {
                       "metric: {method: newton-schulz, tolerance: 1e-9, max_iterations: 40}\n"
                       "screening: {threshold: 1e-11, block: 16, compare: true}\nmemory: 500 MB\nthreads: 1\n"
                       "output: out.json\nscratch: scratch\nmp2_storage: scratch\n"
-                      "device: {compile_cache: cache, host_fallback: true}\n");
+                      "device: {compile_cache: cache, host_fallback: true}\n"
+                      "mpi: {distributed_min_order: 500, cholesky: scalapack, eigensolver: scalapack}\n");
+  EXPECT_EQ(f.distributed_min_order, 500);
+  EXPECT_EQ(f.dense.cholesky, dfmp2::linalg::DenseLibrary::scalapack);
+  EXPECT_EQ(f.dense.eigh, dfmp2::linalg::DenseLibrary::scalapack);
   EXPECT_EQ(f.frozen_core.kind, app::FrozenCore::Kind::count);
   EXPECT_EQ(f.frozen_core.count, 3);
   EXPECT_EQ(f.backends, (std::vector<std::string>{"eigen", "openblas"}));
@@ -259,7 +263,7 @@ TEST(ReadInput, EveryKey) {
 
   // The test covers the README's every key.
   for (const auto& key : app::input_keys()) EXPECT_TRUE(covered.count(key)) << "key '" << key << "' not read here";
-  EXPECT_EQ(app::input_keys().size(), 21u);
+  EXPECT_EQ(app::input_keys().size(), 22u);
 }
 
 TEST(ReadInput, PrecisionListAndMetricMapping) {
