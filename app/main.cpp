@@ -250,7 +250,10 @@ int run_input(const std::string& input_path, const std::optional<std::string>& o
   for (const auto& r : calc.runs) {
     text += dfmp2::app::format_energies(calc, r);
     text += dfmp2::app::format_kernel_table(r);
-    text += dfmp2::app::format_rank_table("DF-MP2 per rank", dfmp2::app::mp2_rank_phases(), r.result.ranks);
+    text += dfmp2::app::format_rank_table(
+        fmt::format("DF-MP2 per rank; pair schedule: predicted imbalance {:.3f}, {} of {} block pairs on a rank holding "
+                    "neither block", r.result.pair_imbalance, r.result.pairs_away, r.result.block_pairs),
+        dfmp2::app::mp2_rank_phases(), r.result.ranks);
   }
   if (calc.runs.size() > 1) text += dfmp2::app::format_comparison(calc);
   text += dfmp2::app::format_interaction(calc);

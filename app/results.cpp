@@ -301,6 +301,8 @@ nlohmann::json backend_json(const Calculation& calc, const BackendRun& run) {
                        {{"aux_block", r.plan.aux_block},
                         {"occupied_block", r.plan.occupied_block},
                         {"block_pairs", r.block_pairs},
+                        {"pair_imbalance_predicted", r.pair_imbalance},
+                        {"pairs_on_neither_holder", r.pairs_away},
                         {"working_set_bytes", r.plan.peak_bytes}}},
                       {"ranks", rank_json(mp2_rank_phases(), r.ranks)},
                       {"kernels", kernels(run.log)}};

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <functional>
 #include <future>
@@ -257,7 +258,8 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, const std::vector<SpinSpac
       out.fitting = (scratch ? block : b_store) + fit_work + (distributed_factor ? block : 0.0);
       // Pairs: the anchor block (scratch), two partner blocks (the next one arrives while the current one is
       // used; local blocks in memory need none), and on scratch with ranks a block read to lend to another rank.
-      const double partners = scratch ? 2.0 * block : distributed ? 2.0 * block : 0.0;
+      // With ranks, a fetched anchor too (a pair of two other ranks' blocks, Mp2Layout).
+      const double partners = scratch ? 2.0 * block : distributed ? 3.0 * block : 0.0;
       out.pairs = (scratch ? block : b_store) + partners + (scratch && distributed ? block : 0.0) + g + copied;
       return out;
     };
@@ -385,33 +387,34 @@ Mp2Layout make_layout(const ThreeIndexSource& source, Index aux_block, const std
       l.pair_blocks.emplace_back(bi, bj);
     }
   }
-  // Who computes each pair: see the header.
+  // Who computes each pair (see the header): largest first, each to the less loaded of its holders, unless some
+  // other rank (one that holds no block, say) is less loaded by more than the pair's cost; that rank then fetches both
+  // blocks. So every rank computes pairs at any rank count, and a pair leaves its holders only where that balances.
   l.pair_rank.assign(l.pairs.size(), 0);
   std::vector<double> load(static_cast<std::size_t>(ranks), 0.0);
-  std::vector<std::size_t> shared;  // pairs whose blocks two ranks hold
-  auto holders = [&](std::size_t k) {
-    return std::pair{l.occupied_rank[static_cast<std::size_t>(l.pair_blocks[k].first)],
-                     l.occupied_rank[static_cast<std::size_t>(l.pair_blocks[k].second)]};
-  };
-  for (std::size_t k = 0; k < l.pairs.size(); ++k) {
-    const auto [ri, rj] = holders(k);
-    if (ri != rj) {
-      shared.push_back(k);
-      continue;
-    }
-    l.pair_rank[k] = ri;
-    load[static_cast<std::size_t>(ri)] += Mp2Layout::pair_cost(l.pairs[k]);
-  }
-  std::stable_sort(shared.begin(), shared.end(), [&](std::size_t a, std::size_t b) {
+  std::vector<std::size_t> order(l.pairs.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return Mp2Layout::pair_cost(l.pairs[a]) > Mp2Layout::pair_cost(l.pairs[b]);
   });
-  for (const std::size_t k : shared) {
-    const auto [ri, rj] = holders(k);
-    const double li = load[static_cast<std::size_t>(ri)], lj = load[static_cast<std::size_t>(rj)];
+  for (const std::size_t k : order) {
     const auto [bi, bj] = l.pair_blocks[k];
-    const int r = li < lj || (li == lj && (bi + bj) % 2 == 1) ? ri : rj;
+    const int ri = l.occupied_rank[static_cast<std::size_t>(bi)], rj = l.occupied_rank[static_cast<std::size_t>(bj)];
+    const double li = load[static_cast<std::size_t>(ri)], lj = load[static_cast<std::size_t>(rj)];
+    int r = li < lj || (li == lj && (bi + bj) % 2 == 1) ? ri : rj;
+    const double cost = Mp2Layout::pair_cost(l.pairs[k]);
+    const auto least = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    if (load[static_cast<std::size_t>(least)] + cost < load[static_cast<std::size_t>(r)]) r = least;
     l.pair_rank[k] = r;
-    load[static_cast<std::size_t>(r)] += Mp2Layout::pair_cost(l.pairs[k]);
+    load[static_cast<std::size_t>(r)] += cost;
+  }
+  const double mean = std::accumulate(load.begin(), load.end(), 0.0) / double(ranks);
+  l.predicted_imbalance = mean > 0 ? *std::max_element(load.begin(), load.end()) / mean : 1.0;
+  for (std::size_t k = 0; k < l.pairs.size(); ++k) {
+    const auto [bi, bj] = l.pair_blocks[k];
+    if (l.pair_rank[k] != l.occupied_rank[static_cast<std::size_t>(bi)] &&
+        l.pair_rank[k] != l.occupied_rank[static_cast<std::size_t>(bj)])
+      ++l.pairs_away;
   }
   return l;
 }
@@ -802,6 +805,8 @@ void run_typed(const std::vector<Mp2System>& systems, const DfMp2Options& option
     result.same_spin_alpha = open ? double(ss_alpha) : 0.5 * result.same_spin;
     result.same_spin_beta = open ? double(ss_beta) : 0.5 * result.same_spin;
     result.block_pairs = static_cast<Index>(npairs);
+    result.pair_imbalance = layout.predicted_imbalance;
+    result.pairs_away = layout.pairs_away;
     result.metric_report = metric_report;
     result.screening = screening;
     const double sums[] = {result.opposite_spin, result.same_spin};

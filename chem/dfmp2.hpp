@@ -201,10 +201,11 @@ inline BlockPlan plan_blocks(ThreeIndexForm form, linalg::Index nbf, linalg::Ind
 //   transform   the auxiliary blocks are cut from whole units of the source (shells) and given to the ranks in
 //               contiguous runs of about naux / ranks functions; each rank transforms its own
 //   storage     occupied blocks (every space's, alpha then beta) are held in contiguous runs of about equal counts
-//   pairs       every block pair I >= J of one system over the blocks in that order; a diagonal pair (I, I) goes to I's holder, and so does a pair whose blocks one rank holds; the other
-//               pairs, largest first, each to whichever of its two holders has less work so far (a tie: I's holder
-//               when I + J is odd, else J's): every rank computes about the same share of the cost (a diagonal
-//               pair is half a GEMM), with one block fetched for each pair whose blocks two ranks hold
+//   pairs       every block pair I >= J of one system over the blocks in that order; largest first, each goes to
+//               whichever of its holders has less work so far (a tie: I's holder when I + J is odd, else J's),
+//               unless another rank has less work than that by more than the pair's cost: that rank computes it,
+//               fetching both blocks (so ranks that hold no block compute pairs too). A diagonal pair is half a
+//               GEMM; one block is fetched for each pair whose blocks two ranks hold
 // The energies are summed over every pair in `pairs` order on every rank, so they do not depend on the rank count.
 struct Mp2Layout {
   int ranks = 1, rank = 0;
@@ -218,6 +219,8 @@ struct Mp2Layout {
   std::vector<OccupiedBlockPair> pairs;                             // every block pair, I-major
   std::vector<std::pair<linalg::Index, linalg::Index>> pair_blocks; // the blocks (I, J) of each
   std::vector<int> pair_rank;                                       // who computes each
+  double predicted_imbalance = 1.0;  // the busiest rank's pair cost over the mean (the schedule's prediction)
+  long long pairs_away = 0;          // pairs computed by a rank that holds neither block (both fetched)
   linalg::Index columns(int r) const { return col0[static_cast<std::size_t>(r) + 1] - col0[static_cast<std::size_t>(r)]; }
   // Relative cost of a pair (a diagonal pair is half a GEMM).
   static double pair_cost(const OccupiedBlockPair& p);
@@ -260,6 +263,8 @@ struct DfMp2Result {
   ScreeningReport screening;
   BlockPlan plan;
   linalg::Index block_pairs = 0;
+  double pair_imbalance = 1.0;  // the pair schedule's predicted max / mean cost per rank (Mp2Layout)
+  long long pairs_away = 0;     // block pairs computed by a rank holding neither block
   // Per rank (rank order), per step (mp2_step_names order): what it did. One entry on one rank.
   std::vector<std::vector<linalg::PhaseStats>> ranks;
 };

@@ -322,7 +322,8 @@ class OccupiedBlocks {
     for (std::size_t k = 0; k < layout_.pairs.size(); ++k) {
       if (layout_.pair_rank[k] != me_) continue;
       const auto [bi, bj] = layout_.pair_blocks[k];
-      work.push_back(holder(bi) == me_ ? Work{k, bi, bj} : Work{k, bj, bi});
+      // The anchor is a block this rank holds; a pair of two fetched blocks anchors on I (fetched once per anchor).
+      work.push_back(holder(bi) == me_ || holder(bj) != me_ ? Work{k, bi, bj} : Work{k, bj, bi});
     }
     std::stable_sort(work.begin(), work.end(), [](const Work& a, const Work& b) {
       return a.anchor != b.anchor ? a.anchor < b.anchor : a.partner < b.partner;
@@ -363,7 +364,16 @@ class OccupiedBlocks {
       const Work& w = work[i];
       if (w.anchor != anchor) {
         anchor = w.anchor;
-        if (b_store_->in_memory()) {
+        if (holder(anchor) != me_) {
+          // A pair of two other ranks' blocks (Mp2Layout): the anchor is fetched too, while nothing overlaps it
+          // (after the partner being fetched has arrived: one fetch at a time keeps each owner's answers in order).
+          linalg::Stopwatch clock;
+          if (pending.valid()) pending.wait();
+          load(anchor, anchor_buffer, lender);
+          waited_fetch += clock.seconds();
+          fetch_bytes += double(sizeof(W)) * double(anchor_buffer.size());
+          a_view = linalg::view(anchor_buffer);
+        } else if (b_store_->in_memory()) {
           a_view = b_store_->view(anchor);
         } else {
           anchor_buffer.resize(rows(anchor), naux_);
