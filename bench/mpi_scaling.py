@@ -36,12 +36,14 @@ def mpirun(ranks):
     return cmd
 
 
-def write_input(path, n, basis, threads):
+def write_input(path, n, basis, threads, memory=None):
     atoms, shape, _ = psi4_compare.cluster(n)
     lines = "\n".join("    " + l for l in psi4_compare.xyz_lines(atoms).splitlines())
     with open(path, "w") as f:
         f.write("# (H2O)%d on a %dx%dx%d lattice (bench/psi4_compare.py)\nmolecule:\n  xyz: |\n%s\nbasis: %s\n"
                 "scf: {type: df}\nthreads: %d\n" % (n, shape[0], shape[1], shape[2], lines, basis, threads))
+        if memory:
+            f.write("memory: %s\n" % memory)
 
 
 def extract(result):
@@ -76,6 +78,9 @@ def main(argv=None):
     p.add_argument("--basis", default="cc-pvdz")
     p.add_argument("--ranks", default="1,2")
     p.add_argument("--threads", type=int, default=1, help="threads of each rank")
+    p.add_argument("--cores", type=int, help="instead of --threads: these cores shared by the ranks (threads per "
+                                              "rank = cores / ranks)")
+    p.add_argument("--memory", help="each rank's `memory` (default: the program's)")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--dfmp2", default=os.path.join(HERE, "..", "build", "app", "dfmp2"))
     p.add_argument("--problem-size", default=os.path.join(HERE, "..", "build", "bench", "bench_problem_size"))
@@ -85,7 +90,14 @@ def main(argv=None):
     counts = [int(x) for x in args.ranks.split(",")]
     with tempfile.TemporaryDirectory(prefix="dfmp2-mpi-bench-") as d:
         inp = os.path.join(d, "in.yaml")
-        write_input(inp, n, args.basis, args.threads)
+        write_input(inp, n, args.basis, args.threads, args.memory)
+        # With --cores, an input per rank count, its threads the cores shared by the ranks.
+        inputs = {}
+        for c in counts:
+            inputs[c] = inp
+            if args.cores:
+                inputs[c] = os.path.join(d, "in%d.yaml" % c)
+                write_input(inputs[c], n, args.basis, max(1, args.cores // c), args.memory)
         size = json.loads(subprocess.run([args.problem_size, inp], check=True, stdout=subprocess.PIPE,
                                          text=True).stdout)
         size["nact"] = size["nocc"]
@@ -94,7 +106,8 @@ def main(argv=None):
             for c in counts:
                 out = os.path.join(d, "r%d_%d.json" % (c, rep))
                 start = time.time()
-                proc = subprocess.run(mpirun(c) + [args.dfmp2, inp, "--json", out], stdout=subprocess.PIPE,
+                proc = subprocess.run(mpirun(c) + ["--bind-to", "none", args.dfmp2, inputs[c], "--json", out],
+                                      stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True)
                 whole = time.time() - start
                 if proc.returncode != 0:
@@ -111,10 +124,11 @@ def main(argv=None):
         kept[c] = next(r for r in rs if r["whole"] == med)
         kept[c]["whole_all"] = [r["whole"] for r in rs]
     machine = psi4_compare.machine_notes()
-    print("\n(H2O)%d %s: nbf %d, nocc %d, naux %d (RI) and %d (JK), packed pairs %d; %s; %d threads per rank; "
+    print("\n(H2O)%d %s: nbf %d, nocc %d, naux %d (RI) and %d (JK), packed pairs %d; %s; %s threads per rank; "
           "OPENBLAS_CORETYPE=%s; median of %d runs" % (
               n, args.basis, size["nbf"], size["nocc"], size["naux_ri"], size["naux_jk"], size["npacked_jk"],
-              machine["cpu"], args.threads, os.environ.get("OPENBLAS_CORETYPE", "(unset)"), args.repeat))
+              machine["cpu"], args.threads if not args.cores else "%d cores shared," % args.cores,
+              os.environ.get("OPENBLAS_CORETYPE", "(unset)"), args.repeat))
     base = kept[counts[0]]
     headers = ["phase"] + ["%d rank%s s" % (c, "s" if c > 1 else "") for c in counts] + \
               ["speed-up %d" % c for c in counts[1:]] + ["efficiency %d" % c for c in counts[1:]]
@@ -127,6 +141,10 @@ def main(argv=None):
         rows.append(row)
     mpi_model.table(headers, rows)
     print()
+    for c in counts:
+        print("  %d rank%s: peak resident memory per rank %s GiB%s" % (
+            c, "s" if c > 1 else "", ", ".join("%.2f" % (b / 2**30) for b in kept[c]["peak_resident_bytes"]),
+            " (memory: %s each)" % args.memory if args.memory else ""))
     for c in counts[1:]:
         for k, v in kept[c]["energies"].items():
             print("  %d ranks: %s %+.2e Eh from %d rank" % (c, k, v - base["energies"][k], counts[0]))

@@ -221,8 +221,64 @@ Matrix product(linalg::Kernels& kernels, const std::string& step, const Matrix& 
   return out;
 }
 
+// The orbital gradient DIIS extrapolates with: X^T (F D S - S D F) X, in the orthonormal basis. On the ranks'
+// grid when the order reaches its limit (pdgemm and pdtran; S D F = (F D S)^T for symmetric F, D and S), each rank
+// holding its tiles, the result gathered.
+Matrix orbital_gradient(const Matrix& fock, const Matrix& d, const Matrix& s, const Matrix& x, linalg::Kernels& kernels,
+                        const ScfOptions& options) {
+  const std::string step = step_name(ScfStep::iterations);
+  const Index n = fock.rows();
+  if (options.dense == nullptr || n < options.distributed_min_order) {
+    const Matrix fds = product(kernels, step, fock, Trans::no, product(kernels, step, d, Trans::no, s, Trans::no), Trans::no);
+    const Matrix commutator = fds - fds.transpose();
+    return product(kernels, step, x, Trans::yes, product(kernels, step, commutator, Trans::no, x, Trans::no), Trans::no);
+  }
+  linalg::DenseGrid& grid = *options.dense;
+  Stopwatch clock;
+  linalg::DistributedMatrix a = grid.matrix(n), b = grid.matrix(n), c = grid.matrix(n);
+  a.copy_from(linalg::view(d));
+  b.copy_from(linalg::view(s));
+  grid.multiply(false, false, 1.0, a, b, 0.0, c);  // D S
+  a.copy_from(linalg::view(fock));
+  grid.multiply(false, false, 1.0, a, c, 0.0, b);  // F D S
+  c.local = b.local;
+  grid.add_transpose(-1.0, b, 1.0, c);             // F D S - (F D S)^T
+  a.copy_from(linalg::view(x));
+  grid.multiply(false, false, 1.0, c, a, 0.0, b);  // (...) X
+  grid.multiply(true, false, 1.0, a, b, 0.0, c);   // X^T (...) X
+  Matrix out(n, n);
+  grid.gather(c, linalg::view(out));
+  const double nn = double(n);
+  kernels.record_host(step, "pdgemm", clock.seconds(), {8.0 * nn * nn * nn, 8.0 * nn * nn}, "fp64");
+  return out;
+}
+
+// The same on the ranks' grid: F' = X^T F X, its eigenvectors C' and C = X C' with ScaLAPACK's pdgemm and the
+// grid's eigensolver, each rank holding its tiles; only C is gathered (the same bits on every rank).
+Orbitals diagonalise_on_grid(const Matrix& fock, const Matrix& x, linalg::DenseGrid& grid, linalg::Kernels& kernels) {
+  const Index n = fock.rows();
+  Stopwatch clock;
+  linalg::DistributedMatrix f = grid.matrix(n), xd = grid.matrix(n), t = grid.matrix(n), v = grid.matrix(n);
+  f.copy_from(linalg::view(fock));
+  xd.copy_from(linalg::view(x));
+  grid.multiply(false, false, 1.0, f, xd, 0.0, t);  // F X
+  grid.multiply(true, false, 1.0, xd, t, 0.0, f);   // X^T (F X)
+  Orbitals out;
+  grid.eigh(f, out.eps, v);
+  grid.multiply(false, false, 1.0, xd, v, 0.0, t);  // X C'
+  out.c.resize(n, n);
+  grid.gather(t, linalg::view(out.c));
+  const double nn = double(n);
+  kernels.record_host(step_name(ScfStep::iterations),
+                      fmt::format("pdgemm + {} eigh", dense_library_name(grid.options().eigh)), clock.seconds(),
+                      {6.0 * nn * nn * nn + 9.0 * nn * nn * nn, 8.0 * nn * nn}, "fp64");
+  return out;
+}
+
 Orbitals diagonalise(const Matrix& fock, const Matrix& x, linalg::Kernels& kernels,
                      const ScfOptions* options = nullptr) {
+  if (options != nullptr && options->dense != nullptr && fock.rows() >= options->distributed_min_order)
+    return diagonalise_on_grid(fock, x, *options->dense, kernels);
   const std::string step = step_name(ScfStep::iterations);
   Matrix f_orth = product(kernels, step, x, Trans::yes, product(kernels, step, fock, Trans::no, x, Trans::no), Trans::no);
   Vector eps;
@@ -429,12 +485,8 @@ ScfResult iterate(const Matrix& h, const Matrix& s, const Matrix& x, double nucl
                            linalg::view(d));
       d.triangularView<Eigen::StrictlyUpper>() = d.transpose();
       energy += 0.5 * spins[i].electrons_per_orbital * d.cwiseProduct(h + fock[i]).sum();
-      const Matrix fds =
-          product(kernels, step, fock[i], Trans::no, product(kernels, step, d, Trans::no, s, Trans::no), Trans::no);
-      const Matrix commutator = fds - fds.transpose();
       focks.middleCols(Index(i) * nbf, nbf) = fock[i];
-      errors.middleCols(Index(i) * nbf, nbf) =
-          product(kernels, step, x, Trans::yes, product(kernels, step, commutator, Trans::no, x, Trans::no), Trans::no);
+      errors.middleCols(Index(i) * nbf, nbf) = orbital_gradient(fock[i], d, s, x, kernels, options);
     }
     const double rms = std::sqrt(errors.squaredNorm() / double(errors.size()));
     require_finite(it, energy, rms);

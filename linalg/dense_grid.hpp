@@ -11,7 +11,8 @@
 //   solve_rows   X L^T = B for each rank's own rows of B (any count, also none): the fitting B = A L^-T, where
 //                every rank holds whole rows (occupied blocks, or packed pairs) with all auxiliary columns
 //   eigh         eigenvalues and eigenvectors of a symmetric matrix (ScaLAPACK pdsyevd or ELPA's two-stage solver)
-//   multiply     C = op(A) op(B) (ScaLAPACK pdgemm), for the SCF's orthogonal transformations
+//   multiply     C = op(A) op(B) (ScaLAPACK pdgemm) and C = A^T + C (pdtran), for the SCF's orthogonal
+//                transformations and its orbital gradient
 //
 // One rank never comes here (its replicated path is the same maths with the backend's kernels), and neither does a
 // build without MPI or without ScaLAPACK (make_dense_grid says so).
@@ -89,6 +90,8 @@ class DenseGrid {
   // C = alpha op(A) op(B) + beta C, all on the grid.
   virtual void multiply(bool transpose_a, bool transpose_b, double alpha, const DistributedMatrix& a,
                         const DistributedMatrix& b, double beta, DistributedMatrix& c) = 0;
+  // C = alpha A^T + beta C.
+  virtual void add_transpose(double alpha, const DistributedMatrix& a, double beta, DistributedMatrix& c) = 0;
   // The whole matrix on every rank (the SCF's orbitals).
   virtual void gather(const DistributedMatrix& a, MatrixView whole) = 0;
 };

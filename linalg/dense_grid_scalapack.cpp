@@ -37,6 +37,8 @@ void pdgemm_(const char* ta, const char* tb, const int* m, const int* n, const i
              const double* a, const int* ia, const int* ja, const int* desca, const double* b, const int* ib,
              const int* jb, const int* descb, const double* beta, double* c, const int* ic, const int* jc,
              const int* descc, std::size_t, std::size_t);
+void pdtran_(const int* m, const int* n, const double* alpha, const double* a, const int* ia, const int* ja,
+             const int* desca, const double* beta, double* c, const int* ic, const int* jc, const int* descc);
 void Cpdgemr2d(int m, int n, double* a, int ia, int ja, int* desca, double* b, int ib, int jb, int* descb,
                int context);
 }
@@ -251,6 +253,11 @@ class ScalapackGrid final : public DenseGrid {
     pdgemm_(transpose_a ? "T" : "N", transpose_b ? "T" : "N", &m, &n, &k, &alpha, a.local.data(), &one, &one,
             a.descriptor, b.local.data(), &one, &one, b.descriptor, &beta, c.local.data(), &one, &one, c.descriptor,
             1, 1);
+  }
+
+  void add_transpose(double alpha, const DistributedMatrix& a, double beta, DistributedMatrix& c) override {
+    const int n = as_int(c.layout.n, "order"), one = 1;
+    pdtran_(&n, &n, &alpha, a.local.data(), &one, &one, a.descriptor, &beta, c.local.data(), &one, &one, c.descriptor);
   }
 
   void gather(const DistributedMatrix& a, MatrixView whole) override {
