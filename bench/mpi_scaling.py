@@ -36,7 +36,7 @@ def mpirun(ranks):
     return cmd
 
 
-def write_input(path, n, basis, threads, memory=None):
+def write_input(path, n, basis, threads, memory=None, min_order=None):
     atoms, shape, _ = psi4_compare.cluster(n)
     lines = "\n".join("    " + l for l in psi4_compare.xyz_lines(atoms).splitlines())
     with open(path, "w") as f:
@@ -44,6 +44,8 @@ def write_input(path, n, basis, threads, memory=None):
                 "scf: {type: df}\nthreads: %d\n" % (n, shape[0], shape[1], shape[2], lines, basis, threads))
         if memory:
             f.write("memory: %s\n" % memory)
+        if min_order:
+            f.write("mpi: {distributed_min_order: %d}\n" % min_order)
 
 
 def extract(result):
@@ -81,6 +83,7 @@ def main(argv=None):
     p.add_argument("--cores", type=int, help="instead of --threads: these cores shared by the ranks (threads per "
                                               "rank = cores / ranks)")
     p.add_argument("--memory", help="each rank's `memory` (default: the program's)")
+    p.add_argument("--min-order", type=int, help="mpi.distributed_min_order (default: the program's)")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--dfmp2", default=os.path.join(HERE, "..", "build", "app", "dfmp2"))
     p.add_argument("--problem-size", default=os.path.join(HERE, "..", "build", "bench", "bench_problem_size"))
@@ -90,14 +93,14 @@ def main(argv=None):
     counts = [int(x) for x in args.ranks.split(",")]
     with tempfile.TemporaryDirectory(prefix="dfmp2-mpi-bench-") as d:
         inp = os.path.join(d, "in.yaml")
-        write_input(inp, n, args.basis, args.threads, args.memory)
+        write_input(inp, n, args.basis, args.threads, args.memory, args.min_order)
         # With --cores, an input per rank count, its threads the cores shared by the ranks.
         inputs = {}
         for c in counts:
             inputs[c] = inp
             if args.cores:
                 inputs[c] = os.path.join(d, "in%d.yaml" % c)
-                write_input(inputs[c], n, args.basis, max(1, args.cores // c), args.memory)
+                write_input(inputs[c], n, args.basis, max(1, args.cores // c), args.memory, args.min_order)
         size = json.loads(subprocess.run([args.problem_size, inp], check=True, stdout=subprocess.PIPE,
                                          text=True).stdout)
         size["nact"] = size["nocc"]
@@ -169,7 +172,8 @@ def main(argv=None):
                          "formula", "measured / formula"], rows)
     if args.out:
         record = {"molecule": "(H2O)%d %s" % (n, args.basis), "machine": machine, "cores": os.cpu_count(),
-                  "threads": args.threads, "repeat": args.repeat, "size": size,
+                  "threads": args.threads, "cores_shared": args.cores, "memory": args.memory,
+                  "min_order": args.min_order, "repeat": args.repeat, "size": size,
                   "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
                   "runs": {str(c): kept[c] for c in counts}}
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
