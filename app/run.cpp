@@ -318,7 +318,7 @@ chem::DfJkOptions df_jk_options(const Input& input, double memory_bytes, linalg:
   options.scratch_folder = input.scratch;
   options.comm = &comm;
   options.distributed_min_order = input.distributed_min_order;
-  if (jk_basis_on_grid(input, naux, comm.size())) options.dense = &comm.dense_grid(input.dense);
+  if (order_on_grid(input, naux, comm.size())) options.dense = &comm.dense_grid(input.dense);
   return options;
 }
 
@@ -377,7 +377,7 @@ ScfJk plan_scf_jk(const Input& input, linalg::Backend& backend, linalg::Comm& co
 // mpi.distributed_min_order over several ranks in a build with ScaLAPACK (README "MPI").
 chem::ScfOptions scf_options(const Input& input, linalg::Index nbf, linalg::Comm& comm) {
   chem::ScfOptions options = input.scf;
-  if (eigensolver_on_grid(input, nbf, comm.size())) {
+  if (order_on_grid(input, nbf, comm.size())) {
     options.dense = &comm.dense_grid(input.dense);
     options.distributed_min_order = input.distributed_min_order;
   }
@@ -749,17 +749,12 @@ void run_scf(const Input& input, ScfJk& planned, linalg::Comm& comm, Calculation
 
 }  // namespace
 
-bool jk_basis_on_grid(const Input& input, linalg::Index naux, int ranks) {
-  return !linalg::dense_libraries().empty() && ranks > 1 && naux >= input.distributed_min_order;
-}
-
-bool eigensolver_on_grid(const Input& input, linalg::Index nbf, int ranks) {
-  return !linalg::dense_libraries().empty() && ranks > 1 && nbf >= input.distributed_min_order;
+bool order_on_grid(const Input& input, linalg::Index order, int ranks) {
+  return linalg::order_on_grid(order, ranks, input.distributed_min_order);
 }
 
 bool metric_on_grid(const Input& input, linalg::Index naux, chem::Precision precision, int ranks) {
-  return !linalg::dense_libraries().empty() &&
-         chem::distributed_metric(input.metric, precision, naux, ranks, input.distributed_min_order);
+  return chem::distributed_metric(input.metric, precision, naux, ranks, input.distributed_min_order);
 }
 
 Factorisations describe_factorisations(const Calculation& calc) {
@@ -778,10 +773,10 @@ Factorisations describe_factorisations(const Calculation& calc) {
   if (const MoleculeRun* m = r.molecule()) {
     if (input.scf.type == chem::ScfType::df) {
       const linalg::Index n = m->jk_basis.nbf();
-      const bool on = jk_basis_on_grid(input, n, calc.ranks);
+      const bool on = order_on_grid(input, n, calc.ranks);
       f.matrices.push_back({"JK metric", n, on, on ? cholesky : replicated(n)});
     }
-    const bool on = eigensolver_on_grid(input, r.nbf, calc.ranks);
+    const bool on = order_on_grid(input, r.nbf, calc.ranks);
     f.matrices.push_back({"SCF eigenproblems", r.nbf, on,
                           on ? fmt::format("{} eigensolver", linalg::dense_library_name(input.dense.eigh))
                              : replicated(r.nbf)});

@@ -278,10 +278,9 @@ MemoryPlan make_memory_plan(const Input& input, const Reference& reference,
 // scratch (ResourceError naming the phase otherwise). Nothing to check when no phase is on scratch.
 void check_scratch(const MemoryPlan& plan);
 void check_backend_can_run(const Input& input, linalg::Backend& backend, linalg::Backend* fallback);
-// Whether the DF-SCF's J/K of `naux` JK fitting functions factors its metric on the ranks' grid (README "MPI").
-bool jk_basis_on_grid(const Input& input, linalg::Index naux, int ranks);
-// Whether the SCF's eigenproblems of order nbf over `ranks` ranks are solved on the ranks' grid (README "MPI").
-bool eigensolver_on_grid(const Input& input, linalg::Index nbf, int ranks);
+// Whether a dense matrix of `order` (the DF-SCF's JK metric, the SCF's eigenproblems) is distributed over the
+// ranks' grid: linalg::order_on_grid at the input's mpi.distributed_min_order (README "MPI").
+bool order_on_grid(const Input& input, linalg::Index order, int ranks);
 // Whether a DF-MP2 run of `precision` over `ranks` ranks factors its metric on the ranks' grid (README "MPI").
 bool metric_on_grid(const Input& input, linalg::Index naux, chem::Precision precision, int ranks);
 // Whether every DF-MP2 run of the input does (then no rank computes the whole metric).

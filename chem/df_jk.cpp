@@ -109,7 +109,7 @@ Index choose_block(JkStorage s, double budget, const JkShape& z) {
 }  // namespace
 
 bool jk_metric_on_grid(const DfJkOptions& options, Index naux, int ranks) {
-  return ranks > 1 && options.dense != nullptr && naux >= options.distributed_min_order;
+  return options.dense != nullptr && linalg::order_on_grid(naux, ranks, options.distributed_min_order);
 }
 
 double df_jk_minimum_bytes(JkStorage storage, Index nbf, Index naux, Index npacked, Index nocc, Index max_shell,

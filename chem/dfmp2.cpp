@@ -338,7 +338,8 @@ BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, const std::vector<SpinSpac
 }
 
 bool distributed_metric(MetricMethod metric, Precision precision, Index naux, int ranks, Index min_order) {
-  return ranks > 1 && naux >= min_order && metric == MetricMethod::cholesky && precision == Precision::fp64;
+  return linalg::order_on_grid(naux, ranks, min_order) && metric == MetricMethod::cholesky &&
+         precision == Precision::fp64;
 }
 
 double Mp2Layout::pair_cost(const OccupiedBlockPair& p) {

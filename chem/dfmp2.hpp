@@ -121,7 +121,7 @@ struct DfMp2Options {
 };
 
 // Whether the metric factor and the fitting of a run of `naux` fitting functions over `ranks` ranks are distributed
-// (README "MPI"): a grid, more than one rank, a Cholesky metric at least the size limit, and an fp64 fitting on an
+// (README "MPI"): linalg::order_on_grid, a Cholesky metric, and an fp64 fitting on an
 // fp64 tensor (ScaLAPACK's solves are fp64 here; other precisions keep the replicated factor).
 // `min_order`: DfMp2Options::distributed_min_order. (The run also needs DfMp2Options::dense.)
 bool distributed_metric(MetricMethod metric, Precision precision, linalg::Index naux, int ranks,

@@ -44,6 +44,10 @@ void DistributedMatrix::copy_from(ConstMatrixView whole) {
   });
 }
 
+bool order_on_grid(Index order, int ranks, Index min_order) {
+  return !dense_libraries().empty() && ranks > 1 && order >= min_order;
+}
+
 #ifndef DFMP2_HAVE_SCALAPACK
 std::unique_ptr<DenseGrid> make_dense_grid(Comm&, const DenseOptions&) {
   throw UnsupportedError("distributed factorisations need ScaLAPACK: this build has none (DFMP2_SCALAPACK=OFF or "

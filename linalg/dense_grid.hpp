@@ -102,5 +102,9 @@ std::unique_ptr<DenseGrid> make_dense_grid(Comm& comm, const DenseOptions& optio
 // "ScaLAPACK 2.2.1, ELPA 2022.11.001", "ScaLAPACK 2.2.1 (no ELPA)", or "" when the build has neither.
 std::string dense_libraries();
 bool have_elpa();
+// The one rule for every dense matrix (JK and MP2 metrics, SCF eigenproblems): it is distributed over the ranks'
+// grid when the build has ScaLAPACK, there is more than one rank, and its order is at least `min_order`
+// (mpi.distributed_min_order: below it a matrix costs less whole on every rank than in the grid's messages).
+bool order_on_grid(Index order, int ranks, Index min_order);
 
 }  // namespace dfmp2::linalg

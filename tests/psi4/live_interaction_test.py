@@ -18,10 +18,10 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import psi4_complexes  # noqa: E402  (the repository's scripts/)
+from scratch_folder import scratch_folder  # noqa: E402  (beside this file)
 
 INTERACTION_TOLERANCE = 1e-7
 TOTAL_TOLERANCE = 1e-6
@@ -90,10 +90,8 @@ def main():
     binary = os.path.abspath(args.dfmp2)
     write_to = os.path.abspath(args.write_reference) if args.write_reference else None
     passed = failed = 0
-    work = tempfile.mkdtemp(prefix="dfmp2-live-ie-")
-    # Psi4 writes timer.dat and scratch files into the working directory (left for the system to clean).
+    work = scratch_folder("dfmp2-live-ie-")
     os.chdir(work)
-    os.environ["PSI_SCRATCH"] = work
     reference = {"source": "Psi4 1.3.2 (Debian), energy('mp2', bsse_type=['cp', 'nocp']), scf_type df, mp2_type df, "
                            "e_convergence 1e-10, d_convergence 1e-10, written by tests/psi4/live_interaction_test.py",
                  "cases": []}

@@ -12,7 +12,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+
+from scratch_folder import scratch_folder  # beside this file
 
 SCF_TOLERANCE = 1e-6
 MP2_TOLERANCE = 1e-7
@@ -123,11 +124,8 @@ def main():
     ap.add_argument("--dfmp2", required=True)
     args = ap.parse_args()
     passed = failed = 0
-    work = tempfile.mkdtemp(prefix="dfmp2-live-")
-    # Psi4 writes timer.dat and scratch files into the working directory and removes some only at exit, so the
-    # folder is left for the system to clean rather than removed under Psi4's feet.
+    work = scratch_folder("dfmp2-live-")
     os.chdir(work)
-    os.environ["PSI_SCRATCH"] = work
     for case in CASES:
         name, xyz, charge, basis, scf_type, frozen = case[:6]
         multiplicity, reference = case[6:] if len(case) > 6 else (1, "rhf")
