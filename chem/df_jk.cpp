@@ -54,9 +54,13 @@ struct JkShape {
   Index columns() const {
     return ranks > 1 ? std::min(naux, (naux + ranks - 1) / ranks + std::max<Index>(max_shell, 1)) : naux;
   }
-  // Rows of the fitting's share on one rank (with ranks it receives an even share of a chunk with all columns).
+  // Bytes per row of a chunk the fitting solves, on one rank: its columns of the row and, with ranks, an even share
+  // of the chunk's rows with all columns, received (twice on the grid, whose solve copies them into its padded
+  // matrix).
   double fit_bytes_per_row() const {
-    return kDouble * (ranks > 1 ? double(columns()) + double((naux + ranks - 1) / ranks) : double(naux));
+    if (ranks == 1) return kDouble * double(naux);
+    const double received = double((naux + ranks - 1) / ranks) * (distributed_factor ? 2.0 : 1.0);
+    return kDouble * (double(columns()) + received);
   }
 };
 
@@ -84,13 +88,12 @@ double fixed_bytes(JkStorage s, const JkShape& z) {
 }
 
 // What building the stored B holds at its peak besides the fixed part: with ranks in memory, this rank's even
-// share of the rows with all columns; on scratch, the fitting's chunk of `fit_rows` rows.
+// share of the rows with all columns (twice on the grid, whose solve copies them into its padded matrix); on
+// scratch, the fitting's chunk of `fit_rows` rows.
 double build_bytes(JkStorage s, const JkShape& z, Index fit_rows) {
-  // The grid's solve copies the rows into its padded matrix.
-  const double copy = z.distributed_factor ? 2.0 : 1.0;
   if (s == JkStorage::memory && z.ranks > 1)
-    return copy * kDouble * double((z.npacked + z.ranks - 1) / z.ranks) * double(z.naux);
-  if (s == JkStorage::scratch) return copy * double(fit_rows) * z.fit_bytes_per_row();
+    return (z.distributed_factor ? 2.0 : 1.0) * kDouble * double((z.npacked + z.ranks - 1) / z.ranks) * double(z.naux);
+  if (s == JkStorage::scratch) return double(fit_rows) * z.fit_bytes_per_row();
   return 0.0;
 }
 
@@ -243,6 +246,10 @@ void decide_storage(const ThreeCenterEngine& engine, const JkShape& z,
     plan.fit_rows = std::clamp<Index>(static_cast<Index>(left / z.fit_bytes_per_row()), 1, z.npacked);
   }
   plan.memory_bytes = std::max(plan.memory_bytes, fixed_bytes(s, z) + build_bytes(s, z, plan.fit_rows));
+  // The blocks and the fitting's chunk are cut to the budget, so a plan over it is a miscount here, not the user's.
+  if (plan.memory_bytes > budget)
+    throw std::logic_error(fmt::format("DF-J/K plan: {} storage holds {} within a budget of {}", jk_storage_name(s),
+                                       linalg::format_bytes(plan.memory_bytes), linalg::format_bytes(budget)));
 }
 
 // Rank 0's plan to every rank.

@@ -6,6 +6,7 @@
 // ao_eri(aux, zero, aux, zero) / ao_eri(aux, zero, basis, basis) for the two- and three-centre integrals) for water
 // at the geometry of shared/reference/psi4_refs.json (angstrom, no_com, no_reorient, c1), with the basis files of
 // inputs/basis (the same as Psi4's).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -16,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +28,8 @@
 #include "chem/df_jk.hpp"
 #include "chem/scf.hpp"
 #include "devices/registry.hpp"
+#include "linalg/comm.hpp"
+#include "linalg/dense_grid.hpp"
 #include "linalg/errors.hpp"
 
 namespace {
@@ -542,3 +546,95 @@ TEST(OneElectronGradient, MatchesFiniteDifferencesOfTheIntegrals) {
 }
 
 }  // namespace
+
+// Rank 0 of `ranks` for planning alone: the plan is decided on rank 0 and broadcast, so nothing else is called.
+class PlanningComm final : public dfmp2::linalg::Comm {
+ public:
+  explicit PlanningComm(int ranks) : ranks_(ranks) {}
+  int rank() const override { return 0; }
+  int size() const override { return ranks_; }
+  int node_ranks() const override { return ranks_; }
+  std::string description() const override { return "rank 0 of a plan"; }
+  void sum(double*, std::size_t) override { unused(); }
+  void sum(float*, std::size_t) override { unused(); }
+  void broadcast(void*, std::size_t, int root) override { EXPECT_EQ(root, 0); }
+  void allgather(const void*, std::size_t, void*) override { unused(); }
+  double min(double) override { unused(); }
+  double max(double) override { unused(); }
+  void exchange(const std::vector<dfmp2::linalg::StridedBlock>&,
+                const std::vector<dfmp2::linalg::StridedBlock>&) override { unused(); }
+  std::unique_ptr<dfmp2::linalg::BlockLender> lend(dfmp2::linalg::BlockProvider) override { unused(); }
+  void agree(const dfmp2::linalg::FailureReport* failed) override {
+    if (failed != nullptr) throw dfmp2::linalg::RankFailure(*failed, 0, ranks_, true);
+  }
+  bool all_arrive_within(double) override { unused(); }
+
+ private:
+  [[noreturn]] static void unused() { throw std::logic_error("PlanningComm: planning communicates only broadcasts"); }
+  int ranks_;
+};
+
+// A grid that planning must not use (it only asks whether there is one).
+class PlanningGrid final : public dfmp2::linalg::DenseGrid {
+  using DistributedMatrix = dfmp2::linalg::DistributedMatrix;
+
+ public:
+  int grid_rows() const override { unused(); }
+  int grid_cols() const override { unused(); }
+  const dfmp2::linalg::DenseOptions& options() const override { unused(); }
+  DistributedMatrix matrix(dfmp2::linalg::Index) const override { unused(); }
+  void cholesky(DistributedMatrix&, const std::string&) override { unused(); }
+  DistributedMatrix for_row_solves(const DistributedMatrix&) override { unused(); }
+  void solve_rows(const DistributedMatrix&, dfmp2::linalg::MatrixView, bool) override { unused(); }
+  void eigh(DistributedMatrix&, Vector&, DistributedMatrix&) override { unused(); }
+  void multiply(bool, bool, double, const DistributedMatrix&, const DistributedMatrix&, double,
+                DistributedMatrix&) override { unused(); }
+  void add_transpose(double, const DistributedMatrix&, double, DistributedMatrix&) override { unused(); }
+  void gather(const DistributedMatrix&, dfmp2::linalg::MatrixView) override { unused(); }
+
+ private:
+  [[noreturn]] static void unused() { throw std::logic_error("PlanningGrid: planning does not factor anything"); }
+};
+
+// The DF-J/K's plan on several ranks, its metric factor replicated or on the grid (whose solves copy each rank's
+// rows into a padded matrix), holds within the budget it is given for every storage, down to the smallest that
+// fits: the blocks and the fitting's chunks are cut to it. ((H2O)48 on 2 ranks once planned 6.6 GiB in 4 GiB: the
+// chunk was sized without the grid's copy.)
+TEST(Integrals, DfJkPlanHoldsWithinItsBudgetOnRanks) {
+  const Molecule dimer = chem::parse_xyz_lines(
+      "O 0.0 0.0 0.117790\nH 0.0 0.755453 -0.471161\nH 0.0 -0.755453 -0.471161\n"
+      "O 0.0 0.0 3.117790\nH 0.0 0.755453 2.528839\nH 0.0 -0.755453 2.528839", "dimer");
+  const BasisSet orbital = basis("cc-pvdz", dimer), jkfit = basis("cc-pvdz-jkfit", dimer);
+  const chem::ThreeCenterEngine engine(jkfit, orbital);
+  const int nocc = 10;
+  constexpr dfmp2::linalg::Index kLargestJkfitShell = 9;  // cc-pVDZ-JKFIT's g functions
+  std::vector<bool> grids = {false};
+  if (!dfmp2::linalg::dense_libraries().empty()) grids.push_back(true);
+  for (const int ranks : {2, 3, 4}) {
+    PlanningComm comm(ranks);
+    PlanningGrid planning_grid;
+    for (const bool grid : grids) {
+      for (const chem::JkStorage storage : {chem::JkStorage::memory, chem::JkStorage::scratch,
+                                            chem::JkStorage::recompute}) {
+        chem::DfJkOptions options;
+        options.storage = storage;
+        options.comm = &comm;
+        // Its presence and the size limit put the factor on the grid.
+        options.dense = grid ? &planning_grid : nullptr;
+        options.distributed_min_order = 1;
+        const double minimum = chem::df_jk_minimum_bytes(storage, engine.nbf(), engine.naux(), engine.npacked(),
+                                                         nocc, kLargestJkfitShell, ranks, grid);
+        for (const double scale : {1.05, 1.5, 3.0, 10.0}) {
+          options.memory_bytes = scale * minimum;
+          const std::string where = fmt::format("{} ranks, {}, storage {}, budget {:.2f} x its minimum", ranks,
+                                                grid ? "grid" : "replicated", chem::jk_storage_name(storage), scale);
+          chem::DfJkPlan plan;
+          EXPECT_NO_THROW(plan = chem::plan_df_jk(engine, jkfit, nocc, options)) << where;
+          EXPECT_LE(plan.memory_bytes, options.memory_bytes) << where;
+          if (storage == chem::JkStorage::scratch && scale < 2.0)
+            EXPECT_LT(plan.fit_rows, engine.npacked()) << where << ": the fitting in chunks";
+        }
+      }
+    }
+  }
+}
