@@ -50,6 +50,8 @@ struct JkShape {
   double factor_bytes() const {
     return kDouble * double(naux) * double(naux) * (distributed_factor ? 2.0 / double(ranks) : 1.0);
   }
+  // Copies of the rows a rank solves: one, and on the grid a second, its solve's padded matrix.
+  double solve_copies() const { return distributed_factor ? 2.0 : 1.0; }
   // Auxiliary columns one rank holds at most: an even share, plus one shell where a shell straddles it.
   Index columns() const {
     return ranks > 1 ? std::min(naux, (naux + ranks - 1) / ranks + std::max<Index>(max_shell, 1)) : naux;
@@ -59,7 +61,7 @@ struct JkShape {
   // matrix).
   double fit_bytes_per_row() const {
     if (ranks == 1) return kDouble * double(naux);
-    const double received = double((naux + ranks - 1) / ranks) * (distributed_factor ? 2.0 : 1.0);
+    const double received = double((naux + ranks - 1) / ranks) * solve_copies();
     return kDouble * (double(columns()) + received);
   }
 };
@@ -79,9 +81,9 @@ double fixed_bytes(JkStorage s, const JkShape& z) {
   if (s == JkStorage::memory) b += kDouble * double(z.npacked) * double(z.columns());
   if (s == JkStorage::recompute) {
     b += kDouble * double(z.nbf) * double(z.nocc) * double(z.columns());
-    // (The grid's solve copies it into its padded rows: twice.)
+    // (solve_copies: the grid's solve copies it into its padded rows.)
     if (z.ranks > 1)
-      b += (z.distributed_factor ? 2.0 : 1.0) * kDouble * double(z.nbf) * double((z.nocc + z.ranks - 1) / z.ranks) *
+      b += z.solve_copies() * kDouble * double(z.nbf) * double((z.nocc + z.ranks - 1) / z.ranks) *
            double(z.naux);
   }
   return b;
@@ -92,7 +94,7 @@ double fixed_bytes(JkStorage s, const JkShape& z) {
 // scratch, the fitting's chunk of `fit_rows` rows.
 double build_bytes(JkStorage s, const JkShape& z, Index fit_rows) {
   if (s == JkStorage::memory && z.ranks > 1)
-    return (z.distributed_factor ? 2.0 : 1.0) * kDouble * double((z.npacked + z.ranks - 1) / z.ranks) * double(z.naux);
+    return z.solve_copies() * kDouble * double((z.npacked + z.ranks - 1) / z.ranks) * double(z.naux);
   if (s == JkStorage::scratch) return double(fit_rows) * z.fit_bytes_per_row();
   return 0.0;
 }
