@@ -768,14 +768,14 @@ struct CalibrationRun {
 
 Table calibration_table(const std::vector<CalibrationRun>& runs) {
   Table t;
-  t.columns = {"device", "kernel", "shape", "published_s", "model_s", "error_pct", "pass", "dispatch_s", "transfer_s",
-               "dma_s", "compute_s", "host_s", "compile_s", "launches"};
+  t.columns = {"device", "role", "kernel", "shape", "published_s", "model_s", "error_pct", "pass", "dispatch_s",
+               "transfer_s", "dma_s", "compute_s", "host_s", "compile_s", "launches", "source"};
   for (const auto& run : runs) {
     for (const auto& r : run.rows) {
       const auto& m = r.modelled;
-      t.add({run.device, r.kernel, r.shape, num(r.published_s), num(r.model_s), num(r.error * 100),
-             r.pass ? "true" : "false", num(m.dispatch), num(m.transfer), num(m.dma), num(m.compute), num(m.host),
-             num(m.compile), std::to_string(m.launches)});
+      t.add({run.device, devices::neuron::row_role_name(r.role), r.kernel, r.shape, num(r.published_s),
+             num(r.model_s), num(r.error * 100), r.pass ? "true" : "false", num(m.dispatch), num(m.transfer),
+             num(m.dma), num(m.compute), num(m.host), num(m.compile), std::to_string(m.launches), r.source});
     }
   }
   return t;
@@ -785,16 +785,29 @@ std::string calibration_text(const std::vector<CalibrationRun>& runs) {
   std::string out;
   for (const auto& run : runs) {
     std::vector<std::vector<std::string>> rows;
-    int passed = 0;
+    namespace neuron = devices::neuron;
+    int passed = 0, calibration_rows = 0;
     for (const auto& r : run.rows) {
-      passed += r.pass ? 1 : 0;
-      rows.push_back({r.kernel, r.shape, ms(r.published_s), ms(r.model_s), fmt::format("{:+.1f}%", r.error * 100),
-                      r.pass ? "PASS" : "FAIL"});
+      const bool calibration = r.role == neuron::RowRole::calibration;
+      calibration_rows += calibration ? 1 : 0;
+      passed += calibration && r.pass ? 1 : 0;
+      rows.push_back({neuron::row_role_name(r.role), r.kernel, r.shape, ms(r.published_s), ms(r.model_s),
+                      fmt::format("{:+.1f}%", r.error * 100), calibration ? (r.pass ? "PASS" : "FAIL") : ""});
     }
-    out += fmt::format("Device model '{}' against the published trn1 measurements (ms; tolerance {:.0f}%)\n", run.device,
-                       devices::neuron::kCalibrationTolerance * 100);
-    out += format_text_table({"kernel", "shape", "published", "model", "error", "result"}, rows);
-    out += fmt::format("{} of {} rows within tolerance\n\n", passed, run.rows.size());
+    out += fmt::format(
+        "Device model '{}' against the published trn1 measurements (ms; calibration rows: fitted, tolerance {:.0f}%; "
+        "check rows: not fitted)\n",
+        run.device, neuron::kCalibrationTolerance * 100);
+    out += format_text_table({"role", "kernel", "shape", "published", "model", "error", "result"}, rows);
+    out += fmt::format("{} of {} calibration rows within tolerance\n", passed, calibration_rows);
+    for (const auto role : {neuron::RowRole::calibration, neuron::RowRole::check}) {
+      for (const bool calls_only : {false, true}) {
+        const auto e = neuron::row_errors(run.rows, role, calls_only);
+        out += fmt::format("{} rows{}: {}, median |error| {:.1f}%, largest {:.1f}%\n", neuron::row_role_name(role),
+                           calls_only ? " (whole calls)" : "", e.rows, e.median * 100, e.largest * 100);
+      }
+    }
+    out += "\n";
   }
   return out;
 }

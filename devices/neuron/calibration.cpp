@@ -3,12 +3,17 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <tuple>
+#include <utility>
 
 #include "devices/neuron/neuron_backend.hpp"
+#include "devices/neuron/neuron_params.hpp"
+#include "devices/neuron/timing_model.hpp"
 
 namespace dfmp2::devices::neuron {
 namespace {
@@ -24,10 +29,18 @@ MatrixF random_matrix(Index rows, Index cols, std::mt19937_64& rng) {
   return m;
 }
 
-CalibrationRow row(std::string kernel, std::string shape, double published, const linalg::ModelledTime& modelled) {
+// Where the rows are published.
+constexpr const char* kShared = "shared/device/trn1_measurements.md";
+constexpr const char* kTrnblasBench = "trnsci/trnblas docs/benchmarks.md (v0.4.3 rows)";
+constexpr const char* kTrntensorDispatch = "trnsci/trntensor docs/design/matmul_dispatch_findings.md";
+
+CalibrationRow row(std::string kernel, std::string shape, double published, const linalg::ModelledTime& modelled,
+                   const char* source = kShared, RowRole role = RowRole::calibration) {
   CalibrationRow r;
   r.kernel = std::move(kernel);
   r.shape = std::move(shape);
+  r.source = source;
+  r.role = role;
   r.published_s = published;
   r.modelled = modelled;
   r.model_s = r.modelled.total;
@@ -46,6 +59,16 @@ linalg::ModelledTime gemm_call(linalg::Backend& b, Index n, std::mt19937_64& rng
                                          linalg::view(c)});
 }
 
+linalg::ModelledTime trsm_call(linalg::Backend& b, Index m, Index n, std::mt19937_64& rng) {
+  // The published library's DF-MP2 pattern: lower, transposed, from the left; a well-conditioned triangle.
+  MatrixF a = random_matrix(m, m, rng);
+  a.diagonal().array() += float(m);
+  const MatrixF rhs = random_matrix(m, n, rng);
+  MatrixF x = rhs;
+  return modelled(b, linalg::Trsm<float>{linalg::Side::left, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit,
+                                         1.0f, linalg::view(std::as_const(a)), linalg::view(x)});
+}
+
 linalg::ModelledTime syrk_call(linalg::Backend& b, Index m, Index k, std::mt19937_64& rng) {
   const MatrixF a = random_matrix(m, k, rng);
   MatrixF c(m, m);
@@ -54,7 +77,24 @@ linalg::ModelledTime syrk_call(linalg::Backend& b, Index m, Index k, std::mt1993
 
 }  // namespace
 
-std::vector<CalibrationRow> run_calibration(const std::string& device, const std::string& cache_dir) {
+const char* row_role_name(RowRole role) { return role == RowRole::calibration ? "calibration" : "check"; }
+
+RowErrors row_errors(const std::vector<CalibrationRow>& rows, RowRole role, bool calls_only) {
+  std::vector<double> errors;
+  for (const auto& r : rows)
+    if (r.role == role && !(calls_only && r.step)) errors.push_back(std::abs(r.error));
+  RowErrors e;
+  e.rows = static_cast<int>(errors.size());
+  if (errors.empty()) return e;
+  std::sort(errors.begin(), errors.end());
+  const size_t n = errors.size();
+  e.median = n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]);
+  e.largest = errors.back();
+  return e;
+}
+
+std::vector<CalibrationRow> run_calibration(const std::string& device, const std::string& cache_dir,
+                                            const DeviceOptions& options) {
   std::mt19937_64 rng(20240611);
   std::vector<CalibrationRow> rows;
   std::string cache = cache_dir;
@@ -74,15 +114,47 @@ std::vector<CalibrationRow> run_calibration(const std::string& device, const std
   } cleanup{temporary ? cache : std::string()};
 
   // Warm rows: the second call of a shape in one session.
-  auto warm = make_neuron_backend(device, DeviceOptions{.overrides = {}, .compile_cache = {}});
-  for (const auto& [n, ms] : {std::pair<Index, double>{512, 1.3}, {1024, 2.3}}) {
-    gemm_call(*warm, n, rng);
-    rows.push_back(row("gemm", fmt::format("{0} x {0} x {0}", n), ms * 1e-3, gemm_call(*warm, n, rng)));
+  const NeuronParams p = load_neuron_params(device, options);
+  const DeviceOptions no_cache{.overrides = options.overrides, .compile_cache = {}};
+  auto warm = make_neuron_backend(device, no_cache);
+
+  // The steps of one GEMM call as trntensor timed them on trn1.2xlarge (fp32 S x S operands, warm; mean of 10):
+  // both operands copied to the device (each cloned on the host first, as the profiling script does), the launch
+  // submitted with its operands resident, the result copied back (unpinned and pre-pinned sweeps). The copy rows fit
+  // the copy curves; the unpinned sweep's submissions up to 1024^2 fit the submission cost, and the rest of the
+  // submissions (the pre-pinned sweep's, and 1536^2 and 2048^2, where the published submission grows to 0.88 and
+  // 1.0 ms) are checks.
+  struct StepRow {
+    Index s;
+    double to_device_ms, submit_ms, to_host_ms, submit_prepinned_ms, to_host_prepinned_ms;
+  };
+  const StepRow steps[] = {{128, 0.080, 0.680, 0.082, 0.687, 0.083},   {256, 0.105, 0.670, 0.128, 0.663, 0.124},
+                           {512, 0.295, 0.672, 0.322, 0.662, 0.311},   {768, 0.703, 0.673, 0.779, 0.931, 0.748},
+                           {1024, 1.502, 0.684, 0.970, 0.673, 0.924},  {1536, 3.998, 0.879, 1.859, 0.689, 1.821},
+                           {2048, 7.282, 1.003, 2.960, 0.973, 3.144}};
+  auto step = [&](std::string kernel, const std::string& shape, double ms, const linalg::ModelledTime& t,
+                  RowRole role) {
+    rows.push_back(row(std::move(kernel), shape, ms * 1e-3, t, kTrntensorDispatch, role));
+    rows.back().step = true;
+  };
+  for (const StepRow& st : steps) {
+    const double bytes = 4.0 * double(st.s) * double(st.s);
+    const std::string shape = fmt::format("{0} x {0} fp32", st.s);
+    linalg::ModelledTime in, out, submit;
+    in.transfer = in.total = 2 * copy_seconds(p, CopyDirection::to_device, bytes);
+    out.transfer = out.total = copy_seconds(p, CopyDirection::to_host, bytes);
+    submit.dispatch = submit.total = p.dispatch_ms * 1e-3 + 3 * p.dispatch_tensor_ms * 1e-3;  // A, B and C
+    step("copy to device (2 tensors)", shape, st.to_device_ms, in, RowRole::calibration);
+    step("copy to host", shape, st.to_host_ms, out, RowRole::calibration);
+    step("copy to host, pre-pinned sweep", shape, st.to_host_prepinned_ms, out, RowRole::calibration);
+    step("launch submission", shape, st.submit_ms, submit, st.s <= 1024 ? RowRole::calibration : RowRole::check);
+    step("launch submission, pre-pinned", shape, st.submit_prepinned_ms, submit, RowRole::check);
   }
+
   // First call of a session whose disk cache holds the kernel: one session compiles it into the cache, a second
   // session loads it.
   {
-    const DeviceOptions with_cache{.overrides = {}, .compile_cache = cache};
+    const DeviceOptions with_cache{.overrides = options.overrides, .compile_cache = cache};
     auto first = make_neuron_backend(device, with_cache);
     gemm_call(*first, 1024, rng);
     auto second = make_neuron_backend(device, with_cache);
@@ -98,7 +170,7 @@ std::vector<CalibrationRow> run_calibration(const std::string& device, const std
   }
   // Cold rows: the smallest and the largest shape, compiled (no disk cache).
   for (const SyrkRow& s : {SyrkRow{512, 512, 1600}, {2048, 512, 11400}}) {
-    auto cold = make_neuron_backend(device);
+    auto cold = make_neuron_backend(device, no_cache);
     rows.push_back(
         row("syrk cold, no cache", fmt::format("{} x {}", s.m, s.k), s.ms * 1e-3, syrk_call(*cold, s.m, s.k, rng)));
   }
@@ -124,6 +196,28 @@ std::vector<CalibrationRow> run_calibration(const std::string& device, const std
     modelled(*warm, call);
     rows.push_back(row("spmm csr", fmt::format("{} x {}, density {}, N {}", s.m, s.m, s.density, s.n), s.us * 1e-6,
                        modelled(*warm, call)));
+  }
+
+  // Check rows: no parameter was fitted to them.
+  // GEMM end to end through trnblas (the same rows shared/ lists) and through trntensor's einsum (aligned shapes:
+  // no padding; two copies in, one launch, one copy out).
+  for (const auto& [n, ms, source] : {std::tuple<Index, double, const char*>{512, 1.3, kShared},
+                                      {1024, 2.3, kShared},
+                                      {1024, 2.935, kTrntensorDispatch},
+                                      {1536, 4.514, kTrntensorDispatch},
+                                      {2048, 17.934, kTrntensorDispatch}}) {
+    gemm_call(*warm, n, rng);
+    rows.push_back(row("gemm", fmt::format("{0} x {0} x {0}", n), ms * 1e-3, gemm_call(*warm, n, rng), source,
+                       RowRole::check));
+  }
+  // TRSM, the library's blocked solve (host panel solves, one device GEMM per panel below the first).
+  for (const auto& [m, n, ms] : {std::tuple<Index, Index, double>{512, 512, 5.59},
+                                 {1024, 512, 13.27},
+                                 {1024, 1024, 18.72},
+                                 {2048, 512, 35.82}}) {
+    trsm_call(*warm, m, n, rng);
+    rows.push_back(row("trsm", fmt::format("{} x {}", m, n), ms * 1e-3, trsm_call(*warm, m, n, rng), kTrnblasBench,
+                       RowRole::check));
   }
   return rows;
 }

@@ -159,7 +159,10 @@ class NeuronBackend final : public linalg::BackendOf<NeuronBackend> {
     const Index m = g.m(), n = g.n(), k = g.k();
     check_hbm(Op::gemm, {{"A", m, k, 1}, {"B", k, n, 1}, {"C", m, n, 1}});
     CallTimeline tl(p_);
-    launch_gemm(tl, mode, g.ta, g.tb, m, n, k, 1, g.beta != 0.0f, 3, {double(m * k), double(k * n)});
+    const long id = library_gemm(tl, mode, g.ta, g.tb, m, n, k);
+    // The library's public gemm scales the product on the host (alpha * result, a new tensor) and adds beta C there.
+    tl.host(host_pass(double(m * n), double(m * n)), id);
+    if (g.beta != 0.0f) tl.host(host_pass(double(m * n), double(m * n)) + host_pass(2.0 * double(m * n), double(m * n)));
     device_gemm(g.ta, g.tb, g.alpha, g.a, g.b, g.beta, g.c, mode, tile());
     return tl.finish();
   }
@@ -174,10 +177,14 @@ class NeuronBackend final : public linalg::BackendOf<NeuronBackend> {
     if (count > 0 && p_.batched_gemm_launches > 0) {
       // One launch looping over the problems on the device; every operand copied once.
       launch_gemm(tl, mode, ta, tb, m, n, k, count, g.beta != 0.0f, 3, {double(m * k * ca), double(k * n * cb)}, cc);
-    } else {
-      // One 2-d GEMM launch per problem, each with its dispatch and its copies, as the published library loops.
-      for (Index i = 0; i < count; ++i)
-        launch_gemm(tl, mode, ta, tb, m, n, k, 1, g.beta != 0.0f, 3, {double(m * k), double(k * n)});
+    } else if (count > 0) {
+      // One 2-d GEMM launch per problem, each with its host preparation, dispatch and copies, as the published
+      // library loops; then the results are stacked into one tensor and scaled (alpha * result) on the host.
+      long last = -1;
+      for (Index i = 0; i < count; ++i) last = library_gemm(tl, mode, ta, tb, m, n, k);
+      const double results = double(m * n) * double(count);
+      tl.host(2 * host_pass(results, results), last);
+      if (g.beta != 0.0f) tl.host(host_pass(results, results) + host_pass(2 * results, results));
     }
     auto one = [&](Index i) {
       const linalg::Gemm<float> p = g.problem(i);
@@ -228,21 +235,30 @@ class NeuronBackend final : public linalg::BackendOf<NeuronBackend> {
       // host waits for each product before the next panel solve.
       const bool transpose = (trans == Trans::yes) != (side == Side::right);
       const bool lower = (uplo == Uplo::lower) != transpose;
-      double host_bytes = 0;
-      if (!lower || transpose) host_bytes += 2.0 * double(n) * double(n) * kF32;
-      if (side == Side::right) host_bytes += 2.0 * 2.0 * double(n) * double(nrhs) * kF32;
-      if (host_bytes > 0) tl.host(host_bytes / (p_.host_stream_gbps * 1e9));
+      const double rhs = double(n) * double(nrhs);
+      // The host makes the transposes contiguous (the triangle when op(A) is upper, B and X for a right-side solve)
+      // and clones B into X.
+      if (!lower || transpose) tl.host(host_pass(double(n) * double(n), double(n) * double(n)));
+      if (side == Side::right) tl.host(2 * host_pass(rhs, rhs));
+      tl.host(host_pass(rhs, rhs));
       const Index nb = tile();
       long update = -1;
       for (Index j0 = 0; j0 < n; j0 += nb) {
         const Index nbj = std::min(nb, n - j0), rem = n - j0 - nbj;
-        tl.host(double(nbj) * double(nbj) * double(nrhs) / (p_.host_gflops * 1e9), update);
+        const double panel_rhs = double(nbj) * double(nrhs), below = double(rem) * double(nrhs);
+        // The panel solve returns a new tensor, copied into X.
+        tl.host(double(nbj) * double(nbj) * double(nrhs) / p_.host_panel_solve_flops(double(nrhs)) +
+                    host_pass(panel_rhs, panel_rhs),
+                update);
         if (rem > 0) {
-          update = launch_gemm(tl, mode, Trans::no, Trans::no, rem, nrhs, nbj, 1, false, 3,
-                               {double(rem * nbj), double(nbj * nrhs)});
-          tl.host(3.0 * double(rem) * double(nrhs) * kF32 / (p_.host_stream_gbps * 1e9), update);
+          // The panel's block of the triangle below the diagonal is made contiguous, multiplied on the device; the
+          // host forms X[below] - product (a new tensor) and copies it back into X.
+          tl.host(host_pass(double(rem) * double(nbj), double(rem) * double(nbj)));
+          update = library_gemm(tl, mode, Trans::no, Trans::no, rem, nrhs, nbj);
+          tl.host(host_pass(2 * below, below) + host_pass(below, below, false), update);
         }
       }
+      tl.host(host_pass(rhs, rhs));  // alpha * X
     }
     trsm_arith(t, mode);
     return tl.finish();
@@ -254,7 +270,7 @@ class NeuronBackend final : public linalg::BackendOf<NeuronBackend> {
     CallTimeline tl(p_);
     // The published library has no device Cholesky: it factors on the host (LAPACK), n^3/3 flops. The arithmetic
     // below is still the fp32 blocked factorisation of the device's other ops (the host's sgemm-based potrf in fp32).
-    tl.host(double(n) * double(n) * double(n) / 3.0 / (p_.host_lapack_gflops * 1e9));
+    tl.host(double(n) * double(n) * double(n) / 3.0 / p_.host_cholesky_flops(double(n)));
     cholesky_arith(ch.uplo, ch.a, mode);
     return tl.finish();
   }
@@ -268,6 +284,41 @@ class NeuronBackend final : public linalg::BackendOf<NeuronBackend> {
 
  private:
   Index tile() const { return static_cast<Index>(p_.pe_rows); }
+
+  // Seconds of one host pass of the published library (torch on the host) that reads `read` and writes `written`
+  // fp32 elements. A new tensor (fresh) larger than glibc's largest mmap threshold (32 MiB on 64-bit, mallopt(3))
+  // is mapped afresh by every call, so its pages are first touched (faulted and zeroed) as it is written.
+  // Passes over tensors of up to 32 MiB run at the cached rate, larger ones from main memory.
+  double host_pass(double read, double written, bool fresh = true) const {
+    constexpr double kMmapThresholdMax = 32.0 * 1048576.0;
+    const double largest = std::max(read, written) * kF32;
+    const double rate = largest > kMmapThresholdMax ? p_.host_stream_memory_gbps : p_.host_stream_gbps;
+    double s = (read + written) * kF32 / (rate * 1e9);
+    if (fresh && written * kF32 > kMmapThresholdMax) s += written * kF32 / (p_.host_first_touch_gbps * 1e9);
+    return s;
+  }
+
+  // One GEMM as the published library runs it (_nki_gemm_impl): M and K padded to the 128 tile and N, when above
+  // 512, to a multiple of 512; when any of them needs it both operands are copied into zeroed padded tensors on the
+  // host, otherwise transposed views are made contiguous; then both copied in, one launch, the padded result copied
+  // out. Returns the launch.
+  long library_gemm(CallTimeline& tl, MatmulMode mode, Trans ta, Trans tb, Index m, Index n, Index k) {
+    const Index t = tile(), wide = static_cast<Index>(p_.moving_free_max);
+    auto round_up = [](Index x, Index q) { return (x + q - 1) / q * q; };
+    const Index mp = round_up(m, t), kp = round_up(k, t), np = n <= wide ? n : round_up(n, wide);
+    const bool pad = mp != m || kp != k || np != n;
+    double host = 0;
+    if (pad) {
+      host += host_pass(0, double(mp * kp)) + host_pass(double(m * k), double(m * k), false);
+      host += host_pass(0, double(kp * np)) + host_pass(double(k * n), double(k * n), false);
+    } else {
+      if (ta == Trans::yes) host += host_pass(double(m * k), double(m * k));
+      if (tb == Trans::yes) host += host_pass(double(k * n), double(k * n));
+    }
+    if (host > 0) tl.host(host);
+    return launch_gemm(tl, mode, pad ? Trans::no : ta, pad ? Trans::no : tb, mp, np, kp, 1, false, 3,
+                       {double(mp * kp), double(kp * np)});
+  }
 
   // The call's operands must all be in HBM at once.
   void check_hbm(Op op, const std::vector<Operand>& operands) const {

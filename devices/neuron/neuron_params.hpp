@@ -34,14 +34,30 @@ struct NeuronParams {
   double dma_fixed_us = 0;
   double hbm_gib = 0;
   double hbm_gbps = 0;
-  // Host side (calibrated)
+  // Host side: launches (calibrated), copies of pageable tensors (a curve per direction, calibrated), host CPU rates
+  // (the host's published GEMM rate times fractions measured on a comparable CPU)
   double dispatch_ms = 0;
   double dispatch_tensor_ms = 0;
-  double host_link_gbps = 0;
-  double host_copy_us = 0;
-  double host_gflops = 0;        // diagonal-block solves of the blocked TRSM (one 128-wide panel at a time)
-  double host_lapack_gflops = 0; // the whole Cholesky factorisation, which runs on the host (LAPACK)
-  double host_stream_gbps = 0;   // host elementwise passes: the TRSM's trailing subtraction, host transposes
+  double h2d_fixed_us = 0;       // host -> HBM: fixed cost per tensor,
+  double h2d_small_gbps = 0;     //   rate of the first h2d_knee_mib,
+  double h2d_knee_mib = 0;
+  double h2d_large_gbps = 0;     //   rate of the rest
+  double d2h_fixed_us = 0;       // HBM -> host, the same form
+  double d2h_small_gbps = 0;
+  double d2h_knee_mib = 0;
+  double d2h_large_gbps = 0;
+  // Host CPU rates as functions of the work's size, Hockney's (r_inf, n_1/2) form r(n) = r_inf n / (n + n_1/2):
+  double host_gflops = 0;            // r_inf of a 128-row diagonal panel solve of the blocked TRSM ...
+  double host_gflops_half_rhs = 0;   // ... and its n_1/2 in right-hand sides
+  double host_lapack_gflops = 0;     // r_inf of the whole Cholesky factorisation on the host (LAPACK) ...
+  double host_lapack_half_n = 0;     // ... and its n_1/2 in the matrix order
+  double host_stream_gbps = 0;       // host passes (padding copies, contiguous copies, alpha * result, the TRSM's
+                                     // subtraction) over tensors up to 32 MiB, bytes read plus written per second
+  double host_stream_memory_gbps = 0;  // the same over larger tensors (from main memory)
+  double host_first_touch_gbps = 0;  // first touch of a freshly mapped host tensor (page faults and zeroing)
+  // The rate of a host panel solve against nrhs right-hand sides, and of the Cholesky of order n, in flop/s.
+  double host_panel_solve_flops(double nrhs) const { return host_gflops * 1e9 * nrhs / (nrhs + host_gflops_half_rhs); }
+  double host_cholesky_flops(double n) const { return host_lapack_gflops * 1e9 * n / (n + host_lapack_half_n); }
   double syrk_mirror_gbps = 0;
   double densify_memset_gbps = 0;
   double densify_ns_per_nnz = 0;

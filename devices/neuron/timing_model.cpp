@@ -157,11 +157,8 @@ LaunchCost launch_cost(const NeuronParams& p, const Launch& l) {
   const Engines e = l.kind == Launch::Kind::gemm ? gemm_engines(p, l) : syrk_engines(p, l);
   LaunchCost c;
   c.dispatch = p.dispatch_ms * 1e-3 + double(l.tensors) * p.dispatch_tensor_ms * 1e-3;
-  double copied = 0;
-  for (double b : l.copies_in) copied += b;
-  for (double b : l.copies_out) copied += b;
-  const double copies = double(l.copies_in.size() + l.copies_out.size());
-  c.transfer = copied / (p.host_link_gbps * 1e9) + copies * p.host_copy_us * 1e-6;
+  for (double b : l.copies_in) c.transfer += copy_seconds(p, CopyDirection::to_device, b);
+  for (double b : l.copies_out) c.transfer += copy_seconds(p, CopyDirection::to_host, b);
   // Tile DMAs spread over the DMA queues; their aggregate rate is capped by the HBM.
   const double dma_rate = std::min(p.dma_engines * p.dma_engine_gbps, p.hbm_gbps) * 1e9;
   c.dma = e.dma_bytes / dma_rate + e.dma_count * p.dma_fixed_us * 1e-6 / p.dma_engines;
@@ -184,6 +181,15 @@ LaunchCost launch_cost(const NeuronParams& p, const Launch& l) {
   c.flops = e.flops * (l.mode == MatmulMode::bf16x3 ? 3.0 : 1.0);  // three products per tile in bf16x3
   c.instructions = e.matmuls + static_cast<long>(e.dma_count) + e.evacuations;
   return c;
+}
+
+double copy_seconds(const NeuronParams& p, CopyDirection direction, double bytes) {
+  const bool in = direction == CopyDirection::to_device;
+  const double knee = (in ? p.h2d_knee_mib : p.d2h_knee_mib) * 1048576.0;
+  const double small_rate = (in ? p.h2d_small_gbps : p.d2h_small_gbps) * 1e9;
+  const double large_rate = (in ? p.h2d_large_gbps : p.d2h_large_gbps) * 1e9;
+  const double fixed = (in ? p.h2d_fixed_us : p.d2h_fixed_us) * 1e-6;
+  return fixed + std::min(bytes, knee) / small_rate + std::max(0.0, bytes - knee) / large_rate;
 }
 
 double compile_seconds(const NeuronParams& p, long instructions) {

@@ -50,6 +50,12 @@ struct LaunchCost {
 
 // Cost of one launch. Throws ResourceError when the working tiles do not fit SBUF or PSUM.
 LaunchCost launch_cost(const NeuronParams& p, const Launch& launch);
+// Which way a host <-> HBM copy goes.
+enum class CopyDirection { to_device, to_host };
+// Seconds to copy one pageable host tensor of `bytes` to HBM or back, as the framework copies it: a fixed cost, the
+// first *_knee_mib at the small-copy rate and the rest at the large-copy rate (the measured rate falls from about
+// 10 GB/s to 4.3 GB/s as copies outgrow the runtime's staging, to device; it rises to host).
+double copy_seconds(const NeuronParams& p, CopyDirection direction, double bytes);
 // Seconds to compile a kernel of that many instructions.
 double compile_seconds(const NeuronParams& p, long instructions);
 
