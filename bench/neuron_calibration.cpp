@@ -46,13 +46,7 @@ int main(int argc, char** argv) {
                  ms(t.dispatch), ms(t.transfer), ms(t.dma), ms(t.compute), ms(t.host), ms(t.compile), t.launches,
                  r.source);
     }
-    for (const auto role : {neuron::RowRole::calibration, neuron::RowRole::check}) {
-      for (const bool calls_only : {false, true}) {
-        const auto e = neuron::row_errors(rows, role, calls_only);
-        fmt::print("{} rows{}: {}, median |error| {:.1f}%, largest {:.1f}%\n", neuron::row_role_name(role),
-                   calls_only ? " (whole calls)" : "", e.rows, e.median * 100, e.largest * 100);
-      }
-    }
+    fmt::print("{}", neuron::row_error_summary(rows));
     fmt::print("{} calibration rows outside {:.0f}%\n", failed, neuron::kCalibrationTolerance * 100);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_neuron_calibration: error: %s\n", e.what());

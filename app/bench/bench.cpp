@@ -800,14 +800,7 @@ std::string calibration_text(const std::vector<CalibrationRun>& runs) {
         run.device, neuron::kCalibrationTolerance * 100);
     out += format_text_table({"role", "kernel", "shape", "published", "model", "error", "result"}, rows);
     out += fmt::format("{} of {} calibration rows within tolerance\n", passed, calibration_rows);
-    for (const auto role : {neuron::RowRole::calibration, neuron::RowRole::check}) {
-      for (const bool calls_only : {false, true}) {
-        const auto e = neuron::row_errors(run.rows, role, calls_only);
-        out += fmt::format("{} rows{}: {}, median |error| {:.1f}%, largest {:.1f}%\n", neuron::row_role_name(role),
-                           calls_only ? " (whole calls)" : "", e.rows, e.median * 100, e.largest * 100);
-      }
-    }
-    out += "\n";
+    out += neuron::row_error_summary(run.rows) + "\n";
   }
   return out;
 }

@@ -63,8 +63,7 @@ linalg::ModelledTime trsm_call(linalg::Backend& b, Index m, Index n, std::mt1993
   // The published library's DF-MP2 pattern: lower, transposed, from the left; a well-conditioned triangle.
   MatrixF a = random_matrix(m, m, rng);
   a.diagonal().array() += float(m);
-  const MatrixF rhs = random_matrix(m, n, rng);
-  MatrixF x = rhs;
+  MatrixF x = random_matrix(m, n, rng);
   return modelled(b, linalg::Trsm<float>{linalg::Side::left, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit,
                                          1.0f, linalg::view(std::as_const(a)), linalg::view(x)});
 }
@@ -91,6 +90,18 @@ RowErrors row_errors(const std::vector<CalibrationRow>& rows, RowRole role, bool
   e.median = n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]);
   e.largest = errors.back();
   return e;
+}
+
+std::string row_error_summary(const std::vector<CalibrationRow>& rows) {
+  std::string out;
+  for (const auto role : {RowRole::calibration, RowRole::check}) {
+    for (const bool calls_only : {false, true}) {
+      const auto e = row_errors(rows, role, calls_only);
+      out += fmt::format("{} rows{}: {}, median |error| {:.1f}%, largest {:.1f}%\n", row_role_name(role),
+                         calls_only ? " (whole calls)" : "", e.rows, e.median * 100, e.largest * 100);
+    }
+  }
+  return out;
 }
 
 std::vector<CalibrationRow> run_calibration(const std::string& device, const std::string& cache_dir,

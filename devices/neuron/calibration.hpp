@@ -41,6 +41,8 @@ struct RowErrors {
   double median = 0, largest = 0;
 };
 RowErrors row_errors(const std::vector<CalibrationRow>& rows, RowRole role, bool calls_only = false);
+// Those figures for each role, all rows and whole calls only, one line each.
+std::string row_error_summary(const std::vector<CalibrationRow>& rows);
 
 // Runs every row on `device` ("trn1"; "trn2" gives its predictions against the trn1 numbers, for comparison
 // only). cache_dir: folder for the persistent compile cache the cold-with-cache row needs; empty: a temporary

@@ -160,9 +160,7 @@ class NeuronBackend final : public linalg::BackendOf<NeuronBackend> {
     check_hbm(Op::gemm, {{"A", m, k, 1}, {"B", k, n, 1}, {"C", m, n, 1}});
     CallTimeline tl(p_);
     const long id = library_gemm(tl, mode, g.ta, g.tb, m, n, k);
-    // The library's public gemm scales the product on the host (alpha * result, a new tensor) and adds beta C there.
-    tl.host(host_pass(double(m * n), double(m * n)), id);
-    if (g.beta != 0.0f) tl.host(host_pass(double(m * n), double(m * n)) + host_pass(2.0 * double(m * n), double(m * n)));
+    tl.host(library_scaling(double(m * n), g.beta != 0.0f), id);
     device_gemm(g.ta, g.tb, g.alpha, g.a, g.b, g.beta, g.c, mode, tile());
     return tl.finish();
   }
@@ -183,8 +181,7 @@ class NeuronBackend final : public linalg::BackendOf<NeuronBackend> {
       long last = -1;
       for (Index i = 0; i < count; ++i) last = library_gemm(tl, mode, ta, tb, m, n, k);
       const double results = double(m * n) * double(count);
-      tl.host(2 * host_pass(results, results), last);
-      if (g.beta != 0.0f) tl.host(host_pass(results, results) + host_pass(2 * results, results));
+      tl.host(host_pass(results, results) + library_scaling(results, g.beta != 0.0f), last);
     }
     auto one = [&](Index i) {
       const linalg::Gemm<float> p = g.problem(i);
@@ -295,6 +292,14 @@ class NeuronBackend final : public linalg::BackendOf<NeuronBackend> {
     const double rate = largest > kMmapThresholdMax ? p_.host_stream_memory_gbps : p_.host_stream_gbps;
     double s = (read + written) * kF32 / (rate * 1e9);
     if (fresh && written * kF32 > kMmapThresholdMax) s += written * kF32 / (p_.host_first_touch_gbps * 1e9);
+    return s;
+  }
+
+  // The public gemm and batched_gemm scale the product on the host (alpha * result, a new tensor) and, when beta is
+  // not zero, add beta C there (beta * C, then the sum, each a new tensor): seconds for `elements` results.
+  double library_scaling(double elements, bool beta_nonzero) const {
+    double s = host_pass(elements, elements);
+    if (beta_nonzero) s += host_pass(elements, elements) + host_pass(2 * elements, elements);
     return s;
   }
 
