@@ -41,7 +41,7 @@ constexpr double kMaxMemoryBytes = 1125899906842624.0;  // 1 PiB
 const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "basis",   "aux_basis",
                                         "reference", "scf",       "save_integrals", "frozen_core", "interaction", "driver", "backends", "precision",
                                         "metric",    "screening", "memory",      "threads",  "output",
-                                        "device",    "scratch",   "mp2_storage", "mpi"};
+                                        "device",    "scratch",   "mp2_storage", "mpi", "cost"};
 }  // namespace
 
 const std::vector<std::string>& input_keys() { return kKeys; }
@@ -53,6 +53,7 @@ linalg::DenseOptions default_dense_options() {
 
 namespace {
 
+const std::vector<std::string> kCostKeys = {"instances", "cpu_instance"};
 const std::vector<std::string> kDeviceKeys = {"compile_cache", "host_fallback", "step_precision", "trn1", "trn2"};
 const std::vector<std::string> kMoleculeKeys = {"xyz", "file", "units", "charge", "multiplicity"};
 const std::vector<std::string> kScfKeys = {"type", "jk_basis", "e_convergence", "d_convergence", "max_iterations",
@@ -223,17 +224,6 @@ std::optional<double> parse_memory_size(const std::string& text) {
 
 namespace {
 
-void check_keys(const YAML::Node& node, const YamlReader& ctx, const std::string& parent,
-                const std::vector<std::string>& keys) {
-  for (const auto& kv : node) {
-    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-      const auto guess = nearest(key, keys);
-      ctx.fail(kv.first, guess ? fmt::format("unknown key '{}.{}' (did you mean '{}.{}'?)", parent, key, parent, *guess)
-                               : fmt::format("unknown key '{}.{}' (valid keys: {})", parent, key, fmt::join(keys, ", ")));
-    }
-  }
-}
 
 double positive_number(const YAML::Node& n, const YamlReader& ctx, const std::string& key) {
   const std::string value = ctx.scalar(n, key, "a positive number");
@@ -392,7 +382,7 @@ chem::Molecule read_fragment_list(const YAML::Node& node, const YamlReader& ctx,
       ctx.fail_key(item, key, fmt::format("{{key}}: expected a fragment {{xyz: ..., charge: 0, multiplicity: 1}}, got {}",
                                           YamlReader::kind(item)));
     }
-    check_keys(item, ctx, key, kMoleculeKeys);
+    ctx.check_keys(item, key, kMoleculeKeys);
     const chem::Molecule part = read_atoms(item, ctx, key, in);
     if (!part.fragments.empty()) {
       ctx.fail_key(item["xyz"] ? item["xyz"] : item, key,
@@ -431,7 +421,7 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
       ctx.fail_key(node, "molecule", fmt::format("{{key}}: expected a mapping {{xyz: ..., units: angstrom, charge: 0}} "
                                                  "or a list of fragments, got {}", YamlReader::kind(node)));
     }
-    check_keys(node, ctx, "molecule", kMoleculeKeys);
+    ctx.check_keys(node, "molecule", kMoleculeKeys);
     mol = read_atoms(node, ctx, "molecule", in);
     chem::check_geometry(mol, in.molecule_source);
     read_charge_and_multiplicity(node, ctx, mol);
@@ -454,7 +444,7 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
 
   if (const YAML::Node scf = root["scf"]) {
     if (!scf.IsMap()) ctx.fail_key(scf, "scf", fmt::format("{{key}}: expected a mapping {{type: df, ...}}, got {}", YamlReader::kind(scf)));
-    check_keys(scf, ctx, "scf", kScfKeys);
+    ctx.check_keys(scf, "scf", kScfKeys);
     if (const YAML::Node n = scf["type"]) {
       const std::string type = ctx.scalar(n, "scf.type", "df or exact");
       if (type == "df") in.scf.type = chem::ScfType::df;
@@ -526,7 +516,7 @@ void read_synthetic(const YAML::Node& node, const YamlReader& ctx, Input& in) {
   };
   chem::SyntheticShape shape;
   if (node.IsMap()) {
-    check_keys(node, ctx, "synthetic", kSyntheticKeys);
+    ctx.check_keys(node, "synthetic", kSyntheticKeys);
     const bool explicit_shape = node["nbasis"] || node["nocc"] || node["naux"];
     if (node["shape"] && explicit_shape) {
       ctx.fail_key(node, "synthetic", "{key}: give either 'shape' or 'nbasis', 'nocc' and 'naux', not both");
@@ -627,7 +617,7 @@ void read_metric(const YAML::Node& node, const YamlReader& ctx, Input& in) {
     return ctx.choice(n, "metric", chem::metric_names(), "method");
   };
   if (node.IsMap()) {
-    check_keys(node, ctx, "metric", kMetricKeys);
+    ctx.check_keys(node, "metric", kMetricKeys);
     if (!node["method"]) ctx.fail_key(node, "metric", "{key}: missing 'method' (cholesky, eigh or newton-schulz)");
     in.metric = method(node["method"]);
     const auto only_for = [&](const char* key, chem::MetricMethod m) {
@@ -664,7 +654,7 @@ void read_device(const YAML::Node& node, const YamlReader& ctx, Input& in) {
     ctx.fail_key(node, "device", fmt::format("{{key}}: expected a mapping {{compile_cache, host_fallback, step_precision, trn1, "
                                "trn2}}, got {}", YamlReader::kind(node)));
   }
-  check_keys(node, ctx, "device", kDeviceKeys);
+  ctx.check_keys(node, "device", kDeviceKeys);
   if (const YAML::Node n = node["compile_cache"]) {
     const std::string value = ctx.scalar(n, "device.compile_cache", "a folder or false");
     if (const auto b = as_bool(value); b && !*b) {
@@ -721,10 +711,43 @@ void read_device(const YAML::Node& node, const YamlReader& ctx, Input& in) {
   }
 }
 
+// Key `cost`: whether the runs are priced, on which table of instances, and the instance CPU runs are priced as.
+// Without the key the runs are priced when a device model runs (its prediction is the question the price answers).
+void read_cost(const YAML::Node& node, const YamlReader& ctx, Input& in) {
+  bool priced = std::any_of(in.backends.begin(), in.backends.end(), devices::is_device_model);
+  std::string file;
+  std::optional<YAML::Node> cpu_node;
+  if (node && node.IsMap()) {
+    ctx.check_keys(node, "cost", kCostKeys);
+    priced = true;
+    if (const YAML::Node n = node["instances"]) {
+      const std::string value = ctx.scalar(n, "cost.instances", "an instances file");
+      if (value.empty()) ctx.fail_key(n, "cost.instances", "{key}: expected an instances file, got an empty string");
+      file = ctx.resolve(value).string();
+      std::error_code ec;
+      if (!fs::exists(file, ec)) ctx.fail_key(n, "cost.instances", fmt::format("{{key}}: file '{}' does not exist", file));
+    }
+    if (const YAML::Node n = node["cpu_instance"]) cpu_node = n;
+  } else if (node) {
+    const auto b = as_bool(ctx.scalar(node, "cost", "true, false or a mapping {instances, cpu_instance}"));
+    if (!b) {
+      ctx.fail_key(node, "cost", fmt::format("{{key}}: expected true, false or a mapping {{instances, cpu_instance}}, "
+                                             "got '{}'", node.Scalar()));
+    }
+    priced = *b;
+  }
+  if (!priced) return;
+  CostSettings cost{load_instance_table(file), {}};
+  const auto cpu_names = cost.table.names("cpu");
+  cost.cpu_instance = cpu_node ? cpu_names[ctx.choice_index(*cpu_node, "cost.cpu_instance", cpu_names, "CPU instance")]
+                               : cost.table.default_cpu;
+  in.cost = std::move(cost);
+}
+
 // Key `screening`.
 void read_screening(const YAML::Node& node, const YamlReader& ctx, Input& in) {
   if (node.IsMap()) {
-    check_keys(node, ctx, "screening", kScreeningKeys);
+    ctx.check_keys(node, "screening", kScreeningKeys);
     in.screening.enabled = true;
     if (const YAML::Node n = node["threshold"]) {
       const std::string value = ctx.scalar(n, "screening.threshold", "a number >= 0");
@@ -759,7 +782,7 @@ void read_screening(const YAML::Node& node, const YamlReader& ctx, Input& in) {
 // Key `mpi`: which factorisations are distributed over the ranks, and by which library (README "MPI").
 void read_mpi(const YAML::Node& node, const YamlReader& ctx, Input& in) {
   if (!node.IsMap()) ctx.fail_key(node, "mpi", "{key}: expected a mapping {distributed_min_order, cholesky, eigensolver}");
-  check_keys(node, ctx, "mpi", kMpiKeys);
+  ctx.check_keys(node, "mpi", kMpiKeys);
   if (const YAML::Node n = node["distributed_min_order"]) {
     const auto v = as_integer(ctx.scalar(n, "mpi.distributed_min_order", "an order >= 1"));
     if (!v || *v < 1) {
@@ -839,7 +862,7 @@ void read_interaction(const YAML::Node& root, const YamlReader& ctx, Input& in) 
     ctx.fail_key(node, "interaction", fmt::format("{{key}}: expected a mapping {{bsse: cp | nocp | both}}, got {}",
                                                   YamlReader::kind(node)));
   }
-  check_keys(node, ctx, "interaction", kInteractionKeys);
+  ctx.check_keys(node, "interaction", kInteractionKeys);
   InteractionOptions options;
   if (const YAML::Node n = node["bsse"]) {
     const std::string bsse = ctx.scalar(n, "interaction.bsse", "cp, nocp or both");
@@ -954,6 +977,8 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
   if (const YAML::Node node = root["device"]) read_device(node, ctx, in);
 
   if (const YAML::Node node = root["screening"]) read_screening(node, ctx, in);
+
+  read_cost(root["cost"], ctx, in);
 
   if (const YAML::Node node = root["mpi"]) read_mpi(node, ctx, in);
 

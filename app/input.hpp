@@ -37,6 +37,8 @@
 //   mp2_storage  auto | memory | scratch auto         where the DF-MP2 tensors live (scratch: read block by block)
 //   threads      integer >= 1            all cores    threads for the backends and the pair-energy reduction
 //   device       mapping                 see README   device models: compile_cache, host_fallback, trn1/trn2 overrides
+//   cost         bool or mapping         true with a  {instances: file, cpu_instance: name}: each run's DF-MP2 energy
+//                                        device model priced in seconds, dollars and kWh (app/cost.hpp)
 //   output       string (path)           (none)       results file (QCSchema JSON), relative to the YAML file's
 //                                                     folder; --json on the command line overrides it
 #include <map>
@@ -52,6 +54,7 @@
 #include "chem/synthetic.hpp"
 #include "devices/device_options.hpp"
 #include "devices/registry.hpp"
+#include "app/instances.hpp"
 #include "app/yaml_reader.hpp"  // edit_distance, nearest
 
 namespace dfmp2::app {
@@ -99,6 +102,13 @@ inline const linalg::NameTable<Driver>& driver_names() {
       {Driver::energy, "energy"}, {Driver::gradient, "gradient"}, {Driver::hessian, "hessian"}};
   return t;
 }
+
+// Key `cost` (README "Cost of a calculation"): the instance table the runs are priced on, and the instance CPU
+// runs are priced as.
+struct CostSettings {
+  InstanceTable table;
+  std::string cpu_instance;
+};
 
 struct Input {
   std::string path;       // the YAML file as given
@@ -151,6 +161,8 @@ struct Input {
   // device.step_precision: operand format per DF-MP2 step of bf16 and bf16x3 runs (chem::step_matmul_modes).
   std::map<std::string, linalg::MatmulMode> step_modes;
   bool host_fallback = false;
+  // Priced runs: with `cost: true` or a mapping, and by default when a device model runs; none with `cost: false`.
+  std::optional<CostSettings> cost;
   nlohmann::json as_read;             // the input as read, for the results file
   std::optional<nlohmann::json> qcschema;  // a QCSchema AtomicInput as read (app/qcschema.hpp), else none
 };

@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "app/bench/bench.hpp"
+#include "app/cost.hpp"
 #include "app/input.hpp"
 #include "app/prepare.hpp"
 #include "app/progress.hpp"
@@ -256,6 +257,7 @@ int run_input(const std::string& input_path, const std::optional<std::string>& o
         dfmp2::app::mp2_rank_phases(), r.result.ranks);
   }
   if (calc.runs.size() > 1) text += dfmp2::app::format_comparison(calc);
+  text += dfmp2::app::format_cost_table(calc);
   text += dfmp2::app::format_interaction(calc);
   text += dfmp2::app::format_gradient(calc);
   text += dfmp2::app::format_hessian(calc);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "app/cost.hpp"
 #include "app/report.hpp"
 #include "chem/basis_set.hpp"
 #include "chem/scratch.hpp"
@@ -451,7 +452,8 @@ nlohmann::json results_json(const Calculation& calc) {
                             {"library", calc.mpi},
                             {"peak_resident_bytes", calc.rank_peak_resident},
                             {"factorisations", factorisations_json(calc)}}},
-                          {"backends", backends}};
+                          {"backends", backends},
+                          {"cost", cost_json(calc)}};
   if (calc.input.interaction) j["extras"]["dfmp2"]["interaction"] = interaction_json(calc);
   if (calc.gradient) add_gradient(calc, j);
   if (calc.hessian) add_hessian(calc, j);

@@ -89,6 +89,18 @@ std::string YamlReader::kind(const YAML::Node& node) {
   return fmt::format("'{}'", node.Scalar());
 }
 
+void YamlReader::check_keys(const YAML::Node& node, const std::string& parent,
+                            const std::vector<std::string>& keys) const {
+  for (const auto& kv : node) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      const auto guess = nearest(key, keys);
+      fail(kv.first, guess ? fmt::format("unknown key '{}.{}' (did you mean '{}.{}'?)", parent, key, parent, *guess)
+                           : fmt::format("unknown key '{}.{}' (valid keys: {})", parent, key, fmt::join(keys, ", ")));
+    }
+  }
+}
+
 std::string YamlReader::scalar(const YAML::Node& node, const std::string& key, const char* expected) const {
   if (!node.IsScalar()) fail_key(node, key, fmt::format("{{key}}: expected {}, got {}", expected, kind(node)));
   return node.Scalar();

@@ -40,6 +40,9 @@ class YamlReader {
   [[noreturn]] void fail_key(const YAML::Node& node, const std::string& key, const std::string& text) const;
   // "a mapping", "a list", "nothing" or the scalar in quotes, for "expected X, got Y".
   static std::string kind(const YAML::Node& node);
+  // Every key of the mapping `node` (named `parent` in messages) is one of `keys`; else "unknown key
+  // 'parent.k' (did you mean 'parent.x'?)" or the list of valid keys.
+  void check_keys(const YAML::Node& node, const std::string& parent, const std::vector<std::string>& keys) const;
 
   std::string scalar(const YAML::Node& node, const std::string& key, const char* expected = "a single value") const;
   bool boolean(const YAML::Node& node, const std::string& key) const;

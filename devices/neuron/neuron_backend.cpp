@@ -131,11 +131,16 @@ class NeuronBackend final : public linalg::BackendOf<NeuronBackend> {
   std::string details() const override {
     return fmt::format(
         "model of NeuronCore-{} ({}): {} GHz {}x{} PE array, {:.1f} TFLOPS bf16 / {:.1f} TFLOPS fp32, SBUF {} KiB x {} "
-        "partitions, HBM {} GiB at {} GB/s per core; compile cache {}; times are predictions, "
+        "partitions, HBM {} GiB at {} GB/s per core; compile cache {}; times are predictions{}, "
         "arithmetic emulated on the host ({} threads)",
         p_.device == "trn1" ? "v2" : "v3", p_.device, p_.pe_clock_ghz, p_.pe_rows, p_.pe_rows,
         p_.peak_flops(MatmulMode::bf16) / 1e12, p_.peak_flops(MatmulMode::fp32) / 1e12, p_.sbuf_partition_kib, p_.pe_rows, p_.hbm_gib,
         p_.hbm_gbps, cache_.folder().empty() ? "none" : cache_.folder(),
+        // Which published measurements the predictions were held against (bench/README "Device model: calibration
+        // and check rows"): trn1's kernel and pipeline rows; for trn2 none is published.
+        p_.device == "trn1" ? " (checked against the published trn1 rows, bench/README)"
+                            : " that no published measurement checks (none of a trn2 is published; its host side is "
+                              "trn1's)",
         Eigen::nbThreads());
   }
   // fp64 and eigh have no exec below, so BackendOf reports them unsupported; this says why.

@@ -72,7 +72,8 @@ def parse_group_file(path, group):
 
 
 def substitute(text, repo, group_dir):
-    return text.replace("@INPUTS@", os.path.join(repo, "inputs")).replace("@CASES@", group_dir)
+    return (text.replace("@INPUTS@", os.path.join(repo, "inputs")).replace("@CASES@", group_dir)
+            .replace("@REPO@", repo))
 
 
 def do_setup(case, folder, repo, group_dir):
@@ -89,6 +90,15 @@ def do_setup(case, folder, repo, group_dir):
                 f.write(text.encode("utf-8").decode("unicode_escape").encode("latin-1"))
         elif verb == "copy":  # copy NAME SOURCE (SOURCE with @INPUTS@ / @CASES@)
             shutil.copyfile(substitute(args[1], repo, group_dir), target)
+        elif verb == "replace":  # replace NAME SOURCE OLD=>NEW: a copy with the first OLD made NEW (\n escapes)
+            source, edit = args[1].split(" ", 1)
+            old, new = (t.encode("utf-8").decode("unicode_escape") for t in edit.split("=>", 1))
+            with open(substitute(source, repo, group_dir), encoding="utf-8") as f:
+                text = f.read()
+            if old not in text:
+                raise SystemExit("case %s: '%s' is not in %s" % (case.label(), old, source))
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(text.replace(old, new, 1))
         elif verb == "sparse":  # sparse NAME BYTES: a file that large, holding nothing
             with open(target, "wb") as f:
                 f.truncate(int(args[1]))

@@ -333,6 +333,101 @@ TEST(Cli, DeviceModelNextToTheReferenceColdThenWarm) {
   EXPECT_NE(cold_out.out.find("modelled [s]"), std::string::npos);
 }
 
+// The cost of a calculation, from a user's instance table with round figures: $3600 an hour is a dollar a second, and
+// 3600 W at a PUE of 1 a kWh per hour. Each device run is priced on every instance that runs its model, with its
+// modelled seconds (compiles counted apart); the CPU run on the named CPU instance with its measured seconds and the
+// share of the instance its threads took; a model no instance runs is named as not priced.
+TEST(Cli, CostOfACalculationFollowsTheInstanceTable) {
+  TempDir dir;
+  dir.file("prices.yaml",
+           "pue: {value: 1.0, source: test, date: 2026-01-01}\n"
+           "defaults: {cpu: small}\n"
+           "instances:\n"
+           "  one-core: {runs: trn1, neuron_cores: 1, hardware: h, price: {usd_per_hour: 3600, pricing: on-demand, "
+           "region: r, source: s, date: 2026-01-01}, power: {watts: 3600, source: s, date: 2026-01-01}}\n"
+           "  four-cores: {runs: trn1, neuron_cores: 4, hardware: h, price: {usd_per_hour: 7200, pricing: on-demand, "
+           "region: r, source: s, date: 2026-01-01}, power: {watts: 1800, source: s, date: 2026-01-01}}\n"
+           "  small: {runs: cpu, cores: 1, hardware: h, price: {usd_per_hour: 1, pricing: on-demand, region: r, "
+           "source: s, date: 2026-01-01}, power: {watts: 10, source: s, date: 2026-01-01}}\n"
+           "  big: {runs: cpu, cores: 4, hardware: h, price: {usd_per_hour: 36, pricing: on-demand, region: r, "
+           "source: s, date: 2026-01-01}, power: {watts: 100, source: s, date: 2026-01-01}}\n");
+  dfmp2::testing::CommandResult out;
+  const auto j = run_json(dir,
+                          "synthetic: {nbasis: 60, nocc: 8, naux: 150, seed: 3}\nbackends: [eigen, trn1, trn2]\n"
+                          "threads: 1\ndevice: {compile_cache: false}\n"
+                          "cost: {instances: prices.yaml, cpu_instance: big}\n",
+                          &out);
+  const auto& backends = j["extras"]["dfmp2"]["backends"];
+  const auto& cost = j["extras"]["dfmp2"]["cost"];
+  ASSERT_TRUE(cost.is_object());
+  EXPECT_EQ(cost["cpu_instance"], "big");
+  EXPECT_EQ(cost["threads"], 1);
+  const auto& rows = cost["rows"];
+  ASSERT_EQ(rows.size(), 3u);  // eigen on big; trn1 on one-core and four-cores; trn2 on none
+
+  const auto& cpu = rows[0];
+  EXPECT_EQ(cpu["backend"], "eigen");
+  EXPECT_EQ(cpu["instance"], "big");
+  EXPECT_EQ(cpu["time"], "measured");
+  EXPECT_TRUE(cpu["compile_seconds"].is_null());
+  const double wall = backends[0]["wall_time_seconds"];
+  EXPECT_DOUBLE_EQ(double(cpu["seconds"]), wall);
+  EXPECT_DOUBLE_EQ(double(cpu["share_of_instance"]), 0.25);  // 1 thread of 4 cores
+  EXPECT_NEAR(double(cpu["usd_alone"]), wall * 0.01, 1e-15);
+  EXPECT_NEAR(double(cpu["usd_per_calculation"]), wall * 0.0025, 1e-15);
+  EXPECT_NEAR(double(cpu["kwh_alone"]), wall * 100 / 3600 / 1000, 1e-15);
+
+  double compile = 0;
+  for (const auto& k : backends[1]["kernels"])
+    if (k.contains("modelled")) compile += double(k["modelled"]["seconds"]) > 0 ? double(k["modelled"]["compile"]) : 0;
+  const double modelled = backends[1]["modelled_seconds"];
+  for (const auto& [row, price, slots, watts] :
+       {std::tuple{rows[1], 3600.0, 1.0, 3600.0}, std::tuple{rows[2], 7200.0, 4.0, 1800.0}}) {
+    EXPECT_EQ(row["backend"], "trn1");
+    EXPECT_EQ(row["time"], "modelled");
+    EXPECT_DOUBLE_EQ(double(row["seconds"]), modelled);
+    EXPECT_GT(compile, 0.0);  // no compile cache: every kernel compiled
+    EXPECT_NEAR(double(row["compile_seconds"]), compile, 1e-12 * compile);
+    EXPECT_DOUBLE_EQ(double(row["share_of_instance"]), 1 / slots);
+    EXPECT_NEAR(double(row["usd_alone"]), modelled * price / 3600, 1e-12 * modelled * price);
+    EXPECT_NEAR(double(row["usd_per_calculation"]), modelled * price / 3600 / slots, 1e-12 * modelled * price);
+    EXPECT_NEAR(double(row["kwh_alone"]), modelled * watts / 3600 / 1000, 1e-12 * modelled * watts);
+    EXPECT_NEAR(double(row["kwh_per_calculation"]), modelled * watts / 3600 / 1000 / slots, 1e-12 * modelled * watts);
+  }
+  EXPECT_EQ(rows[1]["instance"], "one-core");
+  EXPECT_EQ(rows[2]["instance"], "four-cores");
+  ASSERT_EQ(cost["unpriced"].size(), 1u);
+  EXPECT_EQ(cost["unpriced"][0], "trn2 fp32");
+  EXPECT_EQ(cost["instances"]["four-cores"]["usd_per_hour"], 7200.0);
+  EXPECT_NE(out.out.find("==> Cost of a calculation <=="), std::string::npos);
+  EXPECT_NE(out.out.find("runs trn2: not priced"), std::string::npos);
+  EXPECT_NE(backends[2]["details"].get<std::string>().find("that no published measurement checks (none of a trn2"),
+            std::string::npos);
+}
+
+// Without `cost`, runs are priced when a device model runs (on the built-in table) and not otherwise; `cost: false`
+// prices nothing; `cost: true` prices CPU runs too, as the table's default CPU instance.
+TEST(Cli, CostOfACalculationByDefault) {
+  TempDir dir;
+  const std::string problem = "synthetic: {nbasis: 40, nocc: 5, naux: 100, seed: 1}\ndevice: {compile_cache: false}\n";
+  const auto device = run_json(dir, problem + "backends: [eigen, trn1]\n");
+  const auto& cost = device["extras"]["dfmp2"]["cost"];
+  ASSERT_TRUE(cost.is_object());
+  EXPECT_EQ(cost["instances_file"], "devices/instances.yaml (built in)");
+  ASSERT_EQ(cost["rows"].size(), 3u);  // eigen on c7a.large; trn1 on trn1.2xlarge and trn1.32xlarge
+  EXPECT_EQ(cost["rows"][0]["instance"], "c7a.large");
+  EXPECT_EQ(cost["rows"][1]["instance"], "trn1.2xlarge");
+  EXPECT_EQ(cost["rows"][2]["instance"], "trn1.32xlarge");
+  EXPECT_EQ(cost["instances"]["trn1.2xlarge"]["usd_per_hour"], 1.34375);
+  EXPECT_FALSE(std::string(cost["instances"]["trn1.2xlarge"]["price_source"]).empty());
+
+  EXPECT_TRUE(run_json(dir, problem + "backends: [eigen]\n")["extras"]["dfmp2"]["cost"].is_null());
+  EXPECT_TRUE(run_json(dir, problem + "backends: [eigen, trn1]\ncost: false\n")["extras"]["dfmp2"]["cost"].is_null());
+  const auto cpu = run_json(dir, problem + "backends: [eigen]\ncost: true\n");
+  ASSERT_EQ(cpu["extras"]["dfmp2"]["cost"]["rows"].size(), 1u);
+  EXPECT_EQ(cpu["extras"]["dfmp2"]["cost"]["rows"][0]["instance"], "c7a.large");
+}
+
 // The device runs of the precision tests: eigen fp64 beside trn1 in fp32, bf16 and bf16x3, no compile cache.
 constexpr const char* kDevicePrecisionRuns =
     "backends: [eigen, trn1]\nprecision: {eigen: fp64, trn1: [fp32, bf16, bf16x3]}\ndevice: {compile_cache: false}\n";

@@ -162,7 +162,8 @@ TEST(ReadInput, EveryKey) {
                       "screening: {threshold: 1e-11, block: 16, compare: true}\nmemory: 500 MB\nthreads: 1\n"
                       "output: out.json\nscratch: scratch\nmp2_storage: scratch\n"
                       "device: {compile_cache: cache, host_fallback: true}\n"
-                      "mpi: {distributed_min_order: 500, cholesky: scalapack, eigensolver: scalapack}\n");
+                      "mpi: {distributed_min_order: 500, cholesky: scalapack, eigensolver: scalapack}\n"
+                      "cost: {cpu_instance: c7i.large}\n");
   EXPECT_EQ(f.distributed_min_order, 500);
   EXPECT_EQ(f.dense.cholesky, dfmp2::linalg::DenseLibrary::scalapack);
   EXPECT_EQ(f.dense.eigh, dfmp2::linalg::DenseLibrary::scalapack);
@@ -187,6 +188,15 @@ TEST(ReadInput, EveryKey) {
   EXPECT_TRUE(f.host_fallback);
   EXPECT_EQ(f.as_read["frozen_core"], 3);
   EXPECT_EQ(f.as_read["memory"], "500 MB");
+  // cost: CPU runs priced as the instance named, on the built-in table (README "Cost of a calculation").
+  ASSERT_TRUE(f.cost.has_value());
+  EXPECT_EQ(f.cost->cpu_instance, "c7i.large");
+  EXPECT_EQ(f.cost->table.file, "devices/instances.yaml (built in)");
+  ASSERT_NE(f.cost->table.find("trn1.2xlarge"), nullptr);
+  EXPECT_EQ(f.cost->table.find("trn1.2xlarge")->slots, 2);
+  EXPECT_EQ(f.cost->table.find("trn1.2xlarge")->usd_per_hour.value, 1.34375);
+  EXPECT_EQ(f.cost->table.find("c7i.large")->runs, "cpu");
+  EXPECT_EQ(f.cost->table.names("trn2"), std::vector<std::string>{"trn2.48xlarge"});
 
   dir.file("h2.xyz", "2\nhydrogen\nH 0 0 0\nH 0 0 0.74\n");
   const auto m = read("m.yaml",
@@ -263,7 +273,7 @@ TEST(ReadInput, EveryKey) {
 
   // The test covers the README's every key.
   for (const auto& key : app::input_keys()) EXPECT_TRUE(covered.count(key)) << "key '" << key << "' not read here";
-  EXPECT_EQ(app::input_keys().size(), 22u);
+  EXPECT_EQ(app::input_keys().size(), 23u);
 }
 
 TEST(ReadInput, PrecisionListAndMetricMapping) {
