@@ -38,7 +38,7 @@ struct InstanceTable {
 // unknown or out of range is an InputError naming the file, line:column and field.
 InstanceTable load_instance_table(const std::string& path = {});
 
-// The built-in devices/instances.yaml, as text (`dfmp2 --instances` prints it to start a copy from).
+// The built-in devices/instances.yaml, as text (`dfmp2 --instances` prints it, to start a copy from).
 const char* builtin_instances_yaml();
 
 }  // namespace dfmp2::app

@@ -14,6 +14,7 @@
 
 #include "app/bench/bench.hpp"
 #include "app/cost.hpp"
+#include "app/instances.hpp"
 #include "app/input.hpp"
 #include "app/prepare.hpp"
 #include "app/progress.hpp"
@@ -184,10 +185,18 @@ int run(int argc, char** argv) {
   cli.add_option("input", input_path, "YAML input file (see README, 'Input keys')");
   cli.add_option("--json", json_path, "write the results (QCSchema JSON) to FILE; overrides the input's 'output'")
       ->option_text("FILE");
+  bool print_instances = false;
+  cli.add_flag("--instances", print_instances,
+               "print the built-in instance table (prices and power, README 'Cost of a calculation'), to start a copy "
+               "from");
   BenchFlags bench_flags;
   CLI::App* bench_cmd = add_bench(cli, bench_flags);
   try {
     cli.parse(argc, argv);
+    if (print_instances && !*bench_cmd && input_path.empty()) {
+      if (rank0) std::fputs(dfmp2::app::builtin_instances_yaml(), stdout);
+      return 0;
+    }
     if (!*bench_cmd && input_path.empty()) throw CLI::RequiredError("input");
   } catch (const CLI::CallForHelp& e) {
     return rank0 ? cli.exit(e) : 0;

@@ -284,6 +284,43 @@ std::string format_modelled_table(const BackendRun& run) {
   out += fmt::format("  compiles {}  cache loads {}  peak {:.1f} TFLOPS; run on the device: {:.4f} s (kernels as "
                      "modelled, host steps as measured)\n",
                      sum.compiles, sum.cache_loads, run.peak_flops * 1e-12, run.modelled_seconds());
+  out += format_native_table(run);
+  return out;
+}
+
+double library_step_seconds(const BackendRun& run, const std::string& step) {
+  double t = 0;
+  for (const auto& k : run.log.records())
+    if (k.modelled && k.step == step) t += k.model.total;
+  return t;
+}
+
+std::string format_native_table(const BackendRun& run) {
+  if (!run.native) return {};
+  const auto& native = *run.native;
+  std::string out = fmt::format(
+      "\n  Two predictions on {}: the library's calls as above, and device-native (tensors resident in HBM{}, one "
+      "fused kernel per step launched once per block; README \"Two predictions\")\n",
+      run.backend, native.resident ? "" : fmt::format(": L^-1 and B need {}, more than HBM holds, so B streams through "
+                                                      "the host link", linalg::format_bytes(native.resident_bytes)));
+  out += fmt::format("  {:<12} {:<6} {:>10} {:>10} {:<14} {:>6} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                     "step", "mode", "library s", "native s", "bottleneck", "peak", "launches", "tensor", "vector",
+                     "dma", "hbm", "link", "host", "launch");
+  double library = 0;
+  for (const auto& s : native.steps) {
+    const double lib = library_step_seconds(run, s.step);
+    library += lib;
+    out += fmt::format(
+        "  {:<12} {:<6} {:>10.4f} {:>10.4f} {:<14} {:>5.1f}% {:>8} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} "
+        "{:>9.4f} {:>9.4f}\n",
+        s.step, linalg::matmul_mode_name(s.mode), lib, s.seconds, s.bottleneck, 100 * s.peak_share, s.launches, s.tensor,
+        s.vector, s.dma, s.hbm, s.link, s.host, s.launch);
+  }
+  out += fmt::format("  {:<12} {:<6} {:>10.4f} {:>10.4f}   (kernels only: the host steps of the run are not in either)\n",
+                     "total", "", library, native.seconds());
+  out += "  native: each step as long as its busiest engine or link (they run concurrently) plus host work and launch\n"
+         "  submissions; 'peak': flops over the Tensor Engine's peak in the step's mode. No published measurement\n"
+         "  checks it (bench/README \"Two predictions\").\n";
   return out;
 }
 

@@ -22,6 +22,11 @@ std::string format_kernel_table(const BackendRun& run);
 std::string format_kernel_table(const std::string& title, const linalg::KernelLog& log, double wall_seconds);
 // Device backends: the modelled time per kernel with its breakdown, achieved TFLOPS and share of peak.
 std::string format_modelled_table(const BackendRun& run);
+// Device backends with a device-native prediction (BackendRun::native): per step the library-structure modelled
+// seconds beside the native ones, the bottleneck, the share of the Tensor Engine's peak and the parts.
+std::string format_native_table(const BackendRun& run);
+// The modelled seconds of a run's kernels in one DF-MP2 step (library structure).
+double library_step_seconds(const BackendRun& run, const std::string& step);
 // With `molecule:` input: the RHF summary and the integral/SCF kernel table.
 std::string format_scf(const Calculation& calc);
 std::string format_comparison(const Calculation& calc);

@@ -255,6 +255,28 @@ nlohmann::json rank_json(const std::vector<std::string>& phases,
 namespace {
 
 // One run's entry of extras.dfmp2.backends: what ran, its energies against the references, blocking, ranks, kernels.
+// The device-native prediction beside the library-structure one (README "Two predictions"); null without one.
+nlohmann::json native_json(const BackendRun& run) {
+  if (!run.native) return nullptr;
+  nlohmann::json steps = nlohmann::json::array();
+  for (const auto& s : run.native->steps) {
+    steps.push_back({{"step", s.step},
+                     {"mode", linalg::matmul_mode_name(s.mode)},
+                     {"library_seconds", library_step_seconds(run, s.step)},
+                     {"seconds", s.seconds},
+                     {"bottleneck", s.bottleneck},
+                     {"peak_share", s.peak_share},
+                     {"flops", s.flops},
+                     {"launches", s.launches},
+                     {"parts", {{"tensor", s.tensor}, {"vector", s.vector}, {"dma", s.dma}, {"hbm", s.hbm},
+                                {"link", s.link}, {"host", s.host}, {"launch", s.launch}}}});
+  }
+  return {{"seconds", run.native->seconds()},
+          {"resident", run.native->resident},
+          {"resident_bytes", run.native->resident_bytes},
+          {"steps", steps}};
+}
+
 nlohmann::json backend_json(const Calculation& calc, const BackendRun& run) {
   const auto& r = run.result;
   nlohmann::json metric = {{"method", chem::metric_name(r.metric)}};
@@ -297,6 +319,7 @@ nlohmann::json backend_json(const Calculation& calc, const BackendRun& run) {
                       {"wall_time_seconds", run.wall_seconds},
                       {"modelled_seconds", run.modelled() ? nlohmann::json(run.modelled_seconds()) : nlohmann::json(nullptr)},
                       {"peak_flops", run.modelled() ? nlohmann::json(run.peak_flops) : nlohmann::json(nullptr)},
+                      {"native_pipeline", native_json(run)},
                       {"fallback_calls", run.log.fallback_calls()},
                       {"blocking",
                        {{"aux_block", r.plan.aux_block},

@@ -840,6 +840,17 @@ BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, che
   run.result = std::move(results.front());
   run.ghosted.assign(std::make_move_iterator(results.begin() + 1), std::make_move_iterator(results.end()));
   run.wall_seconds = wall.seconds();
+  if (devices::is_device_model(run.backend) && !reference.open_shell() && run.ghosted.empty()) {
+    const auto modes = chem::step_matmul_modes(precision, input.step_modes);
+    std::vector<linalg::MatmulMode> per_step;
+    for (const auto& step : chem::matmul_steps()) per_step.push_back(modes.at(step));
+    const devices::neuron::Mp2Shape shape{.nbf = reference.form == chem::ThreeIndexForm::ao ? reference.nbf : 0,
+                                          .nocc = reference.nocc - reference.nfrozen,
+                                          .nvir = reference.nmo - reference.nocc,
+                                          .naux = reference.naux};
+    run.native = devices::neuron::native_dfmp2(devices::neuron::load_neuron_params(run.backend, input.device), shape,
+                                               per_step);
+  }
   if (input.screening.enabled && input.screening_compare) {
     linalg::KernelLog reference_log;
     linalg::Kernels reference_kernels(backend, reference_log);

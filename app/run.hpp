@@ -17,6 +17,7 @@
 #include "chem/integrals.hpp"
 #include "chem/scf.hpp"
 #include "chem/synthetic.hpp"
+#include "devices/neuron/native_pipeline.hpp"
 #include "linalg/comm.hpp"
 #include "linalg/kernel_log.hpp"
 
@@ -32,6 +33,9 @@ struct BackendRun {
   linalg::KernelLog log;
   double wall_seconds = 0;
   double peak_flops = 0;  // device models: Tensor Engine peak for the run's precision (Backend::peak_flops)
+  // Device models, closed shells without counterpoise fragments: the device-native pipeline's prediction beside the
+  // library-structure one the kernels give (devices/neuron/native_pipeline.hpp).
+  std::optional<devices::neuron::NativePipeline> native;
   bool modelled() const;  // a device model ran at least one kernel
   // Device models: the run's time on the device, i.e. the wall time with each modelled kernel's measured host
   // time replaced by its modelled time (host steps and fallbacks keep their measured times).

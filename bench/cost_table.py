@@ -33,7 +33,7 @@ def problem_yaml(problem):
     if problem == "medium":
         return "synthetic: medium\n"
     n = int(problem[3:])  # h2oN
-    body = "\n".join("    " + ln for ln in psi4_compare.xyz_lines(psi4_compare.cluster(n)).splitlines())
+    body = "\n".join("    " + ln for ln in psi4_compare.xyz_lines(psi4_compare.cluster(n)[0]).splitlines())
     return ("molecule:\n  xyz: |\n%s\nbasis: cc-pvdz\naux_basis: cc-pvdz-ri\n"
             "scf: {type: df, jk_basis: cc-pvdz-jkfit}\nfrozen_core: false\n" % body)
 

@@ -69,6 +69,8 @@ const std::vector<ParameterSpec>& fields() {
       {"densify_ns_per_nnz", &NeuronParams::densify_ns_per_nnz, 0, 1e6, false},
       {"compile_base_s", &NeuronParams::compile_base_s, 0, 1e5, false},
       {"compile_ms_per_instruction", &NeuronParams::compile_ms_per_instruction, 0, 1e6, false},
+      {"compile_unrolled_max", &NeuronParams::compile_unrolled_max, 0, 1e9, true},
+      {"compile_ms_per_rolled_instruction", &NeuronParams::compile_ms_per_rolled_instruction, 0, 1e6, false},
       {"cache_load_ms", &NeuronParams::cache_load_ms, 0, 1e6, false},
       {"queue_depth", &NeuronParams::queue_depth, 1, 1024, true},
       {"batched_gemm_launches", &NeuronParams::batched_gemm_launches, 0, 1, true},

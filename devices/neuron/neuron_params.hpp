@@ -63,7 +63,9 @@ struct NeuronParams {
   double densify_ns_per_nnz = 0;
   // Compiler and runtime
   double compile_base_s = 0;
-  double compile_ms_per_instruction = 0;
+  double compile_ms_per_instruction = 0;          // per instruction scheduled, up to ...
+  double compile_unrolled_max = 0;                // ... this many instructions of a kernel, then
+  double compile_ms_per_rolled_instruction = 0;   // per instruction beyond (loops kept rolled)
   double cache_load_ms = 0;
   double queue_depth = 0;
   // Composite operations

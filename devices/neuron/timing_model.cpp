@@ -193,7 +193,12 @@ double copy_seconds(const NeuronParams& p, CopyDirection direction, double bytes
 }
 
 double compile_seconds(const NeuronParams& p, long instructions) {
-  return p.compile_base_s + double(instructions) * p.compile_ms_per_instruction * 1e-3;
+  // Up to compile_unrolled_max instructions are scheduled one by one; a kernel beyond that keeps its loops rolled
+  // and costs the compiler little per further instruction.
+  const double scheduled = std::min(double(instructions), p.compile_unrolled_max);
+  const double rolled = std::max(0.0, double(instructions) - p.compile_unrolled_max);
+  return p.compile_base_s +
+         (scheduled * p.compile_ms_per_instruction + rolled * p.compile_ms_per_rolled_instruction) * 1e-3;
 }
 
 void CallTimeline::host(double seconds, long wait_for) {

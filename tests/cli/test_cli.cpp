@@ -330,6 +330,23 @@ TEST(Cli, DeviceModelNextToTheReferenceColdThenWarm) {
   EXPECT_EQ(sum(w1, "cache_loads"), sum(c1, "compiles"));
   EXPECT_LT(double(w1["modelled_seconds"]), double(c1["modelled_seconds"]));
   EXPECT_NE(cold_out.out.find("Modelled device time on trn1"), std::string::npos);
+  // The two predictions: the library structure's per step (its kernels' modelled seconds) beside the device-native
+  // one, which has no per-call copies or host passes and so comes out below it here.
+  EXPECT_NE(warm_out.out.find("Two predictions on trn1"), std::string::npos);
+  EXPECT_TRUE(w1.contains("native_pipeline"));
+  EXPECT_TRUE(warm["extras"]["dfmp2"]["backends"][0]["native_pipeline"].is_null());  // eigen: none
+  const auto& native = w1["native_pipeline"];
+  ASSERT_TRUE(native.is_object());
+  ASSERT_EQ(native["steps"].size(), 4u);
+  double library = 0, native_total = 0;
+  for (const auto& step : native["steps"]) {
+    library += double(step["library_seconds"]);
+    native_total += double(step["seconds"]);
+    EXPECT_FALSE(std::string(step["bottleneck"]).empty());
+  }
+  EXPECT_NEAR(library, sum(w1, "seconds"), 1e-9 * library);
+  EXPECT_NEAR(native_total, double(native["seconds"]), 1e-12);
+  EXPECT_LT(native_total, library);
   EXPECT_NE(cold_out.out.find("modelled [s]"), std::string::npos);
 }
 
@@ -423,6 +440,14 @@ TEST(Cli, CostOfACalculationByDefault) {
 
   EXPECT_TRUE(run_json(dir, problem + "backends: [eigen]\n")["extras"]["dfmp2"]["cost"].is_null());
   EXPECT_TRUE(run_json(dir, problem + "backends: [eigen, trn1]\ncost: false\n")["extras"]["dfmp2"]["cost"].is_null());
+  // `dfmp2 --instances` prints the built-in table; a copy of it, named by cost.instances, prices the same.
+  const auto printed = run_command(std::string(DFMP2_BINARY) + " --instances", dir);
+  ASSERT_EQ(printed.exit_code, 0) << printed.err;
+  dir.file("copy.yaml", printed.out);
+  const auto copy = run_json(dir, problem + "backends: [eigen, trn1]\ncost: {instances: copy.yaml}\n");
+  const auto& copied = copy["extras"]["dfmp2"]["cost"];
+  EXPECT_EQ(copied["instances_file"], (dir.path() / "copy.yaml").string());
+  EXPECT_EQ(copied["instances"], cost["instances"]);
   const auto cpu = run_json(dir, problem + "backends: [eigen]\ncost: true\n");
   ASSERT_EQ(cpu["extras"]["dfmp2"]["cost"]["rows"].size(), 1u);
   EXPECT_EQ(cpu["extras"]["dfmp2"]["cost"]["rows"][0]["instance"], "c7a.large");

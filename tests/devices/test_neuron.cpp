@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +16,7 @@
 
 #include "devices/neuron/bf16.hpp"
 #include "devices/neuron/calibration.hpp"
+#include "devices/neuron/native_pipeline.hpp"
 #include "devices/neuron/neuron_backend.hpp"
 #include "devices/neuron/neuron_params.hpp"
 #include "devices/neuron/timing_model.hpp"
@@ -104,12 +106,12 @@ TEST(NeuronCalibration, CalibrationRowsWithin25PercentAndChecksReported) {
   }
   // shared/: GEMM cold 1, SYRK 4 + 2 cold, SpMM 12; trntensor steps: 7 copies in, 14 copies out, 5 submissions.
   EXPECT_EQ(calibration_rows, 1 + 4 + 2 + 12 + 7 + 14 + 5);
-  // Calls: GEMM 2 (shared/) + 3 (trntensor end to end), TRSM 4; steps: 9 submissions.
-  EXPECT_EQ(check_rows, 5 + 4 + 9);
+  // Calls: GEMM 2 (shared/) + 3 (trntensor end to end), TRSM 4 warm + 2 cold; steps: 9 submissions.
+  EXPECT_EQ(check_rows, 5 + 4 + 2 + 9);
   const auto errors = neuron::row_errors(rows, neuron::RowRole::check);
   const auto calls = neuron::row_errors(rows, neuron::RowRole::check, true);
   EXPECT_EQ(errors.rows, check_rows);
-  EXPECT_EQ(calls.rows, 5 + 4);
+  EXPECT_EQ(calls.rows, 5 + 4 + 2);
   EXPECT_LE(errors.median, errors.largest);
 }
 
@@ -121,6 +123,9 @@ TEST(NeuronCalibration, ColdRowsCompileOrLoad) {
     } else if (r.kernel == "syrk cold, no cache") {
       EXPECT_EQ(r.modelled.compiles, 1);
       EXPECT_GT(r.modelled.compile, 1.0);
+    } else if (r.kernel == "trsm cold, no cache") {  // every trailing update its own shape, each compiled
+      EXPECT_GT(r.modelled.launches, 1);
+      EXPECT_EQ(r.modelled.compiles, r.modelled.launches);
     } else if (r.kernel.rfind("copy", 0) == 0 || r.kernel.rfind("launch", 0) == 0) {
       EXPECT_EQ(r.modelled.launches, 0) << r.kernel;  // a step of a call, not a call
     } else {
@@ -541,6 +546,31 @@ TEST(NeuronCompileCache, ColdThenDiskThenResident) {
   EXPECT_EQ(t.compiles, 1);
 }
 
+// The compile model's structure: a fixed cost, a cost per instruction scheduled up to compile_unrolled_max, and a
+// smaller one beyond (loops kept rolled), continuous at the knee; a kernel's compile grows with its tiles (a GEMM of
+// twice the order: 8x the matmuls, 4x the loads and evacuations).
+TEST(NeuronCompile, CostIsFixedPlusPerInstructionWithRolledLoopsBeyondTheKnee) {
+  const auto p = neuron::load_neuron_params("trn1");
+  const long knee = long(p.compile_unrolled_max);
+  EXPECT_DOUBLE_EQ(neuron::compile_seconds(p, 0), p.compile_base_s);
+  EXPECT_NEAR(neuron::compile_seconds(p, knee / 2) - neuron::compile_seconds(p, knee / 4),
+              double(knee / 4) * p.compile_ms_per_instruction * 1e-3, 1e-9);
+  EXPECT_NEAR(neuron::compile_seconds(p, knee), p.compile_base_s + knee * p.compile_ms_per_instruction * 1e-3, 1e-9);
+  EXPECT_NEAR(neuron::compile_seconds(p, knee + 10000) - neuron::compile_seconds(p, knee),
+              10000 * p.compile_ms_per_rolled_instruction * 1e-3, 1e-9);
+  EXPECT_LT(p.compile_ms_per_rolled_instruction, p.compile_ms_per_instruction);
+  auto compile_of = [](la::Index n) {
+    auto trn = make_backend("trn1", DeviceOptions{.overrides = {}, .compile_cache = {}});
+    const MatrixF a = MatrixF::Ones(n, n);
+    MatrixF c(n, n);
+    return modelled(*trn, la::Gemm<float>{Trans::no, Trans::no, 1.0f, la::view(a), la::view(a), 0.0f, la::view(c)})
+        .compile;
+  };
+  const double small = compile_of(256) - p.compile_base_s, large = compile_of(512) - p.compile_base_s;
+  EXPECT_GT(large / small, 2.0);  // below the knee: with the tiles
+  EXPECT_LE(large / small, 8.0);
+}
+
 TEST(NeuronCompileCache, UnwritableFolderIsAnOutputError) {
   TempDir dir;
   std::filesystem::create_directories(dir.path);
@@ -638,3 +668,76 @@ TEST(NeuronRegistry, BuiltAfterTheCpuBackends) {
 }
 
 }  // namespace
+
+// ---- The device-native pipeline -----------------------------------------------------------------------------
+
+namespace {
+std::vector<la::MatmulMode> all(la::MatmulMode m) { return {la::MatmulMode::fp32, m, la::MatmulMode::fp32, m}; }
+}  // namespace
+
+// Each step's time is its busiest engine or link plus the serial host work and launches; the parts follow the
+// shape's work (flops, bytes), and the bottleneck named is the largest part.
+TEST(NeuronNative, StepsAreTheirBusiestPartPlusSerialWork) {
+  const auto p = neuron::load_neuron_params("trn1");
+  const neuron::Mp2Shape medium{.nbf = 512, .nocc = 64, .nvir = 448, .naux = 1536};
+  const auto native = neuron::native_dfmp2(p, medium, all(la::MatmulMode::fp32));
+  ASSERT_EQ(native.steps.size(), 4u);
+  EXPECT_EQ(native.steps[0].step, "metric");
+  EXPECT_EQ(native.steps[3].step, "pair_energy");
+  EXPECT_TRUE(native.resident);
+  double total = 0;
+  for (const auto& s : native.steps) {
+    const double concurrent = std::max({s.tensor, s.vector, s.dma, s.hbm, s.link});
+    EXPECT_NEAR(s.seconds, concurrent + s.host + s.launch, 1e-15) << s.step;
+    const double largest = std::max({concurrent, s.host, s.launch});
+    const double named = s.bottleneck == "Tensor Engine" ? s.tensor : s.bottleneck == "Vector Engine" ? s.vector
+                       : s.bottleneck == "DMA queues"    ? s.dma    : s.bottleneck == "HBM"           ? s.hbm
+                       : s.bottleneck == "host link"     ? s.link   : s.bottleneck == "host"          ? s.host
+                                                                                                      : s.launch;
+    EXPECT_EQ(named, largest) << s.step << ": " << s.bottleneck;
+    EXPECT_LE(s.peak_share, 1.0);
+    EXPECT_NEAR(s.tensor, s.flops / p.peak_flops(s.mode), 1e-15);
+    total += s.seconds;
+  }
+  EXPECT_NEAR(native.seconds(), total, 1e-12);
+  // The flops of each product, and where the medium shape's time goes: the AO integrals over the host link, the
+  // metric on the host, the pair energies on the Tensor Engine at fp32's quarter rate.
+  const double o = 64, v = 448, q = 1536, n = 512;
+  EXPECT_DOUBLE_EQ(native.steps[1].flops, 2 * q * n * n * o + 2 * q * n * o * v);
+  EXPECT_DOUBLE_EQ(native.steps[2].flops, q * q * o * v);
+  EXPECT_DOUBLE_EQ(native.steps[3].flops, 2 * q * v * v * o * (o + 1) / 2);
+  EXPECT_EQ(native.steps[0].bottleneck, "host");
+  EXPECT_EQ(native.steps[1].bottleneck, "host link");
+  EXPECT_NEAR(native.steps[1].link, q * n * n * 4 / (p.h2d_large_gbps * 1e9), 0.05 * native.steps[1].link);
+  EXPECT_EQ(native.steps[3].bottleneck, "Tensor Engine");
+}
+
+// Cheaper operand formats: the pair energies' Tensor Engine time falls 4x in bf16 and is 3 bf16 passes in bf16x3,
+// while the on-chip casts add Vector work; an MO-form input only crosses the link.
+TEST(NeuronNative, OperandFormatsAndMoInput) {
+  const auto p = neuron::load_neuron_params("trn1");
+  const neuron::Mp2Shape shape{.nbf = 384, .nocc = 80, .nvir = 304, .naux = 1344};
+  const auto fp32 = neuron::native_dfmp2(p, shape, all(la::MatmulMode::fp32)).steps[3];
+  const auto bf16 = neuron::native_dfmp2(p, shape, all(la::MatmulMode::bf16)).steps[3];
+  const auto bf16x3 = neuron::native_dfmp2(p, shape, all(la::MatmulMode::bf16x3)).steps[3];
+  EXPECT_NEAR(fp32.tensor / bf16.tensor, p.fp32_cost_factor, 1e-12);
+  EXPECT_NEAR(bf16x3.tensor / bf16.tensor, 3.0, 1e-12);
+  EXPECT_GT(bf16.vector, fp32.vector);
+  EXPECT_GT(bf16x3.vector, bf16.vector);
+  const auto mo = neuron::native_dfmp2(p, {.nbf = 0, .nocc = 80, .nvir = 304, .naux = 1344}, all(la::MatmulMode::fp32));
+  EXPECT_EQ(mo.steps[1].flops, 0.0);
+  EXPECT_EQ(mo.steps[1].bottleneck, "host link");
+}
+
+// Beyond HBM: B streams through the host link, one launch per occupied block pair.
+TEST(NeuronNative, BeyondHbmStreamsThroughTheHostLink) {
+  const auto p = neuron::load_neuron_params("trn1");
+  const neuron::Mp2Shape big{.nbf = 0, .nocc = 400, .nvir = 3000, .naux = 6000};  // B 28.8 GB
+  const auto native = neuron::native_dfmp2(p, big, all(la::MatmulMode::fp32));
+  EXPECT_FALSE(native.resident);
+  EXPECT_GT(native.resident_bytes, p.hbm_bytes());
+  EXPECT_GT(native.steps[3].launches, 1);
+  EXPECT_GT(native.steps[3].link, 0.0);
+  EXPECT_EQ(neuron::native_dfmp2(p, {.nbf = 0, .nocc = 40, .nvir = 300, .naux = 600}, all(la::MatmulMode::fp32))
+                .steps[3].link, 0.0);
+}
