@@ -51,14 +51,16 @@ std::string text(const YAML::Node& node, const YamlReader& ctx, const std::strin
   return value;
 }
 
+// A number in (min, max], or [min, max] when `min_included`.
 double bounded(const YAML::Node& node, const YamlReader& ctx, const std::string& parent, const char* key, double min,
-               double max, const char* what) {
+               double max, const char* what, bool min_included = false) {
   const std::string k = parent + "." + key;
   const YAML::Node n = required(node, ctx, parent, key);
   const std::string value = ctx.scalar(n, k, what);
   const auto v = as_number(value);
-  if (!v || !std::isfinite(*v) || *v <= min || *v > max) {
-    ctx.fail_key(n, k, fmt::format("{{key}}: expected {} above {} and at most {}, got '{}'", what, min, max, value));
+  if (!v || !std::isfinite(*v) || (min_included ? *v < min : *v <= min) || *v > max) {
+    ctx.fail_key(n, k, fmt::format("{{key}}: expected {} {} {} and at most {}, got '{}'", what,
+                                   min_included ? "of at least" : "above", min, max, value));
   }
   return *v;
 }
@@ -71,7 +73,8 @@ std::string iso_date(const YAML::Node& node, const YamlReader& ctx, const std::s
   bool ok = std::regex_match(value, m, pattern);
   if (ok) {
     const int year = std::stoi(m[1]), month = std::stoi(m[2]), day = std::stoi(m[3]);
-    static const int days[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    const int days[] = {31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     ok = year >= 2000 && month >= 1 && month <= 12 && day >= 1 && day <= days[month - 1];
   }
   if (!ok) ctx.fail_key(node["date"], parent + ".date", fmt::format("{{key}}: expected a date YYYY-MM-DD, got '{}'", value));
@@ -126,13 +129,13 @@ InstanceTable read_table(const YAML::Node& root, const YamlReader& ctx) {
   table.file = ctx.file();
 
   const YAML::Node pue = mapping(required(root, ctx, "instances file", "pue"), ctx, "pue", kPueKeys);
-  table.pue = {bounded(pue, ctx, "pue", "value", 0.999, 3, "a power usage effectiveness"), text(pue, ctx, "pue", "source"),
-               iso_date(pue, ctx, "pue")};
+  table.pue = {bounded(pue, ctx, "pue", "value", 1, 3, "a power usage effectiveness", true),
+               text(pue, ctx, "pue", "source"), iso_date(pue, ctx, "pue")};
 
   const YAML::Node instances = required(root, ctx, "instances file", "instances");
   if (!instances.IsMap() || instances.size() == 0) {
     ctx.fail_key(instances, "instances", fmt::format("{{key}}: expected a mapping of instance name: {{runs, ...}}, got {}",
-                                                     YamlReader::kind(instances)));
+                                                     instances.IsMap() ? "an empty mapping" : YamlReader::kind(instances)));
   }
   for (const auto& kv : instances) {
     const std::string name = ctx.scalar(kv.first, "instances", "an instance name");

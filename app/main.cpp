@@ -193,7 +193,8 @@ int run(int argc, char** argv) {
   CLI::App* bench_cmd = add_bench(cli, bench_flags);
   try {
     cli.parse(argc, argv);
-    if (print_instances && !*bench_cmd && input_path.empty()) {
+    if (print_instances) {
+      if (*bench_cmd || !input_path.empty()) throw CLI::ValidationError("--instances", "takes no input file");
       if (rank0) std::fputs(dfmp2::app::builtin_instances_yaml(), stdout);
       return 0;
     }

@@ -840,7 +840,9 @@ BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, che
   run.result = std::move(results.front());
   run.ghosted.assign(std::make_move_iterator(results.begin() + 1), std::make_move_iterator(results.end()));
   run.wall_seconds = wall.seconds();
-  if (devices::is_device_model(run.backend) && !reference.open_shell() && run.ghosted.empty()) {
+  // The device-native prediction is of the whole problem on one NeuronCore: one rank, one closed-shell system.
+  const bool one_rank = options.comm == nullptr || options.comm->size() == 1;
+  if (devices::is_device_model(run.backend) && one_rank && !reference.open_shell() && run.ghosted.empty()) {
     const auto modes = chem::step_matmul_modes(precision, input.step_modes);
     std::vector<linalg::MatmulMode> per_step;
     for (const auto& step : chem::matmul_steps()) per_step.push_back(modes.at(step));

@@ -70,7 +70,7 @@ def main():
     p.add_argument("--dfmp2", default=os.path.join(ROOT, "build", "app", "dfmp2"))
     p.add_argument("--problems", default="h2o16,medium", help="comma-separated: h2oN, medium")
     p.add_argument("--cpu", default=None, help="CPU backend (default: avx512 where the CPU has it, else openblas)")
-    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     p.add_argument("--json", help="write both runs' cost sections here")
     args = p.parse_args()
     cpu = args.cpu or ("avx512" if "avx512f" in open("/proc/cpuinfo").read() else "openblas")

@@ -154,7 +154,7 @@ std::vector<CalibrationRow> run_calibration(const std::string& device, const std
     linalg::ModelledTime in, out, submit;
     in.transfer = in.total = 2 * copy_seconds(p, CopyDirection::to_device, bytes);
     out.transfer = out.total = copy_seconds(p, CopyDirection::to_host, bytes);
-    submit.dispatch = submit.total = p.dispatch_ms * 1e-3 + 3 * p.dispatch_tensor_ms * 1e-3;  // A, B and C
+    submit.dispatch = submit.total = p.dispatch_seconds(3);  // A, B and C
     step("copy to device (2 tensors)", shape, st.to_device_ms, in, RowRole::calibration);
     step("copy to host", shape, st.to_host_ms, out, RowRole::calibration);
     step("copy to host, pre-pinned sweep", shape, st.to_host_prepinned_ms, out, RowRole::calibration);

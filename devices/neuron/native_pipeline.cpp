@@ -25,24 +25,21 @@ double cast_cycles(const NeuronParams& p, MatmulMode mode) {
 // instruction from a resident e_a + e_b).
 double pair_reduction_cycles(const NeuronParams& p) { return 3.0 + 3.0 * p.vector_two_input_factor; }
 
-// Host -> HBM traffic of `bytes` copied as `blocks` tensors of equal size.
-double link_seconds(const NeuronParams& p, double bytes, double blocks) {
+// Host <-> HBM traffic of `bytes` copied as `blocks` tensors of equal size.
+double link_seconds(const NeuronParams& p, double bytes, double blocks,
+                    CopyDirection direction = CopyDirection::to_device) {
   if (bytes <= 0) return 0;
   blocks = std::max(1.0, blocks);
-  return blocks * copy_seconds(p, CopyDirection::to_device, bytes / blocks);
+  return blocks * copy_seconds(p, direction, bytes / blocks);
 }
 
-// One launch submission: the dispatch and three tensor arguments, as a GEMM launch's.
-double launch_seconds(const NeuronParams& p, long launches) {
-  return double(launches) * (p.dispatch_ms + 3 * p.dispatch_tensor_ms) * 1e-3;
-}
 
 void finish(const NeuronParams& p, NativeStep& s, double hbm_dma_bytes, double vector_cycles) {
   s.hbm = hbm_dma_bytes / (p.hbm_gbps * 1e9);
   s.dma = hbm_dma_bytes / (p.dma_engines * p.dma_engine_gbps * 1e9);
   s.vector = vector_cycles / (p.engine_lanes * p.vector_clock_ghz * 1e9);
   s.tensor = s.flops / p.peak_flops(s.mode);
-  s.launch = launch_seconds(p, s.launches);
+  s.launch = double(s.launches) * p.dispatch_seconds(3);  // each launch with three tensors, as a GEMM launch's
   const std::pair<const char*, double> parts[] = {{"Tensor Engine", s.tensor}, {"Vector Engine", s.vector},
                                                   {"DMA queues", s.dma},       {"HBM", s.hbm},
                                                   {"host link", s.link},       {"host", s.host},
@@ -51,7 +48,7 @@ void finish(const NeuronParams& p, NativeStep& s, double hbm_dma_bytes, double v
   s.seconds = concurrent + s.host + s.launch;
   const auto* largest = std::max_element(std::begin(parts), std::end(parts),
                                          [](const auto& a, const auto& b) { return a.second < b.second; });
-  s.bottleneck = largest->first;
+  s.bottleneck = s.seconds > 0 ? largest->first : "-";  // a step with nothing to do (MO input streamed later)
   s.peak_share = s.seconds > 0 ? s.flops / (s.seconds * p.peak_flops(s.mode)) : 0;
 }
 
@@ -77,26 +74,28 @@ NativePipeline native_dfmp2(const NeuronParams& p, const Mp2Shape& shape, const 
 
   {  // The metric: J's Cholesky and L^-1 on the host (the device has no factorisation), L^-1 copied in once.
     NativeStep s{.step = "metric", .mode = mode_of(0)};
-    s.host = 2 * (q * q * q / 3) / p.host_cholesky_flops(q);  // potrf, then trtri of the same flops
+    s.host = 2 * p.host_cholesky_seconds(q);  // potrf, then trtri of the same flops
     s.link = link_seconds(p, l_bytes, 1);
     finish(p, s, 0, 0);
     out.steps.push_back(s);
   }
-  {  // The transformation, streamed: each block of (P|mn) crosses the link once and is turned into (P|ia) on chip.
+  {  // The transformation, streamed: each block of (P|mn) (at most 1 GiB, or a quarter of a smaller HBM) crosses the
+     // link once and is turned into (P|ia) on chip; (P|ia) goes back to the host when B will not stay resident.
     NativeStep s{.step = "transform", .mode = mode_of(1)};
     if (shape.nbf > 0) {
       const double ao_bytes = q * n * n * kFloat;
       const double blocks = std::max(1.0, std::ceil(ao_bytes / std::min(p.hbm_bytes() / 4, 1024.0 * 1024 * 1024)));
       s.flops = 2 * q * n * n * o + 2 * q * n * o * v;
       s.link = link_seconds(p, ao_bytes, blocks);
+      if (!out.resident) s.link += link_seconds(p, a_bytes, blocks, CopyDirection::to_host);
       s.launches = long(blocks);
       // HBM: (P|mn) read, the half-transformed (P|in) written and read back, (P|ia) written.
       const double bytes = ao_bytes + 2 * q * n * o * kFloat + a_bytes;
       const double evacuated = q * n * o + q * o * v;
       const double cast = (q * n * n + q * n * o) * cast_cycles(p, s.mode);
       finish(p, s, bytes, evacuated + cast);
-    } else {  // MO-form input: (P|ia) copied in
-      s.link = link_seconds(p, a_bytes, 1);
+    } else {  // MO-form input: (P|ia) copied in (when it will not stay resident, the fitting streams it instead)
+      s.link = out.resident ? link_seconds(p, a_bytes, 1) : 0.0;
       s.launches = 0;
       finish(p, s, 0, 0);
     }
@@ -110,7 +109,10 @@ NativePipeline native_dfmp2(const NeuronParams& p, const Mp2Shape& shape, const 
     const double l_reads = l_bytes / 2 <= sbuf / 2 ? 1.0 : std::ceil(o * v / p.moving_free_max);
     const double bytes = 2 * a_bytes + l_reads * l_bytes / 2;
     const double cast = (q * o * v + l_reads * q * q / 2) * cast_cycles(p, s.mode);
-    if (!out.resident) s.link = link_seconds(p, 2 * a_bytes, 2 * stream_blocks);
+    if (!out.resident) {  // A in from the host and B back, block by block
+      s.link = link_seconds(p, a_bytes, stream_blocks) +
+               link_seconds(p, a_bytes, stream_blocks, CopyDirection::to_host);
+    }
     finish(p, s, bytes, q * o * v + cast);
     out.steps.push_back(s);
   }

@@ -272,7 +272,7 @@ class NeuronBackend final : public linalg::BackendOf<NeuronBackend> {
     CallTimeline tl(p_);
     // The published library has no device Cholesky: it factors on the host (LAPACK), n^3/3 flops. The arithmetic
     // below is still the fp32 blocked factorisation of the device's other ops (the host's sgemm-based potrf in fp32).
-    tl.host(double(n) * double(n) * double(n) / 3.0 / p_.host_cholesky_flops(double(n)));
+    tl.host(p_.host_cholesky_seconds(double(n)));
     cholesky_arith(ch.uplo, ch.a, mode);
     return tl.finish();
   }

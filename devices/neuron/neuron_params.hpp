@@ -58,6 +58,7 @@ struct NeuronParams {
   // The rate of a host panel solve against nrhs right-hand sides, and of the Cholesky of order n, in flop/s.
   double host_panel_solve_flops(double nrhs) const { return host_gflops * 1e9 * nrhs / (nrhs + host_gflops_half_rhs); }
   double host_cholesky_flops(double n) const { return host_lapack_gflops * 1e9 * n / (n + host_lapack_half_n); }
+  double host_cholesky_seconds(double n) const { return n * n * n / 3.0 / host_cholesky_flops(n); }
   double syrk_mirror_gbps = 0;
   double densify_memset_gbps = 0;
   double densify_ns_per_nnz = 0;
@@ -73,6 +74,8 @@ struct NeuronParams {
 
   // Derived quantities, in SI units.
   double hbm_bytes() const { return hbm_gib * 1024.0 * 1024.0 * 1024.0; }
+  // Submitting one launch with `tensors` tensor arguments.
+  double dispatch_seconds(double tensors) const { return (dispatch_ms + tensors * dispatch_tensor_ms) * 1e-3; }
   // Tensor Engine peak in flops of the product computed: one multiply-add per PE per cycle in bf16,
   // fp32_cost_factor times slower in fp32, three bf16 passes per product in bf16x3.
   double peak_flops(linalg::MatmulMode mode) const {

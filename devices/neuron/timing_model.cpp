@@ -156,7 +156,7 @@ Engines syrk_engines(const NeuronParams& p, const Launch& l) {
 LaunchCost launch_cost(const NeuronParams& p, const Launch& l) {
   const Engines e = l.kind == Launch::Kind::gemm ? gemm_engines(p, l) : syrk_engines(p, l);
   LaunchCost c;
-  c.dispatch = p.dispatch_ms * 1e-3 + double(l.tensors) * p.dispatch_tensor_ms * 1e-3;
+  c.dispatch = p.dispatch_seconds(double(l.tensors));
   for (double b : l.copies_in) c.transfer += copy_seconds(p, CopyDirection::to_device, b);
   for (double b : l.copies_out) c.transfer += copy_seconds(p, CopyDirection::to_host, b);
   // Tile DMAs spread over the DMA queues; their aggregate rate is capped by the HBM.

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/test_support.hpp"
+#include "app/input.hpp"
 #include "devices/registry.hpp"
 
 namespace {
@@ -333,7 +334,6 @@ TEST(Cli, DeviceModelNextToTheReferenceColdThenWarm) {
   // The two predictions: the library structure's per step (its kernels' modelled seconds) beside the device-native
   // one, which has no per-call copies or host passes and so comes out below it here.
   EXPECT_NE(warm_out.out.find("Two predictions on trn1"), std::string::npos);
-  EXPECT_TRUE(w1.contains("native_pipeline"));
   EXPECT_TRUE(warm["extras"]["dfmp2"]["backends"][0]["native_pipeline"].is_null());  // eigen: none
   const auto& native = w1["native_pipeline"];
   ASSERT_TRUE(native.is_object());
@@ -390,6 +390,7 @@ TEST(Cli, CostOfACalculationFollowsTheInstanceTable) {
   const double wall = backends[0]["wall_time_seconds"];
   EXPECT_DOUBLE_EQ(double(cpu["seconds"]), wall);
   EXPECT_DOUBLE_EQ(double(cpu["share_of_instance"]), 0.25);  // 1 thread of 4 cores
+  EXPECT_DOUBLE_EQ(double(cpu["instances_alone"]), 1.0);
   EXPECT_NEAR(double(cpu["usd_alone"]), wall * 0.01, 1e-15);
   EXPECT_NEAR(double(cpu["usd_per_calculation"]), wall * 0.0025, 1e-15);
   EXPECT_NEAR(double(cpu["kwh_alone"]), wall * 100 / 3600 / 1000, 1e-15);
@@ -414,10 +415,23 @@ TEST(Cli, CostOfACalculationFollowsTheInstanceTable) {
   EXPECT_EQ(rows[1]["instance"], "one-core");
   EXPECT_EQ(rows[2]["instance"], "four-cores");
   ASSERT_EQ(cost["unpriced"].size(), 1u);
-  EXPECT_EQ(cost["unpriced"][0], "trn2 fp32");
+  EXPECT_EQ(cost["unpriced"][0]["run"], "trn2 fp32");
+  EXPECT_NE(std::string(cost["unpriced"][0]["reason"]).find("runs trn2"), std::string::npos);
   EXPECT_EQ(cost["instances"]["four-cores"]["usd_per_hour"], 7200.0);
+
+  // A CPU run on more cores than the instance has: alone, the whole instances it needs; per calculation, its share.
+  if (dfmp2::app::available_cores() >= 2) {
+    const auto wide = run_json(dir, "synthetic: {nbasis: 60, nocc: 8, naux: 150, seed: 3}\nbackends: [eigen]\n"
+                                    "threads: 2\ncost: {instances: prices.yaml, cpu_instance: small}\n");
+    const auto& row = wide["extras"]["dfmp2"]["cost"]["rows"][0];
+    const double seconds = row["seconds"];
+    EXPECT_DOUBLE_EQ(double(row["share_of_instance"]), 2.0);
+    EXPECT_DOUBLE_EQ(double(row["instances_alone"]), 2.0);
+    EXPECT_NEAR(double(row["usd_alone"]), 2 * seconds / 3600, 1e-15);
+    EXPECT_NEAR(double(row["usd_per_calculation"]), 2 * seconds / 3600, 1e-15);
+  }
   EXPECT_NE(out.out.find("==> Cost of a calculation <=="), std::string::npos);
-  EXPECT_NE(out.out.find("runs trn2: not priced"), std::string::npos);
+  EXPECT_NE(out.out.find("not priced: no instance in"), std::string::npos);
   EXPECT_NE(backends[2]["details"].get<std::string>().find("that no published measurement checks (none of a trn2"),
             std::string::npos);
 }

@@ -710,6 +710,15 @@ TEST(NeuronNative, StepsAreTheirBusiestPartPlusSerialWork) {
   EXPECT_EQ(native.steps[1].bottleneck, "host link");
   EXPECT_NEAR(native.steps[1].link, q * n * n * 4 / (p.h2d_large_gbps * 1e9), 0.05 * native.steps[1].link);
   EXPECT_EQ(native.steps[3].bottleneck, "Tensor Engine");
+  // The figures README "Two predictions" quotes for this shape (0.43 s; fitting and pair energies at 81 % and 99 %
+  // of the fp32 peak; a bf16 run's pair energies Vector-bound at 47 % of the bf16 peak).
+  EXPECT_NEAR(native.seconds(), 0.43, 0.005);
+  EXPECT_NEAR(native.steps[2].peak_share, 0.81, 0.005);
+  EXPECT_NEAR(native.steps[3].peak_share, 0.99, 0.005);
+  const auto bf16 = neuron::native_dfmp2(
+      p, medium, {la::MatmulMode::fp32, la::MatmulMode::bf16x3, la::MatmulMode::fp32, la::MatmulMode::bf16});
+  EXPECT_EQ(bf16.steps[3].bottleneck, "Vector Engine");
+  EXPECT_NEAR(bf16.steps[3].peak_share, 0.47, 0.005);
 }
 
 // Cheaper operand formats: the pair energies' Tensor Engine time falls 4x in bf16 and is 3 bf16 passes in bf16x3,

@@ -195,6 +195,7 @@ TEST(ReadInput, EveryKey) {
   ASSERT_NE(f.cost->table.find("trn1.2xlarge"), nullptr);
   EXPECT_EQ(f.cost->table.find("trn1.2xlarge")->slots, 2);
   EXPECT_EQ(f.cost->table.find("trn1.2xlarge")->usd_per_hour.value, 1.34375);
+  ASSERT_NE(f.cost->table.find("c7i.large"), nullptr);
   EXPECT_EQ(f.cost->table.find("c7i.large")->runs, "cpu");
   EXPECT_EQ(f.cost->table.names("trn2"), std::vector<std::string>{"trn2.48xlarge"});
 
