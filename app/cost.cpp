@@ -53,8 +53,7 @@ std::vector<RunCost> price_runs(const Calculation& calc) {
       c.instance = cost.table.find(name);
       c.modelled = run.modelled();
       c.seconds = c.modelled ? run.modelled_seconds() : run.wall_seconds;
-      for (const auto& k : run.log.records())
-        if (k.modelled) c.compile_seconds += k.model.compile;
+      c.compile_seconds = run.log.modelled_sum().compile;
       // A device model is one NeuronCore per rank; a CPU run took `threads` cores of this machine per rank.
       const double used = device ? double(calc.ranks) : double(calc.input.threads) * double(calc.ranks);
       c.share = used / c.instance->slots;

@@ -26,10 +26,13 @@ struct RunCost {
   double share = 1;
   double instances() const { return std::max(1.0, std::ceil(share - 1e-9)); }  // whole instances, alone
   double hours() const { return seconds / 3600; }
-  double usd_alone() const { return instance->usd_per_hour.value * hours() * instances(); }
-  double usd_shared() const { return instance->usd_per_hour.value * hours() * share; }
-  double kwh_alone(double pue) const { return instance->watts.value * pue * hours() / 1000 * instances(); }
-  double kwh_shared(double pue) const { return instance->watts.value * pue * hours() / 1000 * share; }
+  // Dollars and kWh (the instance's power times the data centre's overhead) for `n` instances over the run's time.
+  double usd(double n) const { return instance->usd_per_hour.value * hours() * n; }
+  double kwh(double pue, double n) const { return instance->watts.value / 1000 * pue * hours() * n; }
+  double usd_alone() const { return usd(instances()); }
+  double usd_shared() const { return usd(share); }
+  double kwh_alone(double pue) const { return kwh(pue, instances()); }
+  double kwh_shared(double pue) const { return kwh(pue, share); }
 };
 
 // Every run priced on every instance that prices it: device-model runs on each instance of that model, CPU runs on

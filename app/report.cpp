@@ -266,10 +266,9 @@ std::string format_modelled_table(const BackendRun& run) {
   out += fmt::format("  {:<14} {:<13} {:>6} {:>8} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>6}\n",
                      "step", "kernel", "calls", "launches", "host s", "model s", "dispatch", "transfer", "dma",
                      "compute", "host", "compile", "TFLOPS", "peak");
-  linalg::ModelledTime sum;
+  const linalg::ModelledTime sum = run.log.modelled_sum();
   for (const auto& k : run.log.records()) {
     if (!k.modelled) continue;
-    sum += k.model;
     const double tflops = k.model.total > 0 ? k.flops / k.model.total * 1e-12 : 0.0;
     out += fmt::format(
         "  {:<14} {:<13} {:>6} {:>8} {:>10.4f} {:>10.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} "
@@ -289,10 +288,7 @@ std::string format_modelled_table(const BackendRun& run) {
 }
 
 double library_step_seconds(const BackendRun& run, const std::string& step) {
-  double t = 0;
-  for (const auto& k : run.log.records())
-    if (k.modelled && k.step == step) t += k.model.total;
-  return t;
+  return run.log.modelled_sum(step).total;
 }
 
 std::string format_native_table(const BackendRun& run) {

@@ -44,11 +44,13 @@ bool KernelLog::any_modelled() const {
   return false;
 }
 
-double KernelLog::modelled_seconds() const {
-  double total = 0;
+double KernelLog::modelled_seconds() const { return modelled_sum().total; }
+
+ModelledTime KernelLog::modelled_sum(const std::string& step) const {
+  ModelledTime sum;
   for (const auto& r : records_)
-    if (r.modelled) total += r.model.total;
-  return total;
+    if (r.modelled && (step.empty() || r.step == step)) sum += r.model;
+  return sum;
 }
 
 long KernelLog::fallback_calls() const {

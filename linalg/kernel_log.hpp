@@ -32,6 +32,8 @@ class KernelLog {
            bool fallback = false);
   // Sum of the modelled totals of the records that have one (0 when none do).
   double modelled_seconds() const;
+  // The modelled times of the records that have one, summed: all of them, or those of one step.
+  ModelledTime modelled_sum(const std::string& step = {}) const;
   // A run's time on the modelled device: its measured wall time with each modelled kernel's measured time replaced
   // by its modelled time (host work outside the kernels stays as measured). The one rule the report and
   // `dfmp2 bench` both use.

@@ -33,10 +33,9 @@ double link_seconds(const NeuronParams& p, double bytes, double blocks,
   return blocks * copy_seconds(p, direction, bytes / blocks);
 }
 
-
 void finish(const NeuronParams& p, NativeStep& s, double hbm_dma_bytes, double vector_cycles) {
   s.hbm = hbm_dma_bytes / (p.hbm_gbps * 1e9);
-  s.dma = hbm_dma_bytes / (p.dma_engines * p.dma_engine_gbps * 1e9);
+  s.dma = hbm_dma_bytes / p.dma_bytes_per_second();
   s.vector = vector_cycles / (p.engine_lanes * p.vector_clock_ghz * 1e9);
   s.tensor = s.flops / p.peak_flops(s.mode);
   s.launch = double(s.launches) * p.dispatch_seconds(3);  // each launch with three tensors, as a GEMM launch's

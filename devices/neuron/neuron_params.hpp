@@ -74,6 +74,7 @@ struct NeuronParams {
 
   // Derived quantities, in SI units.
   double hbm_bytes() const { return hbm_gib * 1024.0 * 1024.0 * 1024.0; }
+  double dma_bytes_per_second() const { return dma_engines * dma_engine_gbps * 1e9; }  // all of a core's engines
   // Submitting one launch with `tensors` tensor arguments.
   double dispatch_seconds(double tensors) const { return (dispatch_ms + tensors * dispatch_tensor_ms) * 1e-3; }
   // Tensor Engine peak in flops of the product computed: one multiply-add per PE per cycle in bf16,

@@ -160,7 +160,7 @@ LaunchCost launch_cost(const NeuronParams& p, const Launch& l) {
   for (double b : l.copies_in) c.transfer += copy_seconds(p, CopyDirection::to_device, b);
   for (double b : l.copies_out) c.transfer += copy_seconds(p, CopyDirection::to_host, b);
   // Tile DMAs spread over the DMA queues; their aggregate rate is capped by the HBM.
-  const double dma_rate = std::min(p.dma_engines * p.dma_engine_gbps, p.hbm_gbps) * 1e9;
+  const double dma_rate = std::min(p.dma_bytes_per_second(), p.hbm_gbps * 1e9);
   c.dma = e.dma_bytes / dma_rate + e.dma_count * p.dma_fixed_us * 1e-6 / p.dma_engines;
   const double scalar_s = e.scalar_cycles / (p.scalar_clock_ghz * 1e9);
   const double vector_s = e.vector_cycles / (p.vector_clock_ghz * 1e9);
