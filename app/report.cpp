@@ -292,7 +292,10 @@ double library_step_seconds(const BackendRun& run, const std::string& step) {
 }
 
 std::string format_native_table(const BackendRun& run) {
-  if (!run.native) return {};
+  if (!run.native) {
+    return run.native_absent.empty() ? std::string()
+                                     : fmt::format("  device-native prediction: none, {}\n", run.native_absent);
+  }
   const auto& native = *run.native;
   std::string out = fmt::format(
       "\n  Two predictions on {}: the library's calls as above, and device-native (tensors resident in HBM{}, one "

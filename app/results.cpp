@@ -257,7 +257,7 @@ namespace {
 // One run's entry of extras.dfmp2.backends: what ran, its energies against the references, blocking, ranks, kernels.
 // The device-native prediction beside the library-structure one (README "Two predictions"); null without one.
 nlohmann::json native_json(const BackendRun& run) {
-  if (!run.native) return nullptr;
+  if (!run.native) return run.native_absent.empty() ? nlohmann::json(nullptr) : nlohmann::json{{"absent", run.native_absent}};
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& s : run.native->steps) {
     steps.push_back({{"step", s.step},

@@ -840,9 +840,21 @@ BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, che
   run.result = std::move(results.front());
   run.ghosted.assign(std::make_move_iterator(results.begin() + 1), std::make_move_iterator(results.end()));
   run.wall_seconds = wall.seconds();
-  // The device-native prediction is of the whole problem on one NeuronCore: one rank, one closed-shell system.
+  // The device-native prediction is of the whole problem on one NeuronCore in the device's arithmetic: one rank,
+  // one closed-shell system, a device precision. Otherwise the report says why there is none.
   const bool one_rank = options.comm == nullptr || options.comm->size() == 1;
-  if (devices::is_device_model(run.backend) && one_rank && !reference.open_shell() && run.ghosted.empty()) {
+  const bool device_precision = precision == chem::Precision::fp32 || precision == chem::Precision::bf16 ||
+                                precision == chem::Precision::bf16x3;
+  if (!devices::is_device_model(run.backend)) {
+  } else if (!one_rank) {
+    run.native_absent = "made for one rank only (the whole problem on one NeuronCore)";
+  } else if (reference.open_shell()) {
+    run.native_absent = "made for closed shells only";
+  } else if (!run.ghosted.empty()) {
+    run.native_absent = "made for one system only, not a counterpoise run's complex and fragments";
+  } else if (!device_precision) {
+    run.native_absent = fmt::format("the device has no {} arithmetic", chem::precision_name(precision));
+  } else {
     const auto modes = chem::step_matmul_modes(precision, input.step_modes);
     std::vector<linalg::MatmulMode> per_step;
     for (const auto& step : chem::matmul_steps()) per_step.push_back(modes.at(step));

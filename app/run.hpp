@@ -36,6 +36,7 @@ struct BackendRun {
   // Device models, closed shells without counterpoise fragments: the device-native pipeline's prediction beside the
   // library-structure one the kernels give (devices/neuron/native_pipeline.hpp).
   std::optional<devices::neuron::NativePipeline> native;
+  std::string native_absent;  // device models without one: why
   bool modelled() const;  // a device model ran at least one kernel
   // Device models: the run's time on the device, i.e. the wall time with each modelled kernel's measured host
   // time replaced by its modelled time (host steps and fallbacks keep their measured times).

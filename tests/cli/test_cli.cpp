@@ -552,6 +552,10 @@ TEST(Cli, DevicePrecisionsOnARadical) {
     if (reference == "rohf") EXPECT_LT(double(b[0]["properties"]["mp2_singles_energy"]), -1e-3);
     EXPECT_NE(out.out.find("error of this precision: "), std::string::npos);
     EXPECT_NE(out.out.find("Modelled device time on trn1"), std::string::npos);
+    // No device-native prediction for an open shell, and the report and results say why.
+    EXPECT_TRUE(b[0]["native_pipeline"].is_null());
+    EXPECT_EQ(b[1]["native_pipeline"]["absent"], "made for closed shells only");
+    EXPECT_NE(out.out.find("device-native prediction: none, made for closed shells only"), std::string::npos);
   }
 }
 
