@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "chem/distribution.hpp"
+#include "chem/exchange_rows.hpp"
 #include "chem/integrals.hpp"
 #include "chem/scratch.hpp"
 #include "linalg/bytes.hpp"
@@ -67,17 +68,21 @@ struct JkShape {
 };
 
 // Bytes of the per-block work of one iteration: the block of B (twice with scratch, where the next block is read
-// while this one is used), its unpacked squares, X = B_Q C_occ.
+// while this one is used; with memory, the transposition's copy while B is stored), the larger of the exchange's
+// gathered rows (chem/exchange_rows.hpp, at most kMaxRows x nbf per function) and the orbital responses' unpacked
+// squares (nbf^2 per function; only one of them is held at a time), and E = the rows' products (nbf nocc).
 double block_bytes(JkStorage s, Index q, const JkShape& z) {
   const double buffers = s == JkStorage::scratch ? 2.0 : 1.0;
-  return kDouble * double(q) *
-         (buffers * double(z.npacked) + double(z.nbf) * double(z.nbf) + double(z.nbf) * double(z.nocc));
+  const double rows_or_squares = double(z.nbf) * double(std::max(z.nbf, ExchangeRows::kMaxRows));
+  return kDouble * double(q) * (buffers * double(z.npacked) + rows_or_squares + double(z.nbf) * double(z.nocc));
 }
 
 // Bytes held for the whole SCF besides the blocks: this rank's columns of B (memory), of the half-transformed H and,
-// with ranks, its share of H's rows with all columns (recompute), the packed density and J, the metric factor.
+// with ranks, its share of H's rows with all columns (recompute), the packed density and J, the metric factor, the
+// exchange's row lists.
 double fixed_bytes(JkStorage s, const JkShape& z) {
   double b = kDouble * (2.0 * double(z.npacked) + 2.0 * double(z.naux)) + z.factor_bytes();
+  if (s != JkStorage::recompute) b += ExchangeRows::bytes(z.npacked, z.nbf);
   if (s == JkStorage::memory) b += kDouble * double(z.npacked) * double(z.columns());
   if (s == JkStorage::recompute) {
     b += kDouble * double(z.nbf) * double(z.nocc) * double(z.columns());
@@ -321,6 +326,8 @@ class BlockedDfJk final : public JkBuilder {
     my_col0_ = col0_[static_cast<std::size_t>(comm_.rank())];
     my_cols_ = columns(comm_.rank());
     blocks_ = cut_blocks(runs[static_cast<std::size_t>(comm_.rank())], plan_.aux_block);
+    if (plan_.storage != JkStorage::recompute)
+      rows_ = std::make_unique<ExchangeRows>(engine_->packed_m(), engine_->packed_n(), nbf_);
     build();
   }
 
@@ -372,7 +379,7 @@ class BlockedDfJk final : public JkBuilder {
       Index offset = 0;  // this rank's auxiliary functions before the block
       auto contract = [&](const double* b, Index q) {
         coulomb(b, q, dp, jp);
-        const std::vector<double>& squares = unpack<double>(b, q);
+        const std::vector<double>& squares = unpack(b, q);
         const ConstMatrixView sq{squares.data(), nbf_, nbf_, nbf_};
         double* x = rotation_.x.data() + offset * nbf_ * nocc;  // X_Q = B_Q C_o side by side, nbf x (nocc q)
         double* o = rotation_.o.data() + offset * nocc * nocc;  // C_o^T X_Q side by side, nocc x (nocc q)
@@ -418,12 +425,12 @@ class BlockedDfJk final : public JkBuilder {
 
   void compute(const Matrix& c_occ, Matrix& j, Matrix& k, bool fp32_exchange, int /*density*/) override {
     if (fp32_exchange && !has_fp32_exchange()) throw std::logic_error("DF-J/K: no fp32 exchange with recompute");
-    const Index nocc = c_occ.cols();
     const auto& pm = engine_->packed_m();
     const auto& pn = engine_->packed_n();
     Matrix dp(npacked_, 1), jp = Matrix::Zero(npacked_, 1);
     k.setZero(nbf_, nbf_);
-    linalg::MatrixF c_occ_f, k_f;
+    Matrix c_t;  // C_occ^T: each function's occupied coefficients contiguous, as the exchange gathers them
+    linalg::MatrixF c_t_f, k_f;
     comm_.checked([&] {
       // Packed density: D_mn for m >= n, off-diagonal elements doubled (they stand for D_nm too). Only the lower
       // triangle is read, so only it is computed.
@@ -431,10 +438,12 @@ class BlockedDfJk final : public JkBuilder {
       kernels_.syrk(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::no, 1.0, linalg::view(c_occ), 0.0, linalg::view(density));
       for (Index x = 0; x < npacked_; ++x) dp(x) = density(pm[x], pn[x]) * (pm[x] == pn[x] ? 1.0 : 2.0);
       if (fp32_exchange) {
-        c_occ_f = c_occ.cast<float>();
+        c_t_f = c_occ.transpose().cast<float>();
         k_f.setZero(nbf_, nbf_);
-      } else if (work_f_.squares.capacity() > 0) {
-        work_f_ = {};  // the fp32 iterations are over: their buffers go before the fp64 ones (the plan counts one set)
+      } else {
+        c_t = c_occ.transpose();
+        if (work_f_.half.capacity() > 0) work_f_ = {};  // the fp32 iterations are over: their buffers go before the
+                                                        // fp64 ones (the plan counts one set)
       }
     });
 
@@ -446,8 +455,8 @@ class BlockedDfJk final : public JkBuilder {
         bool first_k = true;
         auto contract = [&](const double* b, Index q) {
           coulomb(b, q, dp, jp);
-          if (fp32_exchange) exchange<float>(b, q, c_occ_f, nocc, k_f, first_k);
-          else exchange<double>(b, q, c_occ, nocc, k, first_k);
+          if (fp32_exchange) exchange<float>(b, q, c_t_f, k_f, first_k);
+          else exchange<double>(b, q, c_t, k, first_k);
           first_k = false;
         };
         for_each_stored_block(contract);
@@ -573,6 +582,17 @@ class BlockedDfJk final : public JkBuilder {
       });
       // B = A L^-T: rows (packed pairs) are independent right-hand sides.
       fit_rows(b_.data(), npacked_, npacked_);
+      // Then each block auxiliary index fastest, as the exchange gathers it.
+      comm_.checked([&] {
+        Stopwatch c;
+        std::vector<double> copy;
+        for (const auto& [p0, p1] : blocks_) {
+          double* block = b_.data() + (p0 - my_col0_) * npacked_;
+          copy.assign(block, block + (p1 - p0) * npacked_);
+          transpose_block(copy.data(), npacked_, p1 - p0, block);
+        }
+        kernels_.record_host(step_name(ScfStep::fitting), "transpose", c.seconds(), {0, 2.0 * kDouble * double(b_.size())});
+      });
     } else if (plan_.storage == JkStorage::scratch) {
       comm_.checked([&] {
         file_ = std::make_unique<ScratchFile>(scratch_folder_,
@@ -604,6 +624,21 @@ class BlockedDfJk final : public JkBuilder {
           for (Index p = 0; p < my_cols_; ++p) write(chunk.col(p).data(), nr, p * npacked_ + r0, step_name(ScfStep::fitting));
         });
       }
+      // Then each block auxiliary index fastest, as the exchange gathers it: read, transposed, written back.
+      comm_.checked([&] {
+        chunk.resize(0, 0);
+        std::vector<double> block, transposed;
+        for (const auto& [p0, p1] : blocks_) {
+          const Index count = (p1 - p0) * npacked_, offset = (p0 - my_col0_) * npacked_;
+          block.resize(static_cast<std::size_t>(count));
+          transposed.resize(block.size());
+          read(block.data(), count, offset, step_name(ScfStep::fitting));
+          Stopwatch c;
+          transpose_block(block.data(), npacked_, p1 - p0, transposed.data());
+          kernels_.record_host(step_name(ScfStep::fitting), "transpose", c.seconds(), {0, 2.0 * kDouble * double(count)});
+          write(transposed.data(), count, offset, step_name(ScfStep::fitting));
+        }
+      });
     } else {
       // Recompute: nothing is stored; the first iteration computes what it needs.
       kernels_.record_host(step_name(ScfStep::integrals), "three_center", clock.seconds(), {0, 0});
@@ -652,21 +687,43 @@ class BlockedDfJk final : public JkBuilder {
     kernels_.record_host(step_name(ScfStep::jk), "scratch_read", waited, {0, bytes});
   }
 
-  // K += sum over the block's Q of (B_Q C_occ)(B_Q C_occ)^T, B_Q unpacked to a symmetric nbf x nbf square, in
-  // element type T (float: the mixed-precision SCF's early iterations; B is rounded as it is unpacked).
+  // K += sum over the block's Q of (B_Q C_occ)(B_Q C_occ)^T, row by row over the significant pairs only
+  // (chem/exchange_rows.hpp): each group of rows gathers its stored B values and the occupied coefficients they meet
+  // and multiplies them into its columns of E; then K += E^T E. In element type T (float: the mixed-precision SCF's
+  // early iterations; B is rounded as it is gathered). c_t is C_occ^T (nocc x nbf).
   template <class T>
-  void exchange(const double* b, Index q, const linalg::MatrixT<T>& c_occ, Index nocc, linalg::MatrixT<T>& k,
-                bool first) {
+  void exchange(const double* bt, Index q, const linalg::MatrixT<T>& c_t, linalg::MatrixT<T>& k, bool first) {
     Work<T>& w = work<T>();
-    const std::vector<T>& squares = unpack<T>(b, q);
-    std::vector<T>& half = w.half;
-    half.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nocc));
-    half.resize(static_cast<std::size_t>(nbf_ * nocc * q));
-    kernels_.gemm_batched<T>(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, T(1),
-                             linalg::ConstMatrixViewT<T>{squares.data(), nbf_, nbf_, nbf_}, linalg::view(c_occ), T(0),
-                             linalg::MatrixViewT<T>{half.data(), nbf_, nocc, nbf_});
-    kernels_.syrk<T>(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::no, T(1),
-                     linalg::ConstMatrixViewT<T>{half.data(), nbf_, nocc * q, nbf_}, first ? T(0) : T(1),
+    std::vector<T>().swap(w.squares);  // the responses' squares are not held beside the gathered rows
+    w.zeroed = 0;
+    const Index nocc = c_t.rows(), column = nocc * q;  // E's column: (i, Q), i fastest
+    w.half.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nocc));
+    w.half.resize(static_cast<std::size_t>(column * nbf_));
+    w.gathered.reserve(static_cast<std::size_t>(plan_.aux_block * rows_->max_gathered()));
+    double gather_seconds = 0, gathered = 0;
+    for (const ExchangeRowGroup& g : rows_->groups()) {
+      const Index width = q * g.rows;
+      T* e = w.half.data() + column * g.first;
+      if (g.partners == 0) {  // nothing survived screening with these functions
+        std::fill(e, e + column * g.rows, T(0));
+        continue;
+      }
+      Stopwatch clock;
+      w.gathered.resize(static_cast<std::size_t>(width * g.partners));
+      w.occupied.resize(static_cast<std::size_t>(nocc * g.partners));
+      rows_->gather_block<T>(g, bt, q, w.gathered.data());
+      rows_->gather_occupied<T>(g, c_t.data(), nocc, w.occupied.data());
+      gather_seconds += clock.seconds();
+      gathered += double(width * g.partners);
+      kernels_.gemm<T>(step_name(ScfStep::jk), Trans::no, Trans::yes, T(1),
+                       linalg::ConstMatrixViewT<T>{w.occupied.data(), nocc, g.partners, nocc},
+                       linalg::ConstMatrixViewT<T>{w.gathered.data(), width, g.partners, width}, T(0),
+                       linalg::MatrixViewT<T>{e, nocc, width, nocc});
+    }
+    kernels_.record_host(step_name(ScfStep::jk), "gather", gather_seconds, {0, 2.0 * double(sizeof(T)) * gathered},
+                         std::is_same_v<T, float> ? "fp32" : "");
+    kernels_.syrk<T>(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::yes, T(1),
+                     linalg::ConstMatrixViewT<T>{w.half.data(), column, nbf_, column}, first ? T(0) : T(1),
                      linalg::view(k));
   }
 
@@ -680,19 +737,19 @@ class BlockedDfJk final : public JkBuilder {
     }
   }
 
-  // J's share of a block of B (packed): jp += B (B^T dp) for the packed density dp.
-  void coulomb(const double* b, Index q, const Matrix& dp, Matrix& jp) {
-    const ConstMatrixView block{b, npacked_, q, npacked_};
+  // J's share of a block of B (stored transposed, q x npacked): jp += B (B^T dp) for the packed density dp.
+  void coulomb(const double* bt, Index q, const Matrix& dp, Matrix& jp) {
+    const ConstMatrixView block{bt, q, npacked_, q};
     Matrix d(q, 1);
-    kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
-    kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
+    kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
+    kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
   }
 
   // KC += sum over the block's Q of B_Q M (B_Q C): the orbital response's exchange, times the orbitals it is read
   // with, from the same squares (compute_response).
   void exchange_times(const double* b, Index q, const Matrix& m, const Matrix& c, Matrix& kc) {
     Work<double>& w = work<double>();
-    const std::vector<double>& squares = unpack<double>(b, q);
+    const std::vector<double>& squares = unpack(b, q);
     const Index ncol = c.cols();
     w.half.resize(static_cast<std::size_t>(nbf_ * ncol * q));
     kernels_.gemm_batched(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * ncol}, 1.0,
@@ -712,11 +769,12 @@ class BlockedDfJk final : public JkBuilder {
                   ConstMatrixView{response_.data(), nbf_ * q, ncol, nbf_ * q}, 1.0, linalg::view(kc));
   }
 
-  // The block's B_Q unpacked to symmetric nbf x nbf squares in element type T (float: B rounded as it is unpacked).
-  template <class T>
-  const std::vector<T>& unpack(const double* b, Index q) {
-    Work<T>& w = work<T>();
-    std::vector<T>& squares = w.squares;
+  // The block's B_Q (stored transposed, bt[p + q x]) unpacked to symmetric nbf x nbf squares, for the orbital
+  // responses.
+  const std::vector<double>& unpack(const double* bt, Index q) {
+    Work<double>& w = work<double>();
+    std::vector<double>& squares = w.squares;
+    std::vector<double>().swap(w.gathered);  // the exchange's gathered rows are not held beside the squares
     Stopwatch unpack_clock;
     squares.reserve(static_cast<std::size_t>(plan_.aux_block * nbf_ * nbf_));
     squares.resize(static_cast<std::size_t>(nbf_ * nbf_ * q));
@@ -724,20 +782,19 @@ class BlockedDfJk final : public JkBuilder {
     // when a square slot is first used, and no later unpack writes them (zeroing all of it every time cost more
     // than the scatter itself).
     if (q > w.zeroed) {
-      std::fill(squares.begin() + w.zeroed * nbf_ * nbf_, squares.begin() + q * nbf_ * nbf_, T(0));
+      std::fill(squares.begin() + w.zeroed * nbf_ * nbf_, squares.begin() + q * nbf_ * nbf_, 0.0);
       w.zeroed = q;
     }
     const auto& pm = engine_->packed_m();
     const auto& pn = engine_->packed_n();
+    const Index square = nbf_ * nbf_;
 #pragma omp parallel for schedule(static)
-    for (Index p = 0; p < q; ++p) {
-      T* square = squares.data() + p * nbf_ * nbf_;
-      const double* column = b + p * npacked_;
-      for (Index x = 0; x < npacked_; ++x)
-        square[pm[x] + nbf_ * pn[x]] = square[pn[x] + nbf_ * pm[x]] = static_cast<T>(column[x]);
+    for (Index x = 0; x < npacked_; ++x) {
+      const double* values = bt + q * x;
+      const Index mn = pm[x] + nbf_ * pn[x], nm = pn[x] + nbf_ * pm[x];
+      for (Index p = 0; p < q; ++p) squares[p * square + mn] = squares[p * square + nm] = values[p];
     }
-    kernels_.record_host(step_name(ScfStep::jk), "unpack", unpack_clock.seconds(), {0, double(sizeof(T)) * double(nbf_ * nbf_ * q)},
-                         std::is_same_v<T, float> ? "fp32" : "");
+    kernels_.record_host(step_name(ScfStep::jk), "unpack", unpack_clock.seconds(), {0, kDouble * double(square * q)});
     return squares;
   }
 
@@ -751,8 +808,10 @@ class BlockedDfJk final : public JkBuilder {
   } rotation_;
   template <class T>
   struct Work {
-    std::vector<T> squares, half;
-    Index zeroed = 0;  // leading squares whose screened-out elements are zero
+    std::vector<T> half;                // E (exchange) or B_Q C side by side (responses)
+    std::vector<T> gathered, occupied;  // the exchange's gathered rows of B and occupied coefficients
+    std::vector<T> squares;             // the responses' unpacked B_Q
+    Index zeroed = 0;                   // leading squares whose screened-out elements are zero
   };
   template <class T>
   Work<T>& work() {
@@ -858,8 +917,11 @@ class BlockedDfJk final : public JkBuilder {
   DfJkPlan plan_;
   std::vector<std::pair<Index, Index>> blocks_;  // this rank's
   std::string scratch_folder_;
-  Matrix b_;                           // memory: this rank's columns of the fitted B, npacked x columns
-  std::unique_ptr<ScratchFile> file_;  // scratch: the same, on disk
+  // memory: this rank's columns of the fitted B, npacked per auxiliary function, stored block by block auxiliary
+  // index fastest (q x npacked: each packed pair's q values contiguous, as the exchange gathers them)
+  Matrix b_;
+  std::unique_ptr<ScratchFile> file_;    // scratch: the same, on disk
+  std::unique_ptr<ExchangeRows> rows_;  // the stored pairs row by row (not with recompute)
   Work<double> work_d_;
   Work<float> work_f_;
   std::vector<double> squares_;  // recompute's unpacked squares

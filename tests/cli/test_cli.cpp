@@ -219,7 +219,7 @@ TEST(Cli, MixedPrecisionScfConvergesToTheFp64Energy) {
   EXPECT_EQ(outputs[0].find("(fp32 K)"), std::string::npos);
   bool fp32_exchange_logged = false;
   for (const auto& k : scf["kernels"])
-    fp32_exchange_logged |= k["step"] == "scf_jk" && k["kernel"] == "gemm_batched" && k["dtype"] == "fp32";
+    fp32_exchange_logged |= k["step"] == "scf_jk" && k["kernel"] == "gemm" && k["dtype"] == "fp32";
   EXPECT_TRUE(fp32_exchange_logged) << scf["kernels"].dump();
 }
 
