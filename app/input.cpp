@@ -960,6 +960,7 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
   if (root["interaction"]) read_interaction(root, ctx, in);
 
   if (const YAML::Node node = root["backends"]) read_backends(node, ctx, in);
+  else in.backends = {devices::default_backend()};
 
   if (const YAML::Node node = root["precision"]) read_precision(node, ctx, in);
 

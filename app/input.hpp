@@ -128,7 +128,9 @@ struct Input {
   FrozenCore frozen_core;
   std::optional<InteractionOptions> interaction;
   Driver driver = Driver::energy;
-  std::vector<std::string> backends = {devices::default_backend()};
+  // The input's list; without the key, the default backend (devices::default_backend(), measured on first use, so
+  // an input that names its backends never waits for the calibration).
+  std::vector<std::string> backends;
   std::vector<chem::Precision> precisions = {chem::Precision::fp64};
   // precision as a mapping: the precisions per backend (a backend not named runs in `precisions`).
   std::map<std::string, std::vector<chem::Precision>> backend_precisions;

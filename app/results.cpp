@@ -14,6 +14,7 @@
 #include "chem/basis_set.hpp"
 #include "chem/scratch.hpp"
 #include "chem/temporary_files.hpp"
+#include "devices/calibration.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
 
@@ -481,8 +482,15 @@ nlohmann::json results_json(const Calculation& calc) {
   if (calc.gradient) add_gradient(calc, j);
   if (calc.hessian) add_hessian(calc, j);
   if (!calc.input.as_read.contains("backends")) {  // the default CPU backend, and why it was chosen
+    const devices::Calibration& c = devices::machine_calibration();
+    nlohmann::json rates = nlohmann::json::array();
+    for (const auto& r : c.rates) rates.push_back({{"backend", r.backend}, {"gflops", r.gflops}, {"seconds", r.seconds}});
     j["extras"]["dfmp2"]["default_backend"] = {{"name", devices::default_backend_choice().name},
-                                               {"reason", devices::default_backend_choice().reason}};
+                                               {"reason", devices::default_backend_choice().reason},
+                                               {"calibration", {{"rates", rates},
+                                                                {"cpu", c.cpu},
+                                                                {"cached", c.cached},
+                                                                {"file", c.file}}}};
   }
   return j;
 }

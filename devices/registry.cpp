@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "devices/avx512/avx512_backend.hpp"
+#include "devices/calibration.hpp"
 #include "devices/eigen/eigen_backend.hpp"
 #include "devices/neuron/neuron_backend.hpp"
 #include "devices/openblas/openblas_backend.hpp"
@@ -32,33 +33,9 @@ bool is_device_model(const std::string& name) { return name == "trn1" || name ==
 
 const DefaultBackend& default_backend_choice() {
   static const DefaultBackend choice = [] {
-    const VectorWidth eigen = eigen_vector_width(), blas = openblas_vector_width(), own = avx512_vector_width();
-    // Candidates in the order a tie is broken: dfmp2's AVX-512 GEMM (1.4x Eigen's AVX-512 GEMM and 1.8x OpenBLAS's
-    // Haswell kernels on the development machine, bench/README.md), then OpenBLAS (faster SYRK, TRSM and eigh than
-    // Eigen at the same width), then Eigen.
-    struct Candidate {
-      const char* name;
-      int flops;
-    };
-    const Candidate candidates[] = {{"avx512", own.flops_per_cycle()},
-                                    {"openblas", blas.flops_per_cycle()},
-                                    {"eigen", eigen.flops_per_cycle()}};
-    const Candidate* best = &candidates[0];
-    for (const Candidate& c : candidates) {
-      if (c.flops > best->flops) best = &c;
-    }
-    const std::string compared = fmt::format(
-        "dfmp2's avx512 GEMM {}, OpenBLAS runs its {} kernels ({}, {} double flops per cycle and unit), Eigen is "
-        "compiled for {} ({})",
-        own.doubles > 0 ? fmt::format("(AVX-512 + FMA, {})", own.flops_per_cycle()) : fmt::format("({})", own.name),
-        openblas_kernel_set(), blas.name, blas.flops_per_cycle(), eigen.name, eigen.flops_per_cycle());
-    int ties = 0;
-    for (const Candidate& c : candidates) ties += c.flops == best->flops ? 1 : 0;
-    return DefaultBackend{best->name, fmt::format("chosen at run time: {}; {}", compared,
-                                                  ties > 1 ? fmt::format("{} is among the widest and first on a tie "
-                                                                         "(avx512, openblas, eigen)",
-                                                                         best->name)
-                                                           : fmt::format("{} is the widest", best->name))};
+    const Calibration& c = machine_calibration();
+    const BackendRate& best = fastest(c.rates);
+    return DefaultBackend{best.backend, fmt::format("the fastest measured: {}", calibration_summary(c))};
   }();
   return choice;
 }

@@ -20,13 +20,10 @@ std::string unavailable_reason(const std::string& name);
 // options: device-model settings (parameter overrides, compile cache); CPU backends ignore them. A bad override
 // is an InputError naming the parameter (the caller prefixes the input file and key).
 std::unique_ptr<linalg::Backend> make_backend(const std::string& name, const DeviceOptions& options = {});
-// The backend an input without `backends` runs on: the fastest CPU backend on this machine, chosen at run time from
-// what the CPU and the libraries report, not fixed by the build. dfmp2's avx512 GEMM runs where the CPU has
-// AVX-512F; Eigen's GEMM is as wide as the instructions it was compiled for (-march=native in a native build, SSE2
-// in a portable one); OpenBLAS picks its kernel set at run time from the CPU (or OPENBLAS_CORETYPE), and Debian's
-// 0.3.21 falls back to SSE2 kernels on CPUs it does not know. The one with the most double flops per cycle wins; a
-// tie goes to avx512 (its GEMM 1.4x Eigen's at the same width), then OpenBLAS (its SYRK, TRSM, Cholesky and eigh
-// are 1.5-3.5x Eigen's at the same width; bench/README.md). `reason` says so in a line for the report.
+// The backend an input without `backends` runs on: the fastest CPU backend on this machine, measured at run time
+// on the products a DF calculation makes (devices/calibration.hpp; kept in the user's cache folder per CPU, library
+// and kernel build), not fixed by the build or guessed from vector widths. `reason` gives the figures in a line for
+// the report.
 struct DefaultBackend {
   std::string name;
   std::string reason;

@@ -85,14 +85,11 @@ class Avx512Backend final : public linalg::BackendOf<Avx512Backend> {
 
 }  // namespace
 
+std::string own_kernels_build() { return avx512::build_stamp(); }
+
 bool avx512_available() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-}
-
-VectorWidth avx512_vector_width() {
-  if (!avx512_available()) return {0, false, "no AVX-512F on this CPU"};
-  return {8, true, "AVX-512 + FMA"};
 }
 
 std::unique_ptr<linalg::Backend> make_avx512_backend() {

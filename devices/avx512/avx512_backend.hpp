@@ -5,12 +5,11 @@
 // without AVX-512F it cannot be made (UnsupportedError), never a quiet substitute.
 #include <memory>
 
-#include "devices/vector_width.hpp"
 #include "linalg/backend.hpp"
 
 namespace dfmp2::devices {
 std::unique_ptr<linalg::Backend> make_avx512_backend();
-// AVX-512 + FMA when this CPU runs the kernels; otherwise doubles = 0 (not available) and the reason in `name`.
-VectorWidth avx512_vector_width();
 bool avx512_available();
+// When dfmp2's own kernels were compiled (devices/calibration.hpp measures again after a rebuild).
+std::string own_kernels_build();
 }

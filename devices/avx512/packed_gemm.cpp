@@ -475,6 +475,8 @@ void trsm(bool left, bool lower, bool trans, bool unit, T alpha, ConstMatrixView
   }
 }
 
+const char* build_stamp() { return __DATE__ " " __TIME__; }
+
 template void trsm<double>(bool, bool, bool, bool, double, ConstMatrixViewT<double>, MatrixViewT<double>, int);
 template void trsm<float>(bool, bool, bool, bool, float, ConstMatrixViewT<float>, MatrixViewT<float>, int);
 template void gemm<double>(bool, bool, double, ConstMatrixViewT<double>, ConstMatrixViewT<double>, double,

@@ -17,6 +17,10 @@
 
 namespace dfmp2::devices::avx512 {
 
+// When this file was compiled: a change of these kernels is a reason to measure the backends again
+// (devices/calibration.hpp).
+const char* build_stamp();
+
 // Callers check the CPU first (devices::avx512_available()): these use AVX-512F and FMA instructions.
 
 // One GEMM on `threads` OpenMP threads (1 inside a caller's parallel region): B's slices are packed once and

@@ -318,20 +318,4 @@ class EigenBackend final : public linalg::BackendOf<EigenBackend> {
 
 std::unique_ptr<linalg::Backend> make_eigen_backend() { return std::make_unique<EigenBackend>(); }
 
-// Eigen's own macros, set from the compiler's target flags when Eigen/Core is included.
-VectorWidth eigen_vector_width() {
-#if defined(EIGEN_VECTORIZE_FMA)
-  constexpr bool fma = true;
-#else
-  constexpr bool fma = false;
-#endif
-#if defined(EIGEN_VECTORIZE_AVX512)
-  return {8, fma, fma ? "AVX-512 + FMA" : "AVX-512"};
-#elif defined(EIGEN_VECTORIZE_AVX)
-  return {4, fma, fma ? "AVX2 + FMA" : "AVX"};
-#else
-  return {2, false, "SSE2"};
-#endif
-}
-
 }  // namespace dfmp2::devices

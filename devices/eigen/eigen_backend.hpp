@@ -5,10 +5,7 @@
 
 #include "linalg/backend.hpp"
 
-#include "devices/vector_width.hpp"
 
 namespace dfmp2::devices {
 std::unique_ptr<linalg::Backend> make_eigen_backend();
-// The vector instructions Eigen was compiled to use in this binary (-march=native or the x86-64 baseline).
-VectorWidth eigen_vector_width();
 }

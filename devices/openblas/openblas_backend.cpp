@@ -267,20 +267,4 @@ std::unique_ptr<linalg::Backend> make_openblas_backend() { return std::make_uniq
 
 std::string openblas_kernel_set() { return openblas_get_corename(); }
 
-// OpenBLAS's x86-64 kernel sets (its TARGET names, as openblas_get_corename() spells them) by the instructions their
-// DGEMM kernels use. A name not listed (a kernel set newer than this table) counts as the SSE2 baseline, so it
-// can only make dfmp2 prefer Eigen when Eigen is compiled for wider vectors, never the reverse.
-VectorWidth openblas_vector_width() { return vector_width_of_kernel_set(openblas_kernel_set()); }
-
-VectorWidth vector_width_of_kernel_set(std::string core) {
-  for (char& ch : core) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  for (const char* name : {"skylakex", "cooperlake", "sapphirerapids"})
-    if (core == name) return {8, true, "AVX-512 + FMA"};
-  for (const char* name : {"haswell", "zen", "excavator", "steamroller", "piledriver"})
-    if (core == name) return {4, true, "AVX2 + FMA"};
-  for (const char* name : {"sandybridge", "bulldozer"})
-    if (core == name) return {4, false, "AVX"};
-  return {2, false, "SSE2"};
-}
-
 }  // namespace dfmp2::devices

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
@@ -19,6 +20,7 @@
 #include "devices/avx512/avx512_backend.hpp"
 #include "devices/eigen/eigen_backend.hpp"
 #include "devices/openblas/openblas_backend.hpp"
+#include "devices/calibration.hpp"
 #include "devices/registry.hpp"
 #include "../support/test_support.hpp"
 #include "linalg/backend.hpp"
@@ -809,9 +811,9 @@ TEST_P(BackendOps, AlphaZeroReadsNoOperands) {
 }
 
 // Under tests/coretypes/run_with_coretype.py (label coretypes) this program runs once per OpenBLAS kernel set the CPU
-// can execute. OpenBLAS must have taken the one asked for (else the run tests nothing new), and the default backend
-// must follow from that kernel set's width: the widest of dfmp2's avx512 GEMM (where the CPU has AVX-512), OpenBLAS
-// and Eigen wins, ties going to avx512, then openblas (devices/registry.hpp).
+// can execute. OpenBLAS must have taken the one asked for (else the run tests nothing new), the calibration must be
+// for it (its key names the kernel set, so each kernel set is measured on its own) and the default backend is its
+// fastest (devices/calibration.hpp).
 TEST(KernelSet, IsTheOneAskedForAndDecidesTheDefaultBackend) {
   const char* asked = std::getenv("DFMP2_EXPECT_OPENBLAS_CORETYPE");
   if (asked == nullptr) GTEST_SKIP() << "not run under run_with_coretype.py";
@@ -819,18 +821,54 @@ TEST(KernelSet, IsTheOneAskedForAndDecidesTheDefaultBackend) {
   for (auto* s : {&want, &got})
     for (char& ch : *s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   ASSERT_EQ(got, want) << "OpenBLAS did not take OPENBLAS_CORETYPE";
-  // Double flops per cycle of each kernel set's DGEMM (OpenBLAS's kernel/x86_64 sources): SSE2/SSE3, AVX without
-  // FMA, AVX2 with FMA, AVX-512 with FMA.
-  const std::vector<std::pair<std::string, int>> kernel_flops = {
-      {"prescott", 2}, {"nehalem", 2}, {"sandybridge", 4}, {"haswell", 8},
-      {"zen", 8},      {"skylakex", 16}, {"cooperlake", 16}};
-  int blas = 0;
-  for (const auto& [name, flops] : kernel_flops)
-    if (name == got) blas = flops;
-  ASSERT_GT(blas, 0) << "a kernel set this test has no width for: " << got;
-  const int eigen = dfmp2::devices::eigen_vector_width().flops_per_cycle();
-  const std::string expected = dfmp2::devices::avx512_available() ? "avx512" : blas >= eigen ? "openblas" : "eigen";
-  EXPECT_EQ(dfmp2::devices::default_backend(), expected) << dfmp2::devices::default_backend_choice().reason;
+  const auto& c = dfmp2::devices::machine_calibration();
+  EXPECT_NE(c.key.find("kernels " + dfmp2::devices::openblas_kernel_set() + ";"), std::string::npos) << c.key;
+  EXPECT_EQ(dfmp2::devices::default_backend(), dfmp2::devices::fastest(c.rates).backend)
+      << dfmp2::devices::default_backend_choice().reason;
+}
+
+// A backend made slower (every call run `factor` times) than it is.
+class Slowed final : public dfmp2::linalg::Backend {
+ public:
+  Slowed(std::unique_ptr<dfmp2::linalg::Backend> inner, int factor) : inner_(std::move(inner)), factor_(factor) {}
+  std::string name() const override { return inner_->name() + " (slowed)"; }
+  bool supports(dfmp2::linalg::Op op, dfmp2::linalg::DType dtype) const override { return inner_->supports(op, dtype); }
+  void set_threads(int threads) override { inner_->set_threads(threads); }
+  void release() override { inner_->release(); }
+
+ protected:
+  dfmp2::linalg::CallFacet execute(const dfmp2::linalg::OpCall& call, dfmp2::linalg::MatmulMode mode) override {
+    for (int i = 1; i < factor_; ++i) inner_->run(call, mode);
+    return inner_->run(call, mode);
+  }
+
+ private:
+  std::unique_ptr<dfmp2::linalg::Backend> inner_;
+  int factor_;
+};
+
+// The calibration picks the faster of two backends whichever of them is made slow: so it measures, and does not
+// follow an order or a width.
+TEST(Calibration, PicksTheFasterOfTwoBackendsWhenOneIsMadeSlow) {
+  const auto cpu = dfmp2::testing::cpu_backends();
+  ASSERT_GE(cpu.size(), 2u);
+  const std::string first = cpu[cpu.size() - 1], second = cpu[cpu.size() - 2];
+  using dfmp2::devices::Candidate;
+  using Make = std::function<std::unique_ptr<dfmp2::linalg::Backend>()>;
+  auto plain = [](const std::string& name) -> Make { return [name] { return dfmp2::devices::make_backend(name); }; };
+  auto slowed = [](const std::string& name) -> Make {
+    return [name]() -> std::unique_ptr<dfmp2::linalg::Backend> {
+      return std::make_unique<Slowed>(dfmp2::devices::make_backend(name), 6);
+    };
+  };
+  for (bool slow_first : {true, false}) {
+    const std::vector<Candidate> candidates = {{first, slow_first ? slowed(first) : plain(first)},
+                                               {second, slow_first ? plain(second) : slowed(second)}};
+    const auto rates = dfmp2::devices::measure_rates(candidates, 2);
+    ASSERT_EQ(rates.size(), 2u);
+    EXPECT_EQ(dfmp2::devices::fastest(rates).backend, slow_first ? second : first)
+        << rates[0].backend << " " << rates[0].gflops << " GFLOP/s, " << rates[1].backend << " " << rates[1].gflops;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Built, BackendOps, ::testing::ValuesIn(dfmp2::testing::cpu_backends()),

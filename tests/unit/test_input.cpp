@@ -10,6 +10,7 @@
 #include "devices/eigen/eigen_backend.hpp"
 #include "devices/openblas/openblas_backend.hpp"
 #include "devices/avx512/avx512_backend.hpp"
+#include "devices/calibration.hpp"
 #include "devices/registry.hpp"
 #include "linalg/bytes.hpp"
 #include "linalg/errors.hpp"
@@ -315,22 +316,22 @@ TEST(Bytes, FormattedWithAUnitThatShowsThem) {
 
 }  // namespace
 
-// The default backend is chosen at run time from the CPU's and the two libraries' vector widths
-// (devices/registry.hpp): the widest wins, a tie goes to avx512, then openblas.
-TEST(DefaultBackend, TheWidestWinsAndTiesGoToAvx512ThenOpenblas) {
-  using dfmp2::devices::vector_width_of_kernel_set;
-  EXPECT_EQ(vector_width_of_kernel_set("SkylakeX").flops_per_cycle(), 16);
-  EXPECT_EQ(vector_width_of_kernel_set("Haswell").flops_per_cycle(), 8);
-  EXPECT_EQ(vector_width_of_kernel_set("ZEN").flops_per_cycle(), 8);
-  EXPECT_EQ(vector_width_of_kernel_set("Sandybridge").flops_per_cycle(), 4);
-  EXPECT_EQ(vector_width_of_kernel_set("Prescott").flops_per_cycle(), 2);
-  EXPECT_EQ(vector_width_of_kernel_set("a kernel set from the future").flops_per_cycle(), 2);
-  const int eigen = dfmp2::devices::eigen_vector_width().flops_per_cycle();
-  const int blas = dfmp2::devices::openblas_vector_width().flops_per_cycle();
-  const int own = dfmp2::devices::avx512_vector_width().flops_per_cycle();
-  EXPECT_EQ(own, dfmp2::devices::avx512_available() ? 16 : 0);
+// The default backend is the fastest of this machine's calibration (devices/calibration.hpp), which names every
+// built CPU backend with its rate, and says so.
+TEST(DefaultBackend, IsTheFastestOfTheCalibration) {
+  const auto& c = dfmp2::devices::machine_calibration();
+  std::vector<std::string> calibrated;
+  for (const auto& r : c.rates) {
+    calibrated.push_back(r.backend);
+    EXPECT_GT(r.gflops, 0) << r.backend;
+  }
+  std::vector<std::string> cpu;
+  for (const auto& name : dfmp2::devices::built_backends())
+    if (!dfmp2::devices::is_device_model(name)) cpu.push_back(name);
+  EXPECT_EQ(calibrated, cpu);
   const auto& choice = dfmp2::devices::default_backend_choice();
-  const char* expected = own >= blas && own >= eigen ? "avx512" : blas >= eigen ? "openblas" : "eigen";
-  EXPECT_EQ(choice.name, expected) << choice.reason;
-  EXPECT_NE(choice.reason.find(dfmp2::devices::openblas_kernel_set()), std::string::npos) << choice.reason;
+  EXPECT_EQ(choice.name, dfmp2::devices::fastest(c.rates).backend) << choice.reason;
+  for (const auto& r : c.rates) EXPECT_LE(dfmp2::devices::fastest(c.rates).seconds, r.seconds);
+  EXPECT_NE(choice.reason.find(dfmp2::devices::calibration_summary(c)), std::string::npos) << choice.reason;
+  EXPECT_NE(c.key.find("kernels " + dfmp2::devices::openblas_kernel_set()), std::string::npos) << c.key;
 }

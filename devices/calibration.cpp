@@ -1,0 +1,230 @@
+#include "devices/calibration.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+
+#include "devices/avx512/avx512_backend.hpp"
+#include "devices/registry.hpp"
+#include "linalg/ops.hpp"
+
+namespace dfmp2::devices {
+
+using linalg::Index;
+
+double CalibrationShape::flops() const {
+  return op == linalg::Op::syrk ? linalg::syrk_cost(double(n), double(k)).flops
+                                : linalg::gemm_cost(double(m), double(n), double(k)).flops;
+}
+
+const std::vector<CalibrationShape>& calibration_shapes() {
+  // Sized so that the set takes tens of milliseconds per backend on a current core, with every dimension large
+  // enough for each backend's blocked kernels, as in the calculations the default runs.
+  static const std::vector<CalibrationShape> shapes = {
+      {"DF-MP2 pair energies: (ia|jb) = B_i^T B_j", linalg::Op::gemm, true, false, 768, 768, 512},
+      {"DF-MP2 transformation: C_occ^T (Q|mn)", linalg::Op::gemm, true, false, 96, 1536, 512},
+      {"DF-SCF exchange: a row group's C_L^T S^T", linalg::Op::gemm, false, true, 96, 1024, 320},
+      {"DF-SCF exchange: K = E^T E", linalg::Op::syrk, true, false, 0, 384, 6144},
+  };
+  return shapes;
+}
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Operands of one shape, filled with smooth values (no denormals, no zeros the kernels could skip).
+struct Operands {
+  std::vector<double> a, b, c;
+  explicit Operands(const CalibrationShape& s) {
+    const Index ka = s.op == linalg::Op::syrk ? s.k * s.n : s.m * s.k;
+    a.resize(static_cast<std::size_t>(ka));
+    b.resize(static_cast<std::size_t>(s.k * s.n));
+    c.resize(static_cast<std::size_t>(std::max(s.m, s.n) * s.n));
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37 * double(i)) * 0.5;
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11 * double(i)) * 0.5;
+  }
+};
+
+void run_shape(linalg::Backend& backend, const CalibrationShape& s, Operands& x) {
+  using linalg::ConstMatrixView;
+  using linalg::MatrixView;
+  const auto t = [](bool yes) { return yes ? linalg::Trans::yes : linalg::Trans::no; };
+  if (s.op == linalg::Op::syrk) {
+    // op(A) = A^T: A is k x n.
+    backend.run(linalg::OpCall{linalg::Syrk<double>{linalg::Uplo::lower, t(s.trans_a), 1.0,
+                                                    ConstMatrixView{x.a.data(), s.k, s.n, s.k}, 0.0,
+                                                    MatrixView{x.c.data(), s.n, s.n, s.n}}});
+    return;
+  }
+  const ConstMatrixView a = s.trans_a ? ConstMatrixView{x.a.data(), s.k, s.m, s.k} : ConstMatrixView{x.a.data(), s.m, s.k, s.m};
+  const ConstMatrixView b = s.trans_b ? ConstMatrixView{x.b.data(), s.n, s.k, s.n} : ConstMatrixView{x.b.data(), s.k, s.n, s.k};
+  backend.run(linalg::OpCall{linalg::Gemm<double>{t(s.trans_a), t(s.trans_b), 1.0, a, b, 0.0,
+                                                  MatrixView{x.c.data(), s.m, s.n, s.m}}});
+}
+
+std::string read_cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown CPU", family, number;
+  while (std::getline(in, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos || colon + 2 > line.size()) continue;
+    const std::string value = line.substr(colon + 2);
+    if (line.rfind("model name", 0) == 0) model = value;
+    else if (line.rfind("cpu family", 0) == 0) family = value;
+    else if (line.rfind("model", 0) == 0 && number.empty()) number = value;
+    if (line.empty()) break;
+  }
+  return family.empty() ? model : fmt::format("{} (family {}, model {})", model, family, number);
+}
+
+// What the figures are valid for: the CPU, each candidate's details (library, kernel set, threads), the build of
+// dfmp2's own kernels.
+std::string calibration_key(const std::string& cpu) {
+  std::string key = "cpu " + cpu + "\n";
+  for (const auto& name : built_backends()) {
+    if (is_device_model(name)) continue;
+    key += fmt::format("backend {}: {}\n", name, make_backend(name)->details());
+  }
+  key += fmt::format("own kernels built {}\n", own_kernels_build());
+  key += "shapes";
+  for (const auto& s : calibration_shapes()) key += fmt::format(" {}{}{}:{}x{}x{}", linalg::op_name(s.op), s.trans_a ? "t" : "n", s.trans_b ? "t" : "n", s.m, s.n, s.k);
+  return key + "\n";
+}
+
+std::string cache_folder() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') return std::string(xdg) + "/dfmp2";
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') return std::string(home) + "/.cache/dfmp2";
+  return {};
+}
+
+// The cached rates under `key` in `file`, or none when the file is missing, for another key or unreadable.
+std::vector<BackendRate> read_cache(const std::string& file, const std::string& key) {
+  std::ifstream in(file);
+  if (!in) return {};
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string all = text.str();
+  const std::string header = "# dfmp2 backend calibration (README 'Backends'); measured again when the key changes\n";
+  if (all.rfind(header + key, 0) != 0) return {};
+  std::istringstream rest(all.substr(header.size() + key.size()));
+  std::vector<BackendRate> rates;
+  std::string word;
+  BackendRate r;
+  while (rest >> word >> r.backend >> r.gflops >> r.seconds) {
+    if (word != "rate" || !(r.gflops > 0) || !(r.seconds > 0)) return {};
+    rates.push_back(r);
+  }
+  return rates;
+}
+
+void write_cache(const std::string& file, const std::string& key, const std::vector<BackendRate>& rates) {
+  const std::string temporary = fmt::format("{}.{}.tmp", file, ::getpid());
+  {
+    std::ofstream out(temporary);
+    out << "# dfmp2 backend calibration (README 'Backends'); measured again when the key changes\n" << key;
+    for (const auto& r : rates) out << fmt::format("rate {} {:.6g} {:.6g}\n", r.backend, r.gflops, r.seconds);
+    if (!out) {
+      std::filesystem::remove(temporary);
+      throw std::runtime_error("cannot write " + temporary);
+    }
+  }
+  std::filesystem::rename(temporary, file);  // atomic: a reader sees the old file or the new one
+}
+
+std::vector<Candidate> cpu_candidates() {
+  std::vector<Candidate> out;
+  for (const auto& name : built_backends())
+    if (!is_device_model(name)) out.push_back({name, [name] { return make_backend(name); }});
+  return out;
+}
+
+}  // namespace
+
+std::vector<BackendRate> measure_rates(const std::vector<Candidate>& candidates, int passes) {
+  std::vector<BackendRate> out;
+  const auto& shapes = calibration_shapes();
+  double flops = 0;
+  for (const auto& s : shapes) flops += s.flops();
+  std::vector<Operands> operands;
+  for (const auto& s : shapes) operands.emplace_back(s);
+  for (const Candidate& c : candidates) {
+    const auto backend = c.make();
+    double best = INFINITY;
+    for (int pass = 0; pass <= passes; ++pass) {
+      const double start = now();
+      for (std::size_t i = 0; i < shapes.size(); ++i) run_shape(*backend, shapes[i], operands[i]);
+      if (pass > 0) best = std::min(best, now() - start);  // pass 0 warms the caches and the threads
+    }
+    backend->release();  // its idle threads must not slow the next candidate
+    out.push_back({c.name, flops / best * 1e-9, best});
+  }
+  return out;
+}
+
+const BackendRate& fastest(const std::vector<BackendRate>& rates) {
+  if (rates.empty()) throw std::logic_error("no backend was calibrated");
+  const BackendRate* best = &rates.front();
+  for (const auto& r : rates)
+    if (r.seconds < best->seconds) best = &r;
+  return *best;
+}
+
+const Calibration& machine_calibration() {
+  static const Calibration calibration = [] {
+    Calibration c;
+    c.cpu = read_cpu_model();
+    c.key = calibration_key(c.cpu);
+    const std::string& key = c.key;
+    const std::string folder = cache_folder();
+    const auto measure = [&] { c.rates = measure_rates(cpu_candidates()); };
+    if (folder.empty()) {
+      c.note = "not cached: neither XDG_CACHE_HOME nor HOME is set";
+      measure();
+      return c;
+    }
+    c.file = fmt::format("{}/backend-calibration-{:016x}.txt", folder, std::hash<std::string>{}(key));
+    std::error_code ec;
+    std::filesystem::create_directories(folder, ec);
+    // One process measures while the others wait, then read its figures: runs that start together agree.
+    const int lock = ::open((folder + "/backend-calibration.lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (lock >= 0) ::flock(lock, LOCK_EX);
+    c.rates = read_cache(c.file, key);
+    c.cached = !c.rates.empty();
+    if (!c.cached) {
+      measure();
+      try {
+        write_cache(c.file, key, c.rates);
+      } catch (const std::exception& e) {
+        c.note = fmt::format("not cached: {}", e.what());
+        c.file.clear();
+      }
+    }
+    if (lock >= 0) ::close(lock);  // releases the lock
+    return c;
+  }();
+  return calibration;
+}
+
+std::string calibration_summary(const Calibration& c) {
+  std::string rates;
+  for (const auto& r : c.rates) rates += fmt::format("{}{} {:.1f}", rates.empty() ? "" : ", ", r.backend, r.gflops);
+  return fmt::format("{} GFLOP/s on the DF calibration set ({}; {})", rates,
+                     c.cached ? "cached " + c.file : c.file.empty() ? "measured now" : "measured now, cached in " + c.file,
+                     c.cpu);
+}
+
+}  // namespace dfmp2::devices
