@@ -17,7 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "devices/avx512/avx512_backend.hpp"
+#include "devices/packed/packed_backend.hpp"
 #include "devices/registry.hpp"
 #include "linalg/ops.hpp"
 

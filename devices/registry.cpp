@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "devices/avx512/avx512_backend.hpp"
+#include "devices/packed/packed_backend.hpp"
 #include "devices/calibration.hpp"
 #include "devices/eigen/eigen_backend.hpp"
 #include "devices/neuron/neuron_backend.hpp"
@@ -24,10 +24,11 @@ std::vector<std::string> built_backends() {
 
 std::string unavailable_reason(const std::string& name) {
   if (name == "avx512" && !avx512_available()) return "it needs a CPU with AVX-512F and FMA, and this one has not";
+  if (name == "avx2" && !avx2_available()) return "it needs a CPU with AVX2 and FMA, and this one has not";
   return {};
 }
 
-std::vector<std::string> known_backends() { return {"eigen", "openblas", "avx512", "trn1", "trn2"}; }
+std::vector<std::string> known_backends() { return {"eigen", "openblas", "avx2", "avx512", "trn1", "trn2"}; }
 
 bool is_device_model(const std::string& name) { return name == "trn1" || name == "trn2"; }
 
@@ -46,6 +47,7 @@ std::unique_ptr<linalg::Backend> make_backend(const std::string& name, const Dev
   if (name == "eigen") return make_eigen_backend();
   if (name == "openblas") return make_openblas_backend();
   if (name == "avx512" && avx512_available()) return make_avx512_backend();
+  if (name == "avx2" && avx2_available()) return make_avx2_backend();
   if (name == "trn1" || name == "trn2") return make_neuron_backend(name, options);
   const auto known = known_backends();
   if (std::find(known.begin(), known.end(), name) != known.end()) {

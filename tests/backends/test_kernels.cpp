@@ -17,7 +17,7 @@
 #include <tuple>
 #include <vector>
 
-#include "devices/avx512/avx512_backend.hpp"
+#include "devices/packed/packed_backend.hpp"
 #include "devices/eigen/eigen_backend.hpp"
 #include "devices/openblas/openblas_backend.hpp"
 #include "devices/calibration.hpp"

@@ -9,7 +9,7 @@
 #include "app/input.hpp"
 #include "devices/eigen/eigen_backend.hpp"
 #include "devices/openblas/openblas_backend.hpp"
-#include "devices/avx512/avx512_backend.hpp"
+#include "devices/packed/packed_backend.hpp"
 #include "devices/calibration.hpp"
 #include "devices/registry.hpp"
 #include "linalg/bytes.hpp"

@@ -1,6 +1,10 @@
-// Compiled with AVX-512F and FMA enabled whatever the build's target (devices/avx512/CMakeLists.txt); nothing here
-// runs unless avx512::cpu_supported() said yes.
-#include "devices/avx512/packed_gemm.hpp"
+// The packed GEMM, SYRK and TRSM of devices/packed/packed_gemm.hpp for one instruction set, included once by each
+// packed_gemm_<isa>.cpp, which first defines DFMP2_PACKED_ISA (the namespace: avx512, avx2) and, in it, Simd<T> (the
+// vector type, its width and its loads, stores and FMA) and kNr (the micro-kernel's columns: the accumulators are
+// 3 x kNr vectors, so 3 x 8 = 24 of AVX-512's 32 registers and 3 x 4 = 12 of AVX2's 16). Each such file is compiled
+// for its instructions whatever the build's target (devices/packed/CMakeLists.txt); nothing in it runs unless the
+// backend found the CPU has them.
+#include "devices/packed/packed_gemm.hpp"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -13,43 +17,16 @@
 
 #include <Eigen/Core>
 
-namespace dfmp2::devices::avx512 {
+namespace dfmp2::devices::DFMP2_PACKED_ISA {
 namespace {
 
 using linalg::ConstMatrixViewT;
 using linalg::Index;
 using linalg::MatrixViewT;
 
-template <class T>
-struct Simd;
-template <>
-struct Simd<double> {
-  using V = __m512d;
-  static constexpr int width = 8;
-  static V load(const double* p) { return _mm512_load_pd(p); }
-  static V loadu(const double* p) { return _mm512_loadu_pd(p); }
-  static void storeu(double* p, V v) { _mm512_storeu_pd(p, v); }
-  static V set1(double x) { return _mm512_set1_pd(x); }
-  static V zero() { return _mm512_setzero_pd(); }
-  static V fmadd(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
-  static V mul(V a, V b) { return _mm512_mul_pd(a, b); }
-};
-template <>
-struct Simd<float> {
-  using V = __m512;
-  static constexpr int width = 16;
-  static V load(const float* p) { return _mm512_load_ps(p); }
-  static V loadu(const float* p) { return _mm512_loadu_ps(p); }
-  static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
-  static V set1(float x) { return _mm512_set1_ps(x); }
-  static V zero() { return _mm512_setzero_ps(); }
-  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-};
-
-// Block sizes, measured on the development machine (Zen 5, 48 KiB L1d, 1 MiB L2 per core; bench/README.md): a
-// kKc x kNr sliver of B (16 KiB in fp64) stays in L1 while the kMc x kKc block of A (688 KiB) stays in L2.
-constexpr int kNr = 8;
+// Block sizes, measured with AVX-512 on the development machine (Zen 5, 48 KiB L1d, 1 MiB L2 per core;
+// bench/README.md): a kKc x kNr sliver of B (16 KiB in fp64) stays in L1 while the kMc x kKc block of A (688 KiB;
+// 344 KiB with AVX2's narrower slivers) stays in L2.
 constexpr Index kKc = 256;
 constexpr Index kNc = 3072;
 template <class T>
@@ -486,4 +463,4 @@ template void gemm<float>(bool, bool, float, ConstMatrixViewT<float>, ConstMatri
 template void syrk<double>(bool, bool, double, ConstMatrixViewT<double>, double, MatrixViewT<double>, int);
 template void syrk<float>(bool, bool, float, ConstMatrixViewT<float>, float, MatrixViewT<float>, int);
 
-}  // namespace dfmp2::devices::avx512
+}  // namespace dfmp2::devices::DFMP2_PACKED_ISA

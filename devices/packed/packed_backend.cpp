@@ -1,11 +1,11 @@
-#include "devices/avx512/avx512_backend.hpp"
+#include "devices/packed/packed_backend.hpp"
 
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 
-#include "devices/avx512/packed_gemm.hpp"
+#include "devices/packed/packed_gemm.hpp"
 #include "devices/eigen/eigen_backend.hpp"
 #include "linalg/errors.hpp"
 
@@ -15,14 +15,37 @@ namespace {
 using linalg::MatmulMode;
 using linalg::Trans;
 
-class Avx512Backend final : public linalg::BackendOf<Avx512Backend> {
+// The kernels of one instruction set (packed_gemm.hpp), with the backend's name and a line for the report.
+struct Avx512 {
+  static constexpr const char* name = "avx512";
+  static constexpr const char* kernels = "AVX-512 GEMM (24x8 fp64, 48x8 fp32 tiles)";
+  template <class T, class... Args>
+  static void gemm(Args... args) { avx512::gemm<T>(args...); }
+  template <class T, class... Args>
+  static void syrk(Args... args) { avx512::syrk<T>(args...); }
+  template <class T, class... Args>
+  static void trsm(Args... args) { avx512::trsm<T>(args...); }
+};
+struct Avx2 {
+  static constexpr const char* name = "avx2";
+  static constexpr const char* kernels = "AVX2 GEMM (12x4 fp64, 24x4 fp32 tiles)";
+  template <class T, class... Args>
+  static void gemm(Args... args) { avx2::gemm<T>(args...); }
+  template <class T, class... Args>
+  static void syrk(Args... args) { avx2::syrk<T>(args...); }
+  template <class T, class... Args>
+  static void trsm(Args... args) { avx2::trsm<T>(args...); }
+};
+
+template <class Isa>
+class PackedBackend final : public linalg::BackendOf<PackedBackend<Isa>> {
  public:
-  Avx512Backend() : eigen_(make_eigen_backend()) {}
-  std::string name() const override { return "avx512"; }
+  PackedBackend() : eigen_(make_eigen_backend()) {}
+  std::string name() const override { return Isa::name; }
   std::string details() const override {
-    return fmt::format("dfmp2's packed AVX-512 GEMM (24x8 fp64, 48x8 fp32 tiles) for gemm, gemm_batched, syrk and the "
-                       "off-diagonal blocks of trsm, with every dimension >= {}; smaller products, cholesky, eigh and SpMM "
-                       "through {}", kMinPacked, eigen_->details());
+    return fmt::format("dfmp2's packed {} for gemm, gemm_batched, syrk and the off-diagonal blocks of trsm, with every "
+                       "dimension >= {}; smaller products, cholesky, eigh and SpMM through {}",
+                       Isa::kernels, kMinPacked, eigen_->details());
   }
   void set_threads(int threads) override {
     if (threads > 0) threads_ = threads;
@@ -34,7 +57,7 @@ class Avx512Backend final : public linalg::BackendOf<Avx512Backend> {
   template <class T>
   void exec(const linalg::Gemm<T>& g, MatmulMode m) {
     if (!packed(g)) return forward(g, m);
-    avx512::gemm<T>(g.ta == Trans::yes, g.tb == Trans::yes, g.alpha, g.a, g.b, g.beta, g.c, threads_);
+    Isa::template gemm<T>(g.ta == Trans::yes, g.tb == Trans::yes, g.alpha, g.a, g.b, g.beta, g.c, threads_);
   }
   // Many small products (the SCF's K build) run side by side, one per thread; a few large ones one after the
   // other on all threads.
@@ -45,19 +68,19 @@ class Avx512Backend final : public linalg::BackendOf<Avx512Backend> {
 #pragma omp parallel for num_threads(threads_) schedule(dynamic, 1) if (side_by_side)
     for (linalg::Index i = 0; i < g.count; ++i) {
       const linalg::Gemm<T> p = g.problem(i);
-      avx512::gemm<T>(p.ta == Trans::yes, p.tb == Trans::yes, p.alpha, p.a, p.b, p.beta, p.c,
+      Isa::template gemm<T>(p.ta == Trans::yes, p.tb == Trans::yes, p.alpha, p.a, p.b, p.beta, p.c,
                       side_by_side ? 1 : threads_);
     }
   }
   template <class T>
   void exec(const linalg::Syrk<T>& s, MatmulMode m) {
     if (s.n() < kMinPacked || s.k() < kMinPacked) return forward(s, m);
-    avx512::syrk<T>(s.uplo == linalg::Uplo::lower, s.trans == Trans::yes, s.alpha, s.a, s.beta, s.c, threads_);
+    Isa::template syrk<T>(s.uplo == linalg::Uplo::lower, s.trans == Trans::yes, s.alpha, s.a, s.beta, s.c, threads_);
   }
   template <class T>
   void exec(const linalg::Trsm<T>& t, MatmulMode m) {
     if (t.a.rows < 2 * kMinPacked || t.b.rows < kMinPacked || t.b.cols < kMinPacked) return forward(t, m);
-    avx512::trsm<T>(t.side == linalg::Side::left, t.uplo == linalg::Uplo::lower, t.trans == Trans::yes,
+    Isa::template trsm<T>(t.side == linalg::Side::left, t.uplo == linalg::Uplo::lower, t.trans == Trans::yes,
                     t.diag == linalg::Diag::unit, t.alpha, t.a, t.b, threads_);
   }
   template <class T>
@@ -85,18 +108,28 @@ class Avx512Backend final : public linalg::BackendOf<Avx512Backend> {
 
 }  // namespace
 
-std::string own_kernels_build() { return avx512::build_stamp(); }
+std::string own_kernels_build() { return fmt::format("{}, {}", avx512::build_stamp(), avx2::build_stamp()); }
 
 bool avx512_available() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
 }
 
+bool avx2_available() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
 std::unique_ptr<linalg::Backend> make_avx512_backend() {
   if (!avx512_available()) {
     throw UnsupportedError("backend 'avx512' needs a CPU with AVX-512F and FMA, and this one has not");
   }
-  return std::make_unique<Avx512Backend>();
+  return std::make_unique<PackedBackend<Avx512>>();
+}
+
+std::unique_ptr<linalg::Backend> make_avx2_backend() {
+  if (!avx2_available()) throw UnsupportedError("backend 'avx2' needs a CPU with AVX2 and FMA, and this one has not");
+  return std::make_unique<PackedBackend<Avx2>>();
 }
 
 }  // namespace dfmp2::devices
