@@ -86,7 +86,7 @@ struct ScfOptions {
   double d_convergence = 1e-8;  // RMS of the orbital gradient
   int max_iterations = 100;
   ScfGuess guess = ScfGuess::sad;
-  int diis_vectors = 8;
+  int diis_vectors = 10;
   // (optional) The ranks' grid (linalg/dense_grid.hpp): the eigenproblems of order >= distributed_min_order (the
   // Fock matrix's, nbf) are solved on it, every rank then holding the same orbitals (README "MPI").
   linalg::DenseGrid* dense = nullptr;
