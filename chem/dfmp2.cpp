@@ -590,11 +590,14 @@ void transform(const ThreeIndexSource& source, const std::vector<SpaceOrbitals>&
                                ConstMatrixViewT<W>{half.data(), nbf, nact, nbf * np}, W(0), a_space);
           continue;
         }
-        kernels.gemm(step_name(Mp2Step::transform), Trans::yes, Trans::no, W(1), c_act, ao, W(0),
-                     MatrixViewT<W>{half.data(), nact, nbf * np, nact});
-        // For each P: A_P (nvir x nact) = C_vir^T (i|P m)^T.
-        kernels.gemm_batched(step_name(Mp2Step::transform), Trans::yes, Trans::yes, np, {0, nact * nbf, rows}, W(1),
-                             c_vir, ConstMatrixViewT<W>{half.data(), nact, nbf, nact}, W(0), a_space);
+        // (i | P m) transposed, (m + nbf*P) x i = ao^T C_act: the long dimension (nbf np) as the rows and the
+        // occupied orbitals as the columns, which the packed kernels' tiles (24 or 12 rows, 8 or 4 columns) divide
+        // evenly where nact x (nbf np) left a sixth of each tile empty (80 occupied orbitals in tiles of 24 rows).
+        const MatrixViewT<W> half_t{half.data(), nbf * np, nact, nbf * np};
+        kernels.gemm(step_name(Mp2Step::transform), Trans::yes, Trans::no, W(1), ao, c_act, W(0), half_t);
+        // For each P: A_P (nvir x nact) = C_vir^T (rows m + nbf*P of the above).
+        kernels.gemm_batched(step_name(Mp2Step::transform), Trans::yes, Trans::no, np, {0, nbf, rows}, W(1), c_vir,
+                             ConstMatrixViewT<W>{half.data(), nbf, nact, nbf * np}, W(0), a_space);
       }
     };
     one_block();
