@@ -43,25 +43,30 @@ T* scratch(std::vector<T>& buf, std::size_t count) {
   return reinterpret_cast<T*>((p + 63) & ~std::uintptr_t(63));
 }
 
-// C tile (kMr x kNr, leading dimension ldc) = alpha * sum_p ap[p] bp[p]^T + beta * C, ap and bp the packed
-// slivers (kMr and kNr values per p). beta == 0: C is not read.
-template <class T>
+// C tile (rows() x kNr, leading dimension ldc) = alpha * sum_p ap[p] bp[p]^T + beta * C, ap and bp the packed
+// slivers (kMr and kNr values per p). beta == 0: C is not read. NV vectors of rows (1 to 3): a sliver's last rows,
+// when fewer than kMr are real, are computed with as few vectors as hold them, not the zero padding (80 occupied
+// orbitals are 3 x 24 + 8 rows: with NV always 3 a sixth of the flops went to padding).
+template <class T, int NV = 3>
 inline void micro_kernel(Index kc, const T* __restrict ap, const T* __restrict bp, T* c, Index ldc, T alpha, T beta) {
   using S = Simd<T>;
   using V = typename S::V;
   constexpr int w = S::width;
-  V c0[kNr], c1[kNr], c2[kNr];
+  V acc[NV][kNr];
 #pragma GCC unroll 8
-  for (int j = 0; j < kNr; ++j) c0[j] = c1[j] = c2[j] = S::zero();
+  for (int j = 0; j < kNr; ++j)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[v][j] = S::zero();
   for (Index p = 0; p < kc; ++p) {
-    const V a0 = S::load(ap), a1 = S::load(ap + w), a2 = S::load(ap + 2 * w);
+    V a[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) a[v] = S::load(ap + v * w);
     _mm_prefetch(reinterpret_cast<const char*>(ap + 8 * kMr<T>), _MM_HINT_T0);
 #pragma GCC unroll 8
     for (int j = 0; j < kNr; ++j) {
       const V b = S::set1(bp[j]);
-      c0[j] = S::fmadd(a0, b, c0[j]);
-      c1[j] = S::fmadd(a1, b, c1[j]);
-      c2[j] = S::fmadd(a2, b, c2[j]);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[v][j] = S::fmadd(a[v], b, acc[v][j]);
     }
     ap += kMr<T>;
     bp += kNr;
@@ -69,21 +74,32 @@ inline void micro_kernel(Index kc, const T* __restrict ap, const T* __restrict b
   const V va = S::set1(alpha);
   if (beta == T(0)) {
 #pragma GCC unroll 8
-    for (int j = 0; j < kNr; ++j) {
-      T* cj = c + j * ldc;
-      S::storeu(cj, S::mul(va, c0[j]));
-      S::storeu(cj + w, S::mul(va, c1[j]));
-      S::storeu(cj + 2 * w, S::mul(va, c2[j]));
-    }
+    for (int j = 0; j < kNr; ++j)
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) S::storeu(c + j * ldc + v * w, S::mul(va, acc[v][j]));
   } else {
     const V vb = S::set1(beta);
 #pragma GCC unroll 8
-    for (int j = 0; j < kNr; ++j) {
-      T* cj = c + j * ldc;
-      S::storeu(cj, S::fmadd(va, c0[j], S::mul(vb, S::loadu(cj))));
-      S::storeu(cj + w, S::fmadd(va, c1[j], S::mul(vb, S::loadu(cj + w))));
-      S::storeu(cj + 2 * w, S::fmadd(va, c2[j], S::mul(vb, S::loadu(cj + 2 * w))));
-    }
+    for (int j = 0; j < kNr; ++j)
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) {
+        T* cj = c + j * ldc + v * w;
+        S::storeu(cj, S::fmadd(va, acc[v][j], S::mul(vb, S::loadu(cj))));
+      }
+  }
+}
+
+// The micro-kernel with as few vectors as hold `rows` (<= kMr) rows: a tile of vectors(rows) * width rows.
+template <class T>
+int vectors_for(Index rows) {
+  return static_cast<int>((rows + Simd<T>::width - 1) / Simd<T>::width);
+}
+template <class T>
+inline void micro_kernel_rows(Index rows, Index kc, const T* ap, const T* bp, T* c, Index ldc, T alpha, T beta) {
+  switch (vectors_for<T>(rows)) {
+    case 1: return micro_kernel<T, 1>(kc, ap, bp, c, ldc, alpha, beta);
+    case 2: return micro_kernel<T, 2>(kc, ap, bp, c, ldc, alpha, beta);
+    default: return micro_kernel<T, 3>(kc, ap, bp, c, ldc, alpha, beta);
   }
 }
 
@@ -152,10 +168,10 @@ void macro_kernel(Index kc, const T* ap, const T* bp, Index ic, Index mc, Index 
       if (part < 0 && ic + ir > jr + cols - 1) continue;   // wholly below it
       T* cc = c.data + (ic + ir) + jr * c.ld;
       const T* as = ap + ir * kc;
-      if (rows == mr && cols == kNr) {
-        micro_kernel<T>(kc, as, bs, cc, c.ld, alpha, bet);
+      if (cols == kNr && rows == vectors_for<T>(rows) * Simd<T>::width) {  // whole vectors: straight into C
+        micro_kernel_rows<T>(rows, kc, as, bs, cc, c.ld, alpha, bet);
       } else {
-        micro_kernel<T>(kc, as, bs, tile, mr, T(1), T(0));
+        micro_kernel_rows<T>(rows, kc, as, bs, tile, mr, T(1), T(0));
         for (Index j = 0; j < cols; ++j) {
           for (Index i = 0; i < rows; ++i) {
             T& out = cc[i + j * c.ld];
@@ -289,11 +305,11 @@ void syrk_sliced(bool lower, bool trans, T alpha, ConstMatrixViewT<T> a, T beta,
           const Index i0 = is * mr, rows = std::min<Index>(mr, n - i0);
           const bool inside = lower ? i0 >= j0 + cols - 1 : i0 + rows - 1 <= j0;
           T* cc = c.data + i0 + j0 * c.ld;
-          if (inside && rows == mr && cols == kNr) {
-            micro_kernel<T>(kc, ap + is * mr * kc, bp + js * kNr * kc, cc, c.ld, alpha, bet);
+          if (inside && cols == kNr && rows == vectors_for<T>(rows) * Simd<T>::width) {
+            micro_kernel_rows<T>(rows, kc, ap + is * mr * kc, bp + js * kNr * kc, cc, c.ld, alpha, bet);
             continue;
           }
-          micro_kernel<T>(kc, ap + is * mr * kc, bp + js * kNr * kc, tile, mr, T(1), T(0));
+          micro_kernel_rows<T>(rows, kc, ap + is * mr * kc, bp + js * kNr * kc, tile, mr, T(1), T(0));
           for (Index j = 0; j < cols; ++j) {
             for (Index i = 0; i < rows; ++i) {
               if (lower ? i0 + i < j0 + j : i0 + i > j0 + j) continue;
