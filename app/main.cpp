@@ -98,7 +98,7 @@ CLI::App* add_bench(CLI::App& cli, BenchFlags& f) {
   b->add_option("--sizes", f.sizes, "sizes n of the kernels, comma-separated (default 256,512,1024)")->option_text("LIST");
   b->add_option("--density,--densities", f.densities, "spmm_csr/spmm_bsr densities (default 0.01,0.1)")
       ->option_text("LIST");
-  b->add_option("--backends", f.backends, "backends, comma-separated: eigen, openblas, avx512, trn1, trn2 (default: the faster CPU backend here, chosen at run time)")
+  b->add_option("--backends", f.backends, "backends, comma-separated: eigen, openblas, avx2, avx512, trn1, trn2 (default: the fastest CPU backend here, measured)")
       ->option_text("LIST");
   b->add_option("--precision", f.precision,
                 "fp64, fp32, bf16, bf16x3 (dfmp2 mode also mixed), comma-separated (default fp64; fp32 with a device model)")
