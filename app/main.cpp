@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <csignal>
+#include <cstdint>
 #include <filesystem>
 #include <cstdio>
 #include <fstream>
@@ -237,6 +238,17 @@ int run_input(const std::string& input_path, const std::optional<std::string>& o
   comm.checked([&] {
     run = dfmp2::app::prepare_run(dfmp2::app::read_input_file(input_path, comm.node_ranks()), output, rank0);
   });
+  // An input without `backends` runs on the measured default (devices/calibration.hpp); with several ranks on rank
+  // 0's, so that every rank runs the same kernels and gets the same bits (ranks on other nodes measure their own
+  // machine, and two backends within noise of each other can come out either way).
+  if (comm.size() > 1 && !run.input.as_read.contains("backends")) {
+    std::string name = rank0 ? run.input.backends.front() : std::string();
+    std::uint64_t length = name.size();
+    comm.broadcast(&length, sizeof(length), 0);
+    name.resize(static_cast<std::size_t>(length));
+    comm.broadcast(name.data(), name.size(), 0);
+    run.input.backends = {name};
+  }
 
   // Long phases (the SCF, the DF-MP2 transformation and pair loop) report as they go, from rank 0; the results are
   // printed at the end, in one piece.

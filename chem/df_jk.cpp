@@ -204,8 +204,9 @@ JkStorage measured_choice(const ThreeCenterEngine& engine, const JkShape& z,
   const double recompute = options.expected_iterations *
                            (2.0 * per_pass + double(z.naux) * double(z.naux) * double(z.nbf) * double(z.nocc) /
                                                  double(z.ranks) / fit_rate);
-  // Scratch: one pass, written once, read and written once by the fitting, read once per iteration.
-  const double scratch = per_pass + (3.0 + options.expected_iterations) * b_bytes / rate;
+  // Scratch: one pass, written once, read and written once by the fitting and once more by the transposition to
+  // the exchange's layout, read once per iteration.
+  const double scratch = per_pass + (5.0 + options.expected_iterations) * b_bytes / rate;
   plan.reason = fmt::format(
       "the fitted tensor ({}) does not fit in memory; measured: integrals {:.2f} s per pass, scratch writes {:.2f} "
       "GB/s, so over {} iterations scratch {:.1f} s against recompute {:.1f} s",
@@ -711,7 +712,7 @@ class BlockedDfJk final : public JkBuilder {
       Stopwatch clock;
       w.gathered.resize(static_cast<std::size_t>(width * g.partners));
       w.occupied.resize(static_cast<std::size_t>(nocc * g.partners));
-      rows_->gather_block<T>(g, bt, q, w.gathered.data());
+      rows_->gather_block<T>(g, bt, q, w.gathered.data(), kernels_.backend().openmp_threads());
       rows_->gather_occupied<T>(g, c_t.data(), nocc, w.occupied.data());
       gather_seconds += clock.seconds();
       gathered += double(width * g.partners);

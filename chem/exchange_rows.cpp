@@ -66,9 +66,9 @@ double ExchangeRows::bytes(Index npacked, Index nbf) {
 }
 
 template <class T>
-void ExchangeRows::gather_block(const ExchangeRowGroup& group, const double* bt, Index q, T* s) const {
+void ExchangeRows::gather_block(const ExchangeRowGroup& group, const double* bt, Index q, T* s, bool parallel) const {
   const Index rows = group.rows, width = q * rows;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel)
   for (Index j = 0; j < group.partners; ++j) {
     for (Index r = 0; r < rows; ++r) {
       const double* from = bt + q * position_[static_cast<std::size_t>(row_start_[group.first + r] + j)];
@@ -87,8 +87,8 @@ void ExchangeRows::gather_occupied(const ExchangeRowGroup& group, const T* c_t, 
     std::memcpy(out + j * nocc, c_t + Index(partners[j]) * nocc, sizeof(T) * static_cast<std::size_t>(nocc));
 }
 
-template void ExchangeRows::gather_block<double>(const ExchangeRowGroup&, const double*, Index, double*) const;
-template void ExchangeRows::gather_block<float>(const ExchangeRowGroup&, const double*, Index, float*) const;
+template void ExchangeRows::gather_block<double>(const ExchangeRowGroup&, const double*, Index, double*, bool) const;
+template void ExchangeRows::gather_block<float>(const ExchangeRowGroup&, const double*, Index, float*, bool) const;
 template void ExchangeRows::gather_occupied<double>(const ExchangeRowGroup&, const double*, Index, double*) const;
 template void ExchangeRows::gather_occupied<float>(const ExchangeRowGroup&, const float*, Index, float*) const;
 

@@ -42,9 +42,12 @@ class ExchangeRows {
 
   // S ((q rows) x partners, see above) of `group` from a block of q auxiliary functions of B stored transposed
   // (bt[p + q x]), in element type T (float: B rounded as it is gathered); and the occupied coefficients C_L^T
-  // (nocc x partners) from C^T (nocc x nbf, column n contiguous).
+  // (nocc x partners) from C^T (nocc x nbf, column n contiguous). `parallel`: on OpenMP's threads; only where the
+  // GEMMs between the gathers run on them too (Backend::openmp_threads): with OpenBLAS's own threads still spinning
+  // after a GEMM, a parallel gather competed with them for the cores, and on 2 cores (H2O)16's SCF took 45-50 s
+  // against 16 s with the gather on the calling thread alone.
   template <class T>
-  void gather_block(const ExchangeRowGroup& group, const double* bt, linalg::Index q, T* s) const;
+  void gather_block(const ExchangeRowGroup& group, const double* bt, linalg::Index q, T* s, bool parallel) const;
   template <class T>
   void gather_occupied(const ExchangeRowGroup& group, const T* c_t, linalg::Index nocc, T* out) const;
 

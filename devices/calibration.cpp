@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -35,7 +36,7 @@ const std::vector<CalibrationShape>& calibration_shapes() {
   // enough for each backend's blocked kernels, as in the calculations the default runs.
   static const std::vector<CalibrationShape> shapes = {
       {"DF-MP2 pair energies: (ia|jb) = B_i^T B_j", linalg::Op::gemm, true, false, 768, 768, 512},
-      {"DF-MP2 transformation: C_occ^T (Q|mn)", linalg::Op::gemm, true, false, 96, 1536, 512},
+      {"DF-MP2 transformation: (Q|mn)^T C_occ", linalg::Op::gemm, true, false, 1536, 96, 512},
       {"DF-SCF exchange: a row group's C_L^T S^T", linalg::Op::gemm, false, true, 96, 1024, 320},
       {"DF-SCF exchange: K = E^T E", linalg::Op::syrk, true, false, 0, 384, 6144},
   };
@@ -133,16 +134,23 @@ std::vector<BackendRate> read_cache(const std::string& file, const std::string& 
 
 void write_cache(const std::string& file, const std::string& key, const std::vector<BackendRate>& rates) {
   const std::string temporary = fmt::format("{}.{}.tmp", file, ::getpid());
-  {
-    std::ofstream out(temporary);
-    out << "# dfmp2 backend calibration (README 'Backends'); measured again when the key changes\n" << key;
-    for (const auto& r : rates) out << fmt::format("rate {} {:.6g} {:.6g}\n", r.backend, r.gflops, r.seconds);
-    if (!out) {
-      std::filesystem::remove(temporary);
-      throw std::runtime_error("cannot write " + temporary);
-    }
+  std::string text = "# dfmp2 backend calibration (README 'Backends'); measured again when the key changes\n" + key;
+  for (const auto& r : rates) text += fmt::format("rate {} {:.6g} {:.6g}\n", r.backend, r.gflops, r.seconds);
+  // Written whole and closed (a full disk shows at the close as much as at the write) before it is renamed into
+  // place, atomically: a reader sees the old file or the new one, never part of one.
+  std::FILE* out = std::fopen(temporary.c_str(), "w");
+  const bool written = out != nullptr && std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  const bool closed = out != nullptr && std::fclose(out) == 0;
+  std::error_code ec;
+  if (!written || !closed) {
+    std::filesystem::remove(temporary, ec);
+    throw std::runtime_error("cannot write " + temporary);
   }
-  std::filesystem::rename(temporary, file);  // atomic: a reader sees the old file or the new one
+  std::filesystem::rename(temporary, file, ec);
+  if (ec) {
+    std::filesystem::remove(temporary, ec);
+    throw std::runtime_error("cannot rename " + temporary + " to " + file);
+  }
 }
 
 std::vector<Candidate> cpu_candidates() {
@@ -183,39 +191,70 @@ const BackendRate& fastest(const std::vector<BackendRate>& rates) {
   return *best;
 }
 
-const Calibration& machine_calibration() {
-  static const Calibration calibration = [] {
-    Calibration c;
-    c.cpu = read_cpu_model();
-    c.key = calibration_key(c.cpu);
-    const std::string& key = c.key;
-    const std::string folder = cache_folder();
-    const auto measure = [&] { c.rates = measure_rates(cpu_candidates()); };
-    if (folder.empty()) {
-      c.note = "not cached: neither XDG_CACHE_HOME nor HOME is set";
-      measure();
-      return c;
+namespace {
+
+// An exclusive lock on `path` for the object's life (none when the file cannot be opened or locked: then the
+// processes that start together may each measure, and their figures may differ).
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) : fd_(::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
+      ::close(fd_);
+      fd_ = -1;
     }
-    c.file = fmt::format("{}/backend-calibration-{:016x}.txt", folder, std::hash<std::string>{}(key));
-    std::error_code ec;
-    std::filesystem::create_directories(folder, ec);
-    // One process measures while the others wait, then read its figures: runs that start together agree.
-    const int lock = ::open((folder + "/backend-calibration.lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-    if (lock >= 0) ::flock(lock, LOCK_EX);
-    c.rates = read_cache(c.file, key);
-    c.cached = !c.rates.empty();
-    if (!c.cached) {
-      measure();
-      try {
-        write_cache(c.file, key, c.rates);
-      } catch (const std::exception& e) {
-        c.note = fmt::format("not cached: {}", e.what());
-        c.file.clear();
-      }
-    }
-    if (lock >= 0) ::close(lock);  // releases the lock
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
+// Every backend named in the key has a rate, and no other: a file cut short or edited by hand is measured again.
+bool covers(const std::vector<BackendRate>& rates, const std::vector<Candidate>& candidates) {
+  if (rates.size() != candidates.size()) return false;
+  for (std::size_t i = 0; i < rates.size(); ++i)
+    if (rates[i].backend != candidates[i].name) return false;
+  return true;
+}
+
+}  // namespace
+
+Calibration calibrate(const std::vector<Candidate>& candidates, const std::string& folder) {
+  Calibration c;
+  c.cpu = read_cpu_model();
+  c.key = calibration_key(c.cpu);
+  const auto measure = [&] { c.rates = measure_rates(candidates); };
+  if (folder.empty()) {
+    c.note = "not cached: neither XDG_CACHE_HOME nor HOME is set";
+    measure();
     return c;
-  }();
+  }
+  c.file = fmt::format("{}/backend-calibration-{:016x}.txt", folder, std::hash<std::string>{}(c.key));
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  // One process measures while the others wait, then read its figures: runs that start together agree.
+  const FileLock lock(folder + "/backend-calibration.lock");
+  c.rates = read_cache(c.file, c.key);
+  c.cached = covers(c.rates, candidates);
+  if (!c.cached) {
+    measure();
+    try {
+      write_cache(c.file, c.key, c.rates);
+    } catch (const std::exception& e) {
+      c.note = fmt::format("not cached: {}", e.what());
+      c.file.clear();
+    }
+  }
+  return c;
+}
+
+const Calibration& machine_calibration() {
+  static const Calibration calibration = calibrate(cpu_candidates(), cache_folder());
   return calibration;
 }
 
@@ -223,7 +262,9 @@ std::string calibration_summary(const Calibration& c) {
   std::string rates;
   for (const auto& r : c.rates) rates += fmt::format("{}{} {:.1f}", rates.empty() ? "" : ", ", r.backend, r.gflops);
   return fmt::format("{} GFLOP/s on the DF calibration set ({}; {})", rates,
-                     c.cached ? "cached " + c.file : c.file.empty() ? "measured now" : "measured now, cached in " + c.file,
+                     c.cached         ? "cached " + c.file
+                     : c.file.empty() ? "measured now; " + c.note
+                                      : "measured now, cached in " + c.file,
                      c.cpu);
 }
 

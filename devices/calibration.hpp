@@ -49,7 +49,11 @@ struct Calibration {
   bool cached = false;             // read from the cache (not measured by this process)
   std::string note;                // why they were not cached, when they were not
 };
-// This machine's calibration, from the cache or measured (once per process).
+// The candidates' calibration kept in `folder` ("" for none): read from its file for this key when that file names
+// every candidate, else measured (and written there). Processes calibrating in the same folder take turns.
+Calibration calibrate(const std::vector<Candidate>& candidates, const std::string& folder);
+// This machine's calibration of every built CPU backend in the user's cache folder (once per process). With several
+// MPI ranks the caller makes rank 0's choice every rank's (app: a rank's default is rank 0's).
 const Calibration& machine_calibration();
 // The line the report and the default backend's reason use: "avx512 58.1, openblas 66.2, eigen 40.3 GFLOP/s ...".
 std::string calibration_summary(const Calibration& c);

@@ -97,6 +97,10 @@ class Backend {
   }
   // Threads the backend may use for one call; 0 leaves the library's own default.
   virtual void set_threads(int threads) = 0;
+  // (optional) Whether the backend's calls run on OpenMP's threads, so that the caller's own parallel regions between
+  // them reuse those threads instead of competing with the backend's (OpenBLAS's pthreads spin for a while after each
+  // call). false: the caller keeps its work between calls on its own thread.
+  virtual bool openmp_threads() const { return false; }
   // (optional) Lets go of idle resources such as spinning worker threads, so that whatever runs next (another
   // backend) has the cores to itself. The backend takes them up again on its next call.
   virtual void release() {}

@@ -291,6 +291,7 @@ class EigenBackend final : public linalg::BackendOf<EigenBackend> {
     return fmt::format("Eigen {}.{}.{}; {}; {} threads", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
                        Eigen::SimdInstructionSetsInUse(), Eigen::nbThreads());
   }
+  bool openmp_threads() const override { return true; }
   void set_threads(int threads) override {
     if (threads > 0) Eigen::setNbThreads(threads);
   }

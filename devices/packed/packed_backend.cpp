@@ -47,6 +47,7 @@ class PackedBackend final : public linalg::BackendOf<PackedBackend<Isa>> {
                        "dimension >= {}; smaller products, cholesky, eigh and SpMM through {}",
                        Isa::kernels, kMinPacked, eigen_->details());
   }
+  bool openmp_threads() const override { return true; }
   void set_threads(int threads) override {
     if (threads > 0) threads_ = threads;
     eigen_->set_threads(threads);

@@ -4,6 +4,7 @@
 // 3 x kNr vectors, so 3 x 8 = 24 of AVX-512's 32 registers and 3 x 4 = 12 of AVX2's 16). Each such file is compiled
 // for its instructions whatever the build's target (devices/packed/CMakeLists.txt); nothing in it runs unless the
 // backend found the CPU has them.
+#include "devices/packed/diagonal_solve.hpp"
 #include "devices/packed/packed_gemm.hpp"
 
 #include <immintrin.h>
@@ -15,7 +16,6 @@
 #include <cstring>
 #include <vector>
 
-#include <Eigen/Core>
 
 namespace dfmp2::devices::DFMP2_PACKED_ISA {
 namespace {
@@ -389,34 +389,6 @@ void syrk(bool lower, bool trans, T alpha, ConstMatrixViewT<T> a, T beta, Matrix
   }
 }
 
-namespace {
-
-// B block = op(T)^-1 B block (left) or B block op(T)^-1 (right) for a diagonal block T of A, by Eigen, threaded
-// over B's columns (left) or rows (right).
-template <class T, int Mode>
-void solve_diagonal(bool left, bool trans, const T* t, Index order, Index ldt, MatrixViewT<T> blk, int threads) {
-  using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-  using Stride = Eigen::OuterStride<>;
-  const Eigen::Map<const M, 0, Stride> tm(t, order, order, Stride(ldt));
-  const Index chunks = std::max<Index>(1, std::min<Index>(threads, (left ? blk.cols : blk.rows) / 64));
-#pragma omp parallel for num_threads(int(chunks)) if (chunks > 1)
-  for (Index part = 0; part < chunks; ++part) {
-    const Index total = left ? blk.cols : blk.rows;
-    const Index begin = total * part / chunks, end = total * (part + 1) / chunks;
-    if (left) {
-      Eigen::Map<M, 0, Stride> x(blk.data + begin * blk.ld, blk.rows, end - begin, Stride(blk.ld));
-      if (trans) tm.template triangularView<Mode>().transpose().solveInPlace(x);
-      else tm.template triangularView<Mode>().solveInPlace(x);
-    } else {
-      Eigen::Map<M, 0, Stride> x(blk.data + begin, end - begin, blk.cols, Stride(blk.ld));
-      if (trans) tm.template triangularView<Mode>().transpose().template solveInPlace<Eigen::OnTheRight>(x);
-      else tm.template triangularView<Mode>().template solveInPlace<Eigen::OnTheRight>(x);
-    }
-  }
-}
-
-}  // namespace
-
 template <class T>
 void trsm(bool left, bool lower, bool trans, bool unit, T alpha, ConstMatrixViewT<T> a, MatrixViewT<T> b,
           int threads) {
@@ -431,12 +403,7 @@ void trsm(bool left, bool lower, bool trans, bool unit, T alpha, ConstMatrixView
                  : ConstMatrixViewT<T>{a.data + r0 + c0 * a.ld, nr, nc, a.ld};
   };
   auto solve = [&](Index d0, Index size, MatrixViewT<T> blk) {
-    const T* t = a.data + d0 + d0 * a.ld;
-    // The Eigen mode of op(A)'s diagonal block as stored: A's own triangle (the transpose is taken by the solver).
-    if (lower && unit) solve_diagonal<T, Eigen::UnitLower>(left, trans, t, size, a.ld, blk, threads);
-    if (lower && !unit) solve_diagonal<T, Eigen::Lower>(left, trans, t, size, a.ld, blk, threads);
-    if (!lower && unit) solve_diagonal<T, Eigen::UnitUpper>(left, trans, t, size, a.ld, blk, threads);
-    if (!lower && !unit) solve_diagonal<T, Eigen::Upper>(left, trans, t, size, a.ld, blk, threads);
+    packed::solve_diagonal_block<T>(left, lower, trans, unit, a.data + d0 + d0 * a.ld, size, a.ld, blk, threads);
   };
   // op(A) is lower triangular when A's lower triangle is read untransposed or its upper one transposed.
   const bool op_lower = lower != trans;

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -871,23 +873,79 @@ TEST(Calibration, PicksTheFasterOfTwoBackendsWhenOneIsMadeSlow) {
   }
 }
 
+// The calibration's cache: written once and read back (the same figures, said to be cached), measured again when the
+// file is cut short, and measured without a file (saying why) where the folder cannot be written.
+TEST(Calibration, CacheIsReadBackAndMeasuredAgainWhenBrokenOrUnwritable) {
+  using dfmp2::devices::Candidate;
+  const std::vector<Candidate> candidates = {{"eigen", [] { return dfmp2::devices::make_backend("eigen"); }},
+                                             {"openblas", [] { return dfmp2::devices::make_backend("openblas"); }}};
+  dfmp2::testing::TempDir dir;
+  const std::string folder = (dir.path() / "cache").string();
+  const auto first = dfmp2::devices::calibrate(candidates, folder);
+  EXPECT_FALSE(first.cached);
+  ASSERT_FALSE(first.file.empty()) << first.note;
+  ASSERT_TRUE(std::filesystem::exists(first.file));
+  ASSERT_EQ(first.rates.size(), 2u);
+  for (const auto& entry : std::filesystem::directory_iterator(folder))  // the file and the lock, no temporaries
+    EXPECT_EQ(entry.path().extension() == ".tmp", false) << entry.path();
+
+  const auto second = dfmp2::devices::calibrate(candidates, folder);
+  EXPECT_TRUE(second.cached);
+  EXPECT_EQ(second.file, first.file);
+  ASSERT_EQ(second.rates.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(second.rates[i].backend, first.rates[i].backend);
+    EXPECT_NEAR(second.rates[i].seconds, first.rates[i].seconds, 1e-5 * first.rates[i].seconds);
+  }
+  EXPECT_NE(dfmp2::devices::calibration_summary(second).find("cached " + second.file), std::string::npos);
+
+  {  // cut short: the last rate line gone
+    std::ifstream in(first.file);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string body = text.str();
+    body.erase(body.rfind("rate "));
+    std::ofstream(first.file) << body;
+  }
+  const auto third = dfmp2::devices::calibrate(candidates, folder);
+  EXPECT_FALSE(third.cached) << "a file without every backend's rate was taken";
+  EXPECT_EQ(third.rates.size(), 2u);
+
+  // A folder under a regular file cannot be made.
+  const std::string blocked = dir.file("plain", "x") + "/cache";
+  const auto fourth = dfmp2::devices::calibrate(candidates, blocked);
+  EXPECT_FALSE(fourth.cached);
+  EXPECT_TRUE(fourth.file.empty());
+  EXPECT_EQ(fourth.rates.size(), 2u);
+  EXPECT_NE(fourth.note.find("not cached"), std::string::npos) << fourth.note;
+  EXPECT_NE(dfmp2::devices::calibration_summary(fourth).find("not cached"), std::string::npos);
+}
+
 INSTANTIATE_TEST_SUITE_P(Built, BackendOps, ::testing::ValuesIn(dfmp2::testing::cpu_backends()),
                          backend_param_name);
 
 // The avx512 backend's packed GEMM has blocks (rows of A in blocks of 336 doubles or 672 floats, shared
 // dimension in slices of 256, columns of C in panels of 3072) that the conformance table's shapes do not cross;
 // these shapes cross every one of them, with ragged edges, in both element types, against Eigen's product.
+// dfmp2's packed backends (avx512, avx2) this CPU runs.
+std::vector<std::string> packed_backends() {
+  std::vector<std::string> out;
+  for (const char* name : {"avx512", "avx2"})
+    if (dfmp2::devices::unavailable_reason(name).empty()) out.push_back(name);
+  return out;
+}
+
 template <class T>
-void check_avx512_gemm_blocks(Index m, Index n, Index k) {
+void check_packed_gemm_blocks(const std::string& name, Index m, Index n, Index k) {
   using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-  auto backend = dfmp2::devices::make_backend("avx512");
+  auto backend = dfmp2::devices::make_backend(name);
   backend->set_threads(2);
   KernelLog log;
   Kernels kernels(*backend, log);
   std::srand(11);
   for (Trans ta : {Trans::no, Trans::yes})
     for (Trans tb : {Trans::no, Trans::yes}) {
-      SCOPED_TRACE(describe("avx512 gemm m", m, "n", n, "k", k, str(ta), str(tb)));
+      SCOPED_TRACE(describe(name, "gemm m", m, "n", n, "k", k, str(ta), str(tb)));
       const M a = ta == Trans::no ? M::Random(m + 3, k) : M::Random(k + 3, m);
       const M b = tb == Trans::no ? M::Random(k, n) : M::Random(n, k);
       M c = M::Random(m + 1, n);
@@ -905,26 +963,43 @@ void check_avx512_gemm_blocks(Index m, Index n, Index k) {
     }
 }
 
-TEST(Avx512Backend, GemmCrossesEveryBlockBoundary) {
-  if (!dfmp2::devices::unavailable_reason("avx512").empty()) GTEST_SKIP() << "no AVX-512F on this CPU";
-  check_avx512_gemm_blocks<double>(700, 3200, 300);
-  check_avx512_gemm_blocks<float>(1400, 3100, 520);
+TEST(PackedBackends, GemmCrossesEveryBlockBoundary) {
+  if (packed_backends().empty()) GTEST_SKIP() << "neither AVX-512F nor AVX2 with FMA on this CPU";
+  for (const auto& name : packed_backends()) {
+    check_packed_gemm_blocks<double>(name, 700, 3200, 300);
+    check_packed_gemm_blocks<float>(name, 1400, 3100, 520);
+  }
+}
+
+// A sliver's last rows with one or two vectors written straight into C (in fp64 80 = 3 x 24 + 8 and 88 = 3 x 24 + 16
+// rows for avx512, 80 = 6 x 12 + 8 and 88 = 7 x 12 + 4 for avx2; in fp32 80 = 48 + 32 for avx512, 80 = 3 x 24 + 8
+// and 88 = 3 x 24 + 16 for avx2), and through the tile buffer the rows that are not whole vectors (81, 20): C's row
+// below must stay untouched.
+TEST(PackedBackends, PartialSliversWithFewerVectors) {
+  if (packed_backends().empty()) GTEST_SKIP() << "neither AVX-512F nor AVX2 with FMA on this CPU";
+  for (const auto& name : packed_backends())
+    for (Index m : {80, 88, 81, 20}) {
+      check_packed_gemm_blocks<double>(name, m, 72, 260);
+      check_packed_gemm_blocks<float>(name, m, 72, 260);
+    }
 }
 
 // The SYRK's two paths: up to order 1024 slice by slice of the shared dimension; above, recursive blocks (leaves of
 // 192 computed tile by tile, rectangles large enough for all threads one after the other, the rest side by side).
-TEST(Avx512Backend, SyrkLargeBlocksAndLeaves) {
-  if (!dfmp2::devices::unavailable_reason("avx512").empty()) GTEST_SKIP() << "no AVX-512F on this CPU";
-  auto backend = dfmp2::devices::make_backend("avx512");
+TEST(PackedBackends, SyrkLargeBlocksAndLeaves) {
+  if (packed_backends().empty()) GTEST_SKIP() << "neither AVX-512F nor AVX2 with FMA on this CPU";
+  for (const auto& name : packed_backends()) {
+  auto backend = dfmp2::devices::make_backend(name);
   backend->set_threads(2);
   KernelLog log;
   Kernels kernels(*backend, log);
   Rng rng(9009);
   const Index kk = 300;
-  for (Index n : {1000, 1100})  // the sliced path (order <= 1024) and the blocks
+  // The sliced path (order <= 1024; 88 and 80 with partial slivers) and the blocks.
+  for (Index n : {80, 88, 1000, 1100})
   for (Uplo uplo : kUplo)
     for (Trans trans : kTrans) {
-      SCOPED_TRACE(describe("avx512 syrk n", n, str(uplo), str(trans)));
+      SCOPED_TRACE(describe(name, "syrk n", n, str(uplo), str(trans)));
       Matrix a = trans == Trans::no ? Matrix(n, kk) : Matrix(kk, n);
       fill_random(a, rng);
       Matrix c(n, n);
@@ -943,14 +1018,16 @@ TEST(Avx512Backend, SyrkLargeBlocksAndLeaves) {
       EXPECT_LT(worst, 1e-12 * double(kk));
       EXPECT_EQ(other, 0) << "the other triangle was written";
     }
+  }
 }
 
 // The blocked TRSM (diagonal blocks of 192 by Eigen, the rest by the packed GEMM) over several blocks, every
 // side, triangle, transpose and diagonal, with NaN in A's other triangle (it must not be read): the residual
 // op(A) X - alpha B against the data's scale.
-TEST(Avx512Backend, TrsmOverSeveralBlocks) {
-  if (!dfmp2::devices::unavailable_reason("avx512").empty()) GTEST_SKIP() << "no AVX-512F on this CPU";
-  auto backend = dfmp2::devices::make_backend("avx512");
+TEST(PackedBackends, TrsmOverSeveralBlocks) {
+  if (packed_backends().empty()) GTEST_SKIP() << "neither AVX-512F nor AVX2 with FMA on this CPU";
+  for (const auto& name : packed_backends()) {
+  auto backend = dfmp2::devices::make_backend(name);
   backend->set_threads(2);
   KernelLog log;
   Kernels kernels(*backend, log);
@@ -960,7 +1037,7 @@ TEST(Avx512Backend, TrsmOverSeveralBlocks) {
     for (Uplo uplo : kUplo)
       for (Trans trans : kTrans)
         for (Diag diag : {Diag::non_unit, Diag::unit}) {
-          SCOPED_TRACE(describe("avx512 trsm", side == Side::left ? "left" : "right", str(uplo), str(trans),
+          SCOPED_TRACE(describe(name, "trsm", side == Side::left ? "left" : "right", str(uplo), str(trans),
                                 diag == Diag::unit ? "unit" : "non-unit"));
           Matrix a(order, order);
           fill_random(a, rng, -0.1, 0.1);
@@ -979,6 +1056,7 @@ TEST(Avx512Backend, TrsmOverSeveralBlocks) {
           const Matrix residual = side == Side::left ? Matrix(op * b - 0.5 * b0) : Matrix(b * op - 0.5 * b0);
           EXPECT_LT(residual.cwiseAbs().maxCoeff(), 1e-12) << "max residual";
         }
+  }
 }
 
 // Agreement between backends (eigen against openblas, and the device models) is the conformance table's job

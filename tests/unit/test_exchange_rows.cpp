@@ -79,7 +79,7 @@ TEST(ExchangeRows, GatheredRowsGiveTheDenseExchange) {
     EXPECT_LE(g.rows, ExchangeRows::kMaxRows);
     covered += g.rows;
     std::vector<double> s(static_cast<std::size_t>(q * g.rows * g.partners)), occ(static_cast<std::size_t>(nocc * g.partners));
-    rows.gather_block<double>(g, bt.data(), q, s.data());
+    rows.gather_block<double>(g, bt.data(), q, s.data(), true);
     rows.gather_occupied<double>(g, c_t.data(), nocc, occ.data());
     const Eigen::Map<const Matrix> sm(s.data(), q * g.rows, g.partners), om(occ.data(), nocc, g.partners);
     const Matrix block = om * sm.transpose();  // nocc x (q rows)
@@ -93,9 +93,9 @@ TEST(ExchangeRows, GatheredRowsGiveTheDenseExchange) {
   // fp32: the same from B rounded as it is gathered.
   const auto& g = rows.groups().front();
   std::vector<float> sf(static_cast<std::size_t>(q * g.rows * g.partners));
-  rows.gather_block<float>(g, bt.data(), q, sf.data());
+  rows.gather_block<float>(g, bt.data(), q, sf.data(), false);
   std::vector<double> sd(sf.size());
-  rows.gather_block<double>(g, bt.data(), q, sd.data());
+  rows.gather_block<double>(g, bt.data(), q, sd.data(), false);
   for (std::size_t i = 0; i < sf.size(); ++i) EXPECT_EQ(sf[i], static_cast<float>(sd[i]));
 }
 
