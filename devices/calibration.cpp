@@ -163,23 +163,26 @@ std::vector<Candidate> cpu_candidates() {
 }  // namespace
 
 std::vector<BackendRate> measure_rates(const std::vector<Candidate>& candidates, int passes) {
-  std::vector<BackendRate> out;
   const auto& shapes = calibration_shapes();
   double flops = 0;
   for (const auto& s : shapes) flops += s.flops();
   std::vector<Operands> operands;
   for (const auto& s : shapes) operands.emplace_back(s);
-  for (const Candidate& c : candidates) {
-    const auto backend = c.make();
-    double best = INFINITY;
-    for (int pass = 0; pass <= passes; ++pass) {
+  std::vector<std::unique_ptr<linalg::Backend>> backends;
+  for (const Candidate& c : candidates) backends.push_back(c.make());
+  std::vector<double> best(candidates.size(), INFINITY);
+  // Pass by pass, every candidate in turn: a spell of load from elsewhere hits them all alike, rather than the one
+  // that happened to be measuring. Pass 0 warms the caches and the threads and is not counted.
+  for (int pass = 0; pass <= passes; ++pass) {
+    for (std::size_t b = 0; b < backends.size(); ++b) {
       const double start = now();
-      for (std::size_t i = 0; i < shapes.size(); ++i) run_shape(*backend, shapes[i], operands[i]);
-      if (pass > 0) best = std::min(best, now() - start);  // pass 0 warms the caches and the threads
+      for (std::size_t i = 0; i < shapes.size(); ++i) run_shape(*backends[b], shapes[i], operands[i]);
+      if (pass > 0) best[b] = std::min(best[b], now() - start);
+      backends[b]->release();  // its idle threads must not slow the next candidate
     }
-    backend->release();  // its idle threads must not slow the next candidate
-    out.push_back({c.name, flops / best * 1e-9, best});
   }
+  std::vector<BackendRate> out;
+  for (std::size_t b = 0; b < candidates.size(); ++b) out.push_back({candidates[b].name, flops / best[b] * 1e-9, best[b]});
   return out;
 }
 

@@ -866,7 +866,7 @@ TEST(Calibration, PicksTheFasterOfTwoBackendsWhenOneIsMadeSlow) {
   for (bool slow_first : {true, false}) {
     const std::vector<Candidate> candidates = {{first, slow_first ? slowed(first) : plain(first)},
                                                {second, slow_first ? plain(second) : slowed(second)}};
-    const auto rates = dfmp2::devices::measure_rates(candidates, 2);
+    const auto rates = dfmp2::devices::measure_rates(candidates, 3);
     ASSERT_EQ(rates.size(), 2u);
     EXPECT_EQ(dfmp2::devices::fastest(rates).backend, slow_first ? second : first)
         << rates[0].backend << " " << rates[0].gflops << " GFLOP/s, " << rates[1].backend << " " << rates[1].gflops;
