@@ -24,6 +24,7 @@
 #include "devices/registry.hpp"
 #include "linalg/bytes.hpp"
 #include "linalg/errors.hpp"
+#include "linalg/kept_files.hpp"
 #include "linalg/inverse_sqrt.hpp"
 
 namespace dfmp2::app {
@@ -102,13 +103,8 @@ void require_regular_file(const fs::path& path, const std::function<void(const s
 
 // $XDG_CACHE_HOME/dfmp2/neuron, else ~/.cache/dfmp2/neuron; empty (no persistent cache) when neither is set.
 std::string default_compile_cache() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    return (fs::path(xdg) / "dfmp2" / "neuron").string();
-  }
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
-    return (fs::path(home) / ".cache" / "dfmp2" / "neuron").string();
-  }
-  return {};
+  const std::string cache = linalg::user_cache_folder();
+  return cache.empty() ? cache : cache + "/neuron";
 }
 
 
@@ -273,26 +269,44 @@ std::optional<int> integer_key(const YAML::Node& n, const YamlReader& ctx, const
   return static_cast<int>(*v);
 }
 
+// A molecule whose spin nobody gave (neither `multiplicity` nor a fragment's) is taken as a singlet; when its
+// fragments' electrons make it an open shell instead, that is a guess of its spin state, not the user's: refused.
+void require_open_shell_asked_for(const chem::Molecule& mol, bool multiplicity_given, const YAML::Node& at,
+                                  const YamlReader& ctx) {
+  if (multiplicity_given || mol.multiplicity == 1) return;
+  std::vector<int> parts;
+  for (const auto& f : mol.fragments) parts.push_back(f.multiplicity);
+  ctx.fail_key(at, "molecule.multiplicity",
+               fmt::format("{{key}}: not given, and the fragments' electrons make this an open shell (by the rules "
+                           "Psi4 and qcelemental apply, multiplicity {} from the fragments' {}); give "
+                           "molecule.multiplicity, or each fragment's multiplicity",
+                           mol.multiplicity, fmt::join(parts, ", ")));
+}
+
 // The molecule's charge and multiplicity (keys `charge`, `multiplicity`, and the fragments' own lines): the
-// complex's from its fragments unless the keys give them (then checked against them), and a whole number of alpha
-// and beta electrons.
+// fragments' and the complex's completed from what was given as Psi4 and qcelemental complete them
+// (chem::fill_charges_and_multiplicities), and a whole number of alpha and beta electrons.
 void read_charge_and_multiplicity(const YAML::Node& node, const YamlReader& ctx, chem::Molecule& mol) {
   const std::optional<int> charge =
       integer_key(node["charge"], ctx, "molecule.charge", kCharges.first, kCharges.second, "an integer");
   const std::optional<int> multiplicity = integer_key(node["multiplicity"], ctx, "molecule.multiplicity",
                                                       kMultiplicities.first, kMultiplicities.second,
                                                       "an integer 2S + 1 >= 1");
-  // Fragments (Psi4's `--` lines, each possibly with its "charge multiplicity" line): the complex's charge and
-  // multiplicity from theirs unless the keys give them, checked against them.
   try {
-    chem::combine_fragments(mol, charge, multiplicity);
+    chem::fill_charges_and_multiplicities(mol, charge, multiplicity);
   } catch (const InputError& e) {
-    const YAML::Node at = e.key() == "molecule.charge" && node["charge"] ? node["charge"] : node["xyz"] ? node["xyz"] : node;
+    const YAML::Node at = e.key() == "molecule.charge" && node["charge"]                 ? node["charge"]
+                          : e.key() == "molecule.multiplicity" && node["multiplicity"] ? node["multiplicity"]
+                          : node["xyz"]                                                 ? node["xyz"]
+                                                                                        : node;
     ctx.fail_key(at, e.key(), e.text());
   }
+  const bool multiplicity_given =
+      node["multiplicity"] || std::any_of(mol.fragments.begin(), mol.fragments.end(),
+                                          [](const chem::Fragment& f) { return f.given_multiplicity.has_value(); });
+  require_open_shell_asked_for(mol, multiplicity_given, node["xyz"] ? node["xyz"] : node, ctx);
   // The charge and the multiplicity must leave a whole number of alpha and beta electrons: the error names both.
   // Without a multiplicity the charge is what the user gave, so the error is the charge's and says what to add.
-  const bool multiplicity_given = node["multiplicity"] || !mol.fragments.empty();
   try {
     chem::spin_occupied(mol, mol.multiplicity);
   } catch (const InputError& e) {
@@ -370,11 +384,12 @@ chem::Molecule read_atoms(const YAML::Node& node, const YamlReader& ctx, const s
   return mol;
 }
 
-// `molecule` as a list of fragments, each a mapping with its own atoms, charge and multiplicity (0 and 1 when not
-// given): the complex is their atoms in order, its charge the sum and its multiplicity the high-spin sum.
+// `molecule` as a list of fragments, each a mapping with its own atoms and, when given, its charge and multiplicity:
+// the complex is their atoms in order; what was not given is completed as Psi4 and qcelemental complete it.
 chem::Molecule read_fragment_list(const YAML::Node& node, const YamlReader& ctx, Input& in) {
   if (node.size() == 0) ctx.fail_key(node, "molecule", "{key}: an empty list of fragments");
   chem::Molecule mol;
+  bool multiplicity_given = false;
   for (std::size_t k = 0; k < node.size(); ++k) {
     const std::string key = fmt::format("molecule[{}]", k);
     const YAML::Node item = node[k];
@@ -393,21 +408,22 @@ chem::Molecule read_fragment_list(const YAML::Node& node, const YamlReader& ctx,
       return integer_key(item[field], ctx, key + "." + field, range.first, range.second,
                          fmt::format("an integer from {} to {}", range.first, range.second));
     };
-    const chem::Fragment f{mol.atoms.size(), part.atoms.size(), bounded("charge", kCharges).value_or(0),
-                           bounded("multiplicity", kMultiplicities).value_or(1), true};
+    chem::Fragment f{mol.atoms.size(), part.atoms.size(), bounded("charge", kCharges), bounded("multiplicity", kMultiplicities)};
+    multiplicity_given |= f.given_multiplicity.has_value();
     mol.atoms.insert(mol.atoms.end(), part.atoms.begin(), part.atoms.end());
     mol.fragments.push_back(f);
   }
   in.molecule_source = fmt::format("{} ({} fragments)", ctx.where(node), node.size());
   chem::check_geometry(mol, in.molecule_source);
   try {
-    chem::combine_fragments(mol, std::nullopt, std::nullopt);
+    chem::fill_charges_and_multiplicities(mol, std::nullopt, std::nullopt);
     chem::spin_occupied(mol, mol.multiplicity);
   } catch (const InputError& e) {
     const std::string& k = e.key();
     const auto at = k.rfind("molecule fragment ", 0) == 0 ? std::stoul(k.substr(18)) - 1 : 0;
     ctx.fail_key(node[at], k, e.text());
   }
+  require_open_shell_asked_for(mol, multiplicity_given, node, ctx);
   return mol;
 }
 

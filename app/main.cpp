@@ -6,10 +6,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdint>
 #include <filesystem>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -38,6 +40,16 @@ void print_error(const char* prefix, std::string_view message, const char* suffi
   std::fflush(stdout);
   std::fprintf(stderr, "dfmp2: %s%s%s\n", prefix, dfmp2::app::one_line(message).c_str(), suffix);
   std::fflush(stderr);
+}
+
+// Text for standard output, written now: a full disk or a closed pipe is an OutputError naming the reason, not a
+// run that ends in exit 0 with nothing written.
+void write_standard_output(const std::string& text) {
+  errno = 0;
+  if (std::fputs(text.c_str(), stdout) < 0 || std::fflush(stdout) != 0) {
+    throw dfmp2::OutputError(fmt::format("cannot write to standard output: {}",
+                                         errno != 0 ? std::strerror(errno) : "a write failed"));
+  }
 }
 
 // With several ranks the line names the rank that failed: "dfmp2: error: rank 2: ...".
@@ -196,7 +208,11 @@ int run(int argc, char** argv) {
     cli.parse(argc, argv);
     if (print_instances) {
       if (*bench_cmd || !input_path.empty()) throw CLI::ValidationError("--instances", "takes no input file");
-      if (rank0) std::fputs(dfmp2::app::builtin_instances_yaml(), stdout);
+      if (!json_path.empty()) {
+        throw CLI::ValidationError("--instances", "prints the table to standard output and writes no results file "
+                                                  "(--json); redirect it: dfmp2 --instances > my-instances.yaml");
+      }
+      if (rank0) write_standard_output(dfmp2::app::builtin_instances_yaml());
       return 0;
     }
     if (!*bench_cmd && input_path.empty()) throw CLI::RequiredError("input");
@@ -285,7 +301,7 @@ int run_input(const std::string& input_path, const std::optional<std::string>& o
   text += dfmp2::app::format_hessian(calc);
   dfmp2::app::finish_run(run, calc);
   if (run.output) text += fmt::format("\n  results written to {}\n", *run.output);
-  std::fputs(text.c_str(), stdout);
+  write_standard_output(text);
   return 0;
 }
 
@@ -338,7 +354,16 @@ int main(int argc, char** argv) {
     print_error(report.prefix.c_str(), report.message, report.suffix.c_str());
     return report.exit_code;
   }
-  const int code = run_reporting_errors(argc, argv);
+  int code = run_reporting_errors(argc, argv);
+  // What went to standard output (the report, --instances, --help) reached it, or the run says it did not: a full
+  // disk or a closed pipe must not end in exit 0 with nothing written.
+  errno = 0;
+  if (code == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)) {
+    const int error = errno;
+    print_error("error: ", fmt::format("cannot write to standard output: {}",
+                                       error != 0 ? std::strerror(error) : "a write failed"));
+    code = dfmp2::OutputError("").exit_code();
+  }
   dfmp2::linalg::finalize_world();
   return code;
 }

@@ -46,13 +46,14 @@ const std::map<std::string, std::string> kQcKeywords = {
 // dfmp2 input keys that the AtomicInput gives in its own fields, never as dfmp2_<key>.
 const std::map<std::string, std::string> kOwnedByQcSchema = {
     {"molecule", "molecule"},          {"basis", "model.basis"},         {"aux_basis", "keywords.df_basis_mp2"},
+    {"driver", "driver"},
     {"frozen_core", "keywords.freeze_core"}, {"integrals", "molecule"}, {"synthetic", "molecule"},
     {"output", "the command line's --json"}};
 
 // What qcelemental 0.25's models take for the fields an AtomicResult echoes from its AtomicInput without dfmp2
 // reading them. An input whose field is of another type would give a result that does not validate, so it is refused
 // naming the field. Per-atom lists must also have one entry per atom.
-enum class Echo { string, string_or_null, integer, boolean, object, numbers, integers, strings, booleans, list };
+enum class Echo { string, string_or_null, integer, boolean, object, numbers, integers, strings, booleans, list, integer_lists };
 struct EchoedField {
   const char* name;
   Echo kind;
@@ -65,7 +66,8 @@ const std::vector<EchoedField> kEchoedMolecule = {
     {"name", Echo::string},           {"comment", Echo::string},         {"identifiers", Echo::object},
     {"masses", Echo::numbers, true},  {"mass_numbers", Echo::integers, true}, {"atomic_numbers", Echo::integers, true},
     {"atom_labels", Echo::strings, true}, {"real", Echo::booleans, true}, {"connectivity", Echo::list},
-    {"fragments", Echo::list},        {"fragment_charges", Echo::numbers}, {"fragment_multiplicities", Echo::integers},
+    {"fragments", Echo::integer_lists}, {"fragment_charges", Echo::numbers}, {"fragment_multiplicities", Echo::integers},
+    {"molecular_multiplicity", Echo::integer},
     {"fix_com", Echo::boolean},       {"fix_orientation", Echo::boolean}, {"fix_symmetry", Echo::string},
     {"provenance", Echo::object},     {"extras", Echo::object},          {"id", Echo::string_or_null},
     {"validated", Echo::boolean},     {"schema_name", Echo::string},     {"schema_version", Echo::integer}};
@@ -83,6 +85,9 @@ bool is_kind(const nlohmann::json& v, Echo kind) {
     case Echo::strings: return all([](const nlohmann::json& x) { return x.is_string(); });
     case Echo::booleans: return all([](const nlohmann::json& x) { return x.is_boolean(); });
     case Echo::list: return v.is_array();
+    case Echo::integer_lists: return all([](const nlohmann::json& x) {
+      return x.is_array() && std::all_of(x.begin(), x.end(), [](const nlohmann::json& i) { return i.is_number_integer(); });
+    });
   }
   return false;
 }
@@ -99,6 +104,7 @@ const char* kind_name(Echo kind) {
     case Echo::strings: return "a list of strings";
     case Echo::booleans: return "a list of true or false";
     case Echo::list: return "a list";
+    case Echo::integer_lists: return "a list of lists of integers (atom indices)";
   }
   return "";
 }
@@ -227,6 +233,83 @@ nlohmann::json parse_atomic_input(const std::string& text, const YAML::Node& roo
 
 namespace {
 
+// QCSchema's fragments (with fragment_charges and fragment_multiplicities) as Psi4's "--" lines and "charge
+// multiplicity" lines in the xyz text, the line(s) that start a fragment at each atom. dfmp2 takes fragments of
+// consecutive atoms in order, as Psi4 writes them. The charges and multiplicities not given are completed as
+// qcelemental completes them (chem::fill_charges_and_multiplicities), so the AtomicResult that echoes the molecule
+// validates to the same ones; each fragment then has its line, and `charge` and `multiplicity` are the complex's.
+std::vector<std::string> fragment_lines(const QcReader& qc, const YAML::Node& mol, const std::vector<std::string>& symbols,
+                                        const std::vector<bool>& ghost, std::optional<int>& charge,
+                                        std::optional<int>& multiplicity) {
+  std::vector<std::string> before(symbols.size());
+  const YAML::Node frags = mol["fragments"], charges = mol["fragment_charges"], mults = mol["fragment_multiplicities"];
+  const bool listed = frags && frags.IsSequence() && frags.size() > 0;
+  if (!listed && !charges && !mults) return before;
+  // As in qcelemental: without `fragments` the molecule is one fragment, and every per-fragment list has one entry
+  // per fragment.
+  const std::size_t count = listed ? frags.size() : 1;
+  for (const auto& [list, field] : {std::pair{charges, "molecule.fragment_charges"}, {mults, "molecule.fragment_multiplicities"}}) {
+    if (list && list.IsSequence() && list.size() != count) {
+      qc.fail(list, field, fmt::format("expected one entry per fragment ({}), got {}", count, list.size()));
+    }
+  }
+  chem::Molecule shape;  // the atoms' elements and ghosts, and the fragments: what the completion needs
+  for (std::size_t i = 0; i < symbols.size(); ++i) {
+    chem::Atom a;
+    a.symbol = symbols[i];
+    a.atomic_number = chem::atomic_number(symbols[i]);
+    a.ghost = ghost[i];
+    shape.atoms.push_back(a);
+  }
+  std::size_t next = 0;
+  for (std::size_t k = 0; k < count; ++k) {
+    chem::Fragment f{next, symbols.size()};
+    if (listed) {
+      const std::string field = fmt::format("molecule.fragments[{}]", k);
+      if (!frags[k].IsSequence() || frags[k].size() == 0) qc.fail(frags[k], field, "expected a list of atom indices");
+      for (std::size_t a = 0; a < frags[k].size(); ++a) {
+        if (qc.whole_number(frags[k][a], fmt::format("{}[{}]", field, a), 0, 1000000) != static_cast<long long>(next)) {
+          qc.fail(frags[k][a], fmt::format("{}[{}]", field, a),
+                  "dfmp2 takes fragments of consecutive atoms in order (atom indices 0, 1, 2, ... across the fragments)");
+        }
+        ++next;
+      }
+      f.count = frags[k].size();
+    } else {
+      next = symbols.size();
+    }
+    if (charges) f.given_charge = int(qc.whole_number(charges[k], fmt::format("molecule.fragment_charges[{}]", k), -1000, 1000));
+    if (mults) {
+      f.given_multiplicity = int(qc.whole_number(mults[k], fmt::format("molecule.fragment_multiplicities[{}]", k), 1, 1001));
+    }
+    shape.fragments.push_back(f);
+  }
+  if (next != symbols.size()) {
+    qc.fail(frags, "molecule.fragments", fmt::format("the fragments hold {} atoms of {}", next, symbols.size()));
+  }
+  try {
+    chem::fill_charges_and_multiplicities(shape, charge, multiplicity);
+  } catch (const InputError& e) {
+    const std::string& key = e.key();
+    const YAML::Node at = key == "molecule.charge" && mol["molecular_charge"]             ? mol["molecular_charge"]
+                          : key == "molecule.multiplicity" && mol["molecular_multiplicity"] ? mol["molecular_multiplicity"]
+                          : listed                                                      ? frags
+                                                                                        : mol;
+    std::string field = qcschema_field(key);
+    if (key.rfind("molecule fragment ", 0) == 0) field = fmt::format("molecule.fragments[{}]", std::stoul(key.substr(18)) - 1);
+    std::string text = e.text();  // "{key}: what" or "{key} is what"
+    if (text.rfind("{key}: ", 0) == 0) text.erase(0, 7);
+    else if (text.rfind("{key} ", 0) == 0) text.erase(0, 6);
+    qc.fail(at, field, text);
+  }
+  for (const chem::Fragment& f : shape.fragments) {
+    before[f.first] = fmt::format("{}{} {}\n", f.first > 0 ? "--\n" : "", f.charge, f.multiplicity);
+  }
+  charge = shape.charge;
+  multiplicity = shape.multiplicity;
+  return before;
+}
+
 // The molecule, as the YAML input's molecule: {xyz, units: bohr, charge, multiplicity}, its fields checked as
 // qcelemental would (so that the AtomicResult that echoes it validates).
 YAML::Node molecule_mapping(const QcReader& qc, const YAML::Node& root, const nlohmann::json& as_json) {
@@ -266,55 +349,35 @@ YAML::Node molecule_mapping(const QcReader& qc, const YAML::Node& root, const nl
       if (i < ghost.size()) ghost[i] = !*b;
     }
   }
-  YAML::Node m(YAML::NodeType::Map);
-  // fragments (with fragment_charges and fragment_multiplicities): Psi4's "--" lines and "charge multiplicity" lines
-  // in the xyz text. dfmp2 takes fragments of consecutive atoms in order, as Psi4 writes them.
-  std::vector<std::string> before(symbols.size());  // the lines that start a fragment at each atom
-  if (const YAML::Node frags = mol["fragments"]; frags && frags.IsSequence() && frags.size() > 0) {
-    const YAML::Node charges = mol["fragment_charges"], mults = mol["fragment_multiplicities"];
-    std::size_t next = 0;
-    for (std::size_t k = 0; k < frags.size(); ++k) {
-      const std::string field = fmt::format("molecule.fragments[{}]", k);
-      if (!frags[k].IsSequence() || frags[k].size() == 0) qc.fail(frags[k], field, "expected a list of atom indices");
-      for (std::size_t a = 0; a < frags[k].size(); ++a) {
-        if (qc.whole_number(frags[k][a], fmt::format("{}[{}]", field, a), 0, 1000000) != static_cast<long long>(next)) {
-          qc.fail(frags[k][a], fmt::format("{}[{}]", field, a),
-                  "dfmp2 takes fragments of consecutive atoms in order (atom indices 0, 1, 2, ... across the fragments)");
-        }
-        ++next;
-      }
-      std::string line = k > 0 ? "--\n" : "";
-      if (charges && charges.IsSequence() && k < charges.size() && mults && mults.IsSequence() && k < mults.size()) {
-        line += fmt::format("{} {}\n",
-                            qc.whole_number(charges[k], fmt::format("molecule.fragment_charges[{}]", k), -1000, 1000),
-                            qc.whole_number(mults[k], fmt::format("molecule.fragment_multiplicities[{}]", k), 1, 1001));
-      }
-      before[static_cast<std::size_t>(next - frags[k].size())] = line;
-    }
-    if (next != symbols.size()) {
-      qc.fail(frags, "molecule.fragments", fmt::format("the fragments hold {} atoms of {}", next, symbols.size()));
-    }
-  }
-  std::string lines;
+  std::vector<std::string> atom_symbols;
   for (std::size_t i = 0; i < symbols.size(); ++i) {
-    lines += before[i];
     const std::string field = fmt::format("molecule.symbols[{}]", i);
     const std::string sym = qc.text(symbols[i], field, "an element symbol");
     // Checked here, not left to the xyz reader: a symbol holding a blank or a newline would add fields or atoms.
     if (chem::atomic_number(sym) == 0) qc.fail(symbols[i], field, fmt::format("'{}' is not an element symbol", sym));
-    lines += fmt::format("{} {:.17g} {:.17g} {:.17g}\n", ghost[i] ? "Gh(" + sym + ")" : sym, xyz[3 * i],
-                         xyz[3 * i + 1], xyz[3 * i + 2]);
+    atom_symbols.push_back(sym);
   }
+  // Whole numbers (qcelemental writes charges as 0.0; a multiplicity must be an integer, as in qcelemental) within
+  // what the YAML input takes; the molecule's own checks (the electron count) follow in the input reader, naming
+  // the same fields.
+  std::optional<int> charge, multiplicity;
+  if (const YAML::Node c = mol["molecular_charge"]) charge = int(qc.whole_number(c, "molecule.molecular_charge", -1000, 1000));
+  if (const YAML::Node mu = mol["molecular_multiplicity"]) {
+    multiplicity = int(qc.whole_number(mu, "molecule.molecular_multiplicity", 1, 1001));
+  }
+  const std::vector<std::string> before = fragment_lines(qc, mol, atom_symbols, ghost, charge, multiplicity);
+  std::string lines;
+  for (std::size_t i = 0; i < symbols.size(); ++i) {
+    lines += before[i];
+    lines += fmt::format("{} {:.17g} {:.17g} {:.17g}\n", ghost[i] ? "Gh(" + atom_symbols[i] + ")" : atom_symbols[i],
+                         xyz[3 * i], xyz[3 * i + 1], xyz[3 * i + 2]);
+  }
+  YAML::Node m(YAML::NodeType::Map);
   m["xyz"] = lines;
   m["units"] = "bohr";
-  // Whole numbers (qcelemental writes them as 0.0) within what the YAML input takes; the molecule's own checks (the
-  // electron count) follow in the input reader, naming the same fields.
-  if (const YAML::Node c = mol["molecular_charge"]) m["charge"] = qc.whole_number(c, "molecule.molecular_charge", -1000, 1000);
-  if (const YAML::Node mu = mol["molecular_multiplicity"]) {
-    m["multiplicity"] = qc.whole_number(mu, "molecule.molecular_multiplicity", 1, 1001);
-  }
+  if (charge) m["charge"] = *charge;
+  if (multiplicity) m["multiplicity"] = *multiplicity;
   return m;
-
 }
 
 // The keywords, Psi4's names and dfmp2_<key>, into `out` (the YAML input's keys); each setting from one keyword only.

@@ -479,8 +479,12 @@ std::string format_interaction(const Calculation& calc) {
   std::string out = "\n  ==> Interaction energy <==\n\n";
   for (std::size_t k = 0; k < mol.fragments.size(); ++k) {
     const chem::Fragment& f = mol.fragments[k];
-    out += fmt::format("  fragment {}: atoms {}-{}, charge {}, multiplicity {}\n", k + 1, f.first + 1, f.first + f.count,
-                       f.charge, f.multiplicity);
+    const std::string filled = !f.given_charge && !f.given_multiplicity ? " (neither given: completed as Psi4 does)"
+                               : !f.given_charge                         ? " (charge not given: completed as Psi4 does)"
+                               : !f.given_multiplicity ? " (multiplicity not given: completed as Psi4 does)"
+                                                       : "";
+    out += fmt::format("  fragment {}: atoms {}-{}, charge {}, multiplicity {}{}\n", k + 1, f.first + 1,
+                       f.first + f.count, f.charge, f.multiplicity, filled);
   }
   // Every calculation's energies, of the first run (backend and precision).
   const BackendRun& first = calc.runs.front();

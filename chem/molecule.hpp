@@ -20,12 +20,13 @@ struct Atom {
   int nuclear_charge() const { return ghost ? 0 : atomic_number; }
 };
 
-// A fragment of a molecule (Psi4's `--`-separated blocks of xyz text, a YAML list of fragments): atoms
-// [first, first + count), with its own charge and multiplicity when a "charge multiplicity" line or keys gave them.
+// A fragment of a molecule (Psi4's `--`-separated blocks of xyz text, a YAML list of fragments, QCSchema's
+// `fragments`): atoms [first, first + count), its charge and multiplicity as the input gave them (a "charge
+// multiplicity" line, keys, QCSchema lists) and as fill_charges_and_multiplicities completed them.
 struct Fragment {
   std::size_t first = 0, count = 0;
-  int charge = 0, multiplicity = 1;
-  bool state_given = false;
+  std::optional<int> given_charge, given_multiplicity;
+  int charge = 0, multiplicity = 1;  // filled
 };
 
 struct Molecule {
@@ -40,11 +41,17 @@ Molecule fragment_molecule(const Molecule& molecule, const Fragment& f);
 // Fragment `f` in the complex's basis (the counterpoise correction): every atom of the complex in its place, the
 // other fragments' atoms as ghosts, with the fragment's charge and multiplicity.
 Molecule fragment_in_complex_basis(const Molecule& molecule, const Fragment& f);
-// The complex's charge and multiplicity from its fragments, as Psi4 sets them: the charges add up, the unpaired
-// electrons of the fragments add up (high spin, 1 + sum (m_i - 1)); `charge` or `multiplicity` given by the input
-// instead are checked against the fragments that give theirs. Checks every fragment (atoms, a possible charge and
-// multiplicity). Throws InputError about molecule.charge, molecule.multiplicity or the fragment ("fragment 2").
-void combine_fragments(Molecule& molecule, std::optional<int> charge, std::optional<int> multiplicity);
+// Every fragment's charge and multiplicity, and the complex's, from what the input gave (the complex's `charge` and
+// `multiplicity`, each fragment's given_charge and given_multiplicity), by the rules of qcelemental's
+// validate_and_fill_chgmult, which Psi4 and QCEngine apply: the charges add up; a charge of the complex that the
+// fragments' given charges leave unallocated goes whole to the first fragment without a charge that can bear it (the
+// others neutral); multiplicities follow the electron counts' parity, at least as many electrons as unpaired ones;
+// the complex's multiplicity is the high-spin sum 1 + sum (m_i - 1) unless it and every fragment's are given; a
+// fragment of ghost atoms only is a neutral singlet. Among the candidates qcelemental considers, the first in its
+// order is chosen, so the result is the one a QCSchema AtomicResult validates to. Throws InputError about
+// molecule.charge, molecule.multiplicity or the fragment ("molecule fragment 2") when no assignment obeys the rules.
+// A molecule without fragments takes `charge` and `multiplicity` as given, else 0 and 1.
+void fill_charges_and_multiplicities(Molecule& molecule, std::optional<int> charge, std::optional<int> multiplicity);
 
 // Atomic number of an element symbol (case-insensitive), 0 when the symbol is not an element.
 int atomic_number(const std::string& symbol);

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "linalg/errors.hpp"
+#include "linalg/kept_files.hpp"
 
 namespace dfmp2::chem {
 
@@ -38,8 +39,8 @@ ScratchFile::ScratchFile(const std::string& folder, const std::string& what)
   fd_ = ::open(folder.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd_ < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
     // A file system without O_TMPFILE (some network and overlay file systems): a new name, unlinked at once.
-    const std::string named = fmt::format("{}.tmp.{}", label_, ::getpid());
-    fd_ = ::open(named.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    const std::string named = linalg::unpredictable_name(label_ + ".tmp.");
+    fd_ = ::open(named.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd_ >= 0) ::unlink(named.c_str());
   }
   if (fd_ < 0) {

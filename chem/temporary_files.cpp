@@ -1,13 +1,18 @@
 #include "chem/temporary_files.hpp"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <csignal>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
+
+#include "linalg/errors.hpp"
+#include "linalg/kept_files.hpp"
 
 namespace dfmp2::chem {
 namespace {
@@ -53,7 +58,15 @@ extern "C" void on_fatal_signal(int sig) {
 }  // namespace
 
 TemporaryFile::TemporaryFile(std::string final_path)
-    : final_(std::move(final_path)), temporary_(fmt::format("{}.tmp.{}", final_, ::getpid())) {
+    : final_(std::move(final_path)), temporary_(linalg::unpredictable_name(final_ + ".tmp.")) {
+  // Created here, exclusively: a file or link that someone placed at the name in advance cannot receive the write.
+  const int fd = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const std::string why = std::strerror(errno);
+    temporary_.clear();
+    throw OutputError(fmt::format("cannot create a file beside '{}': {}", final_, why));
+  }
+  ::close(fd);
   slot_ = claim(temporary_);
 }
 

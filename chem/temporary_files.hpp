@@ -4,15 +4,16 @@
 // Each is written under a temporary name beside its final path and renamed into place when complete. The
 // temporary is removed when the writer fails (the destructor), and when the program is stopped by SIGINT, SIGTERM
 // or SIGHUP (a signal handler that unlinks every live temporary, then lets the signal end the process). A
-// SIGKILL cannot be caught: it may leave `<path>.tmp.<pid>`, which no dfmp2 run ever reads, so a later run is not
-// confused by it (README "Errors").
+// SIGKILL cannot be caught: it may leave `<path>.tmp.<16 random hex digits>`, which no dfmp2 run ever reads, so a
+// later run is not confused by it (README "Errors"). The name is unpredictable and the file is created exclusively,
+// so nothing planted beside the output in advance (a link to a file of the user's) can receive the write.
 #include <string>
 
 namespace dfmp2::chem {
 
 class TemporaryFile {
  public:
-  // The temporary is `<final_path>.tmp.<pid>`; nothing is created until the caller writes to path().
+  // Creates the temporary `<final_path>.tmp.<random>`, empty (OutputError when it cannot be created).
   explicit TemporaryFile(std::string final_path);
   ~TemporaryFile();  // removes the temporary unless commit() succeeded
   TemporaryFile(const TemporaryFile&) = delete;

@@ -1,18 +1,13 @@
 #include "devices/calibration.hpp"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -20,6 +15,7 @@
 
 #include "devices/packed/packed_backend.hpp"
 #include "devices/registry.hpp"
+#include "linalg/kept_files.hpp"
 #include "linalg/ops.hpp"
 
 namespace dfmp2::devices {
@@ -106,22 +102,18 @@ std::string calibration_key(const std::string& cpu) {
   return key + "\n";
 }
 
-std::string cache_folder() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') return std::string(xdg) + "/dfmp2";
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') return std::string(home) + "/.cache/dfmp2";
-  return {};
+
+const std::string kCacheHeader = "# dfmp2 backend calibration (README 'Backends'); measured again when the key changes\n";
+
+// The most a valid cache file for `key` can hold: the header, the key and one short line per candidate.
+std::size_t cache_bytes_at_most(const std::string& key, std::size_t candidates) {
+  return kCacheHeader.size() + key.size() + 256 * candidates;
 }
 
-// The cached rates under `key` in `file`, or none when the file is missing, for another key or unreadable.
-std::vector<BackendRate> read_cache(const std::string& file, const std::string& key) {
-  std::ifstream in(file);
-  if (!in) return {};
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string all = text.str();
-  const std::string header = "# dfmp2 backend calibration (README 'Backends'); measured again when the key changes\n";
-  if (all.rfind(header + key, 0) != 0) return {};
-  std::istringstream rest(all.substr(header.size() + key.size()));
+// The cached rates under `key` in `text`, or none when the text is for another key or damaged.
+std::vector<BackendRate> parse_cache(const std::string& text, const std::string& key) {
+  if (text.rfind(kCacheHeader + key, 0) != 0) return {};
+  std::istringstream rest(text.substr(kCacheHeader.size() + key.size()));
   std::vector<BackendRate> rates;
   std::string word;
   BackendRate r;
@@ -132,25 +124,10 @@ std::vector<BackendRate> read_cache(const std::string& file, const std::string& 
   return rates;
 }
 
-void write_cache(const std::string& file, const std::string& key, const std::vector<BackendRate>& rates) {
-  const std::string temporary = fmt::format("{}.{}.tmp", file, ::getpid());
-  std::string text = "# dfmp2 backend calibration (README 'Backends'); measured again when the key changes\n" + key;
+std::string cache_text(const std::string& key, const std::vector<BackendRate>& rates) {
+  std::string text = kCacheHeader + key;
   for (const auto& r : rates) text += fmt::format("rate {} {:.6g} {:.6g}\n", r.backend, r.gflops, r.seconds);
-  // Written whole and closed (a full disk shows at the close as much as at the write) before it is renamed into
-  // place, atomically: a reader sees the old file or the new one, never part of one.
-  std::FILE* out = std::fopen(temporary.c_str(), "w");
-  const bool written = out != nullptr && std::fwrite(text.data(), 1, text.size(), out) == text.size();
-  const bool closed = out != nullptr && std::fclose(out) == 0;
-  std::error_code ec;
-  if (!written || !closed) {
-    std::filesystem::remove(temporary, ec);
-    throw std::runtime_error("cannot write " + temporary);
-  }
-  std::filesystem::rename(temporary, file, ec);
-  if (ec) {
-    std::filesystem::remove(temporary, ec);
-    throw std::runtime_error("cannot rename " + temporary + " to " + file);
-  }
+  return text;
 }
 
 std::vector<Candidate> cpu_candidates() {
@@ -196,27 +173,6 @@ const BackendRate& fastest(const std::vector<BackendRate>& rates) {
 
 namespace {
 
-// An exclusive lock on `path` for the object's life (none when the file cannot be opened or locked: then the
-// processes that start together may each measure, and their figures may differ).
-class FileLock {
- public:
-  explicit FileLock(const std::string& path) : fd_(::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644)) {
-    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-  ~FileLock() {
-    if (fd_ >= 0) ::close(fd_);  // releases the lock
-  }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-  bool held() const { return fd_ >= 0; }
-
- private:
-  int fd_;
-};
-
 // Every backend named in the key has a rate, and no other: a file cut short or edited by hand is measured again.
 bool covers(const std::vector<BackendRate>& rates, const std::vector<Candidate>& candidates) {
   if (rates.size() != candidates.size()) return false;
@@ -227,48 +183,51 @@ bool covers(const std::vector<BackendRate>& rates, const std::vector<Candidate>&
 
 }  // namespace
 
-Calibration calibrate(const std::vector<Candidate>& candidates, const std::string& folder) {
+Calibration calibrate(const std::vector<Candidate>& candidates, const std::string& folder, double lock_patience) {
   Calibration c;
   c.cpu = read_cpu_model();
   c.key = calibration_key(c.cpu);
   const auto measure = [&] { c.rates = measure_rates(candidates); };
-  if (folder.empty()) {
-    c.note = "not cached: neither XDG_CACHE_HOME nor HOME is set";
+  const std::string unusable = folder.empty() ? "neither XDG_CACHE_HOME nor HOME is set" : linalg::prepare_kept_folder(folder);
+  if (!unusable.empty()) {
+    c.note = "not cached: " + unusable;
     measure();
     return c;
   }
-  c.file = fmt::format("{}/backend-calibration-{:016x}.txt", folder, std::hash<std::string>{}(c.key));
-  std::error_code ec;
-  std::filesystem::create_directories(folder, ec);
-  // One process measures while the others wait, then read its figures: runs that start together agree.
-  const FileLock lock(folder + "/backend-calibration.lock");
-  c.rates = read_cache(c.file, c.key);
+  const std::string name = fmt::format("backend-calibration-{:016x}.txt", std::hash<std::string>{}(c.key));
+  c.file = folder + "/" + name;
+  // One process measures while the others wait, then read its figures: runs that start together agree. A lock held
+  // longer than the calibration could take (a run suspended during its own) is not waited for.
+  const linalg::KeptLock lock(folder, "backend-calibration.lock", lock_patience);
+  const linalg::KeptText kept = linalg::read_kept_file(folder, name, cache_bytes_at_most(c.key, candidates.size()));
+  if (kept.text) c.rates = parse_cache(*kept.text, c.key);
   c.cached = covers(c.rates, candidates);
-  if (!c.cached) {
-    measure();
-    try {
-      write_cache(c.file, c.key, c.rates);
-    } catch (const std::exception& e) {
-      c.note = fmt::format("not cached: {}", e.what());
-      c.file.clear();
-    }
+  if (c.cached) return c;
+  measure();
+  std::vector<std::string> notes;
+  if (!lock.held()) notes.push_back("lock not taken: " + lock.why_not());
+  if (!kept.refused.empty()) notes.push_back("not read: " + kept.refused);
+  try {
+    linalg::write_kept_file(folder, name, cache_text(c.key, c.rates));
+  } catch (const std::exception& e) {
+    notes.push_back(fmt::format("not cached: {}", e.what()));
+    c.file.clear();
   }
+  c.note = fmt::format("{}", fmt::join(notes, "; "));
   return c;
 }
 
 const Calibration& machine_calibration() {
-  static const Calibration calibration = calibrate(cpu_candidates(), cache_folder());
+  static const Calibration calibration = calibrate(cpu_candidates(), linalg::user_cache_folder());
   return calibration;
 }
 
 std::string calibration_summary(const Calibration& c) {
   std::string rates;
   for (const auto& r : c.rates) rates += fmt::format("{}{} {:.1f}", rates.empty() ? "" : ", ", r.backend, r.gflops);
-  return fmt::format("{} GFLOP/s on the DF calibration set ({}; {})", rates,
-                     c.cached         ? "cached " + c.file
-                     : c.file.empty() ? "measured now; " + c.note
-                                      : "measured now, cached in " + c.file,
-                     c.cpu);
+  std::string where = c.cached ? "cached " + c.file : c.file.empty() ? "measured now" : "measured now, cached in " + c.file;
+  if (!c.note.empty()) where += "; " + c.note;
+  return fmt::format("{} GFLOP/s on the DF calibration set ({}; {})", rates, where, c.cpu);
 }
 
 }  // namespace dfmp2::devices

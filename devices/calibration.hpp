@@ -47,11 +47,15 @@ struct Calibration {
   std::string key;                 // everything they are valid for (CPU, each backend's details, own kernels' build)
   std::string file;                // the cache file they were read from or written to ("" when none)
   bool cached = false;             // read from the cache (not measured by this process)
-  std::string note;                // why they were not cached, when they were not
+  std::string note;                // what went wrong with the cache, when something did ("" otherwise)
 };
 // The candidates' calibration kept in `folder` ("" for none): read from its file for this key when that file names
-// every candidate, else measured (and written there). Processes calibrating in the same folder take turns.
-Calibration calibrate(const std::vector<Candidate>& candidates, const std::string& folder);
+// every candidate, else measured (and written there). Processes calibrating in the same folder take turns, each
+// waiting at most `lock_patience` seconds for the others; the cache file is read and written as a kept file
+// (linalg/kept_files.hpp: no links followed, no FIFO waited on, at most what a valid file holds).
+inline constexpr double kCalibrationLockPatience = 20.0;  // a calibration takes about a second
+Calibration calibrate(const std::vector<Candidate>& candidates, const std::string& folder,
+                      double lock_patience = kCalibrationLockPatience);
 // This machine's calibration of every built CPU backend in the user's cache folder (once per process). With several
 // MPI ranks the caller makes rank 0's choice every rank's (app: a rank's default is rank 0's).
 const Calibration& machine_calibration();

@@ -3,8 +3,10 @@
 // written here. Shapes are deliberately awkward: 1x1, non-square, zero-sized, and sub-blocks of larger
 // matrices whose leading dimension exceeds their row count. Data come from a fixed-seed mt19937_64.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +31,7 @@
 #include "linalg/op_call.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/kernel_log.hpp"
+#include "linalg/kept_files.hpp"
 #include "linalg/kernels.hpp"
 #include "linalg/matrix_view.hpp"
 #include "linalg/ops.hpp"
@@ -919,6 +922,57 @@ TEST(Calibration, CacheIsReadBackAndMeasuredAgainWhenBrokenOrUnwritable) {
   EXPECT_EQ(fourth.rates.size(), 2u);
   EXPECT_NE(fourth.note.find("not cached"), std::string::npos) << fourth.note;
   EXPECT_NE(dfmp2::devices::calibration_summary(fourth).find("not cached"), std::string::npos);
+}
+
+// The calibration's cache and lock as an attacker could leave them (README "Backends"): a link at the cache path to
+// a file of the user's is replaced, never written through; a FIFO there or at the lock is never waited on; a lock
+// held by a stopped process is waited for only as long as the patience given; each says so in the note.
+TEST(Calibration, HostileCacheEntriesNeitherHangNorWriteThroughLinks) {
+  namespace fs = std::filesystem;
+  using dfmp2::devices::Candidate;
+  const std::vector<Candidate> candidates = {{"eigen", [] { return dfmp2::devices::make_backend("eigen"); }}};
+  dfmp2::testing::TempDir dir;
+  const std::string folder = (dir.path() / "cache").string();
+  const auto first = dfmp2::devices::calibrate(candidates, folder);
+  ASSERT_FALSE(first.file.empty()) << first.note;
+  const std::string users_file = dir.file("users-file", "precious\n");
+  const auto elapsed = [](auto start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+
+  fs::remove(first.file);
+  fs::create_symlink(users_file, first.file);
+  auto linked = dfmp2::devices::calibrate(candidates, folder);
+  EXPECT_FALSE(linked.cached);
+  EXPECT_NE(linked.note.find("symbolic link"), std::string::npos) << linked.note;
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(first.file)));
+  std::ifstream in(users_file);
+  std::string kept;
+  std::getline(in, kept);
+  EXPECT_EQ(kept, "precious");
+
+  fs::remove(first.file);
+  ASSERT_EQ(::mkfifo(first.file.c_str(), 0600), 0);
+  const std::string lock = folder + "/backend-calibration.lock";
+  fs::remove(lock);
+  ASSERT_EQ(::mkfifo(lock.c_str(), 0600), 0);
+  auto start = std::chrono::steady_clock::now();
+  const auto fifo = dfmp2::devices::calibrate(candidates, folder);
+  EXPECT_LT(elapsed(start), 30.0);
+  EXPECT_NE(fifo.note.find("a FIFO"), std::string::npos) << fifo.note;
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(first.file)));  // replaced by the new figures
+
+  fs::remove(lock);
+  dfmp2::linalg::KeptLock held(folder, "backend-calibration.lock", 1.0);  // as a run stopped with Ctrl-Z holds it
+  ASSERT_TRUE(held.held());
+  start = std::chrono::steady_clock::now();
+  const auto waited = dfmp2::devices::calibrate(candidates, folder, 0.5);
+  EXPECT_LT(elapsed(start), 20.0);
+  EXPECT_TRUE(waited.cached);  // the figures are there: read without the lock
+  fs::remove(first.file);
+  const auto measured = dfmp2::devices::calibrate(candidates, folder, 0.5);
+  EXPECT_FALSE(measured.cached);
+  EXPECT_NE(measured.note.find("held by another process"), std::string::npos) << measured.note;
 }
 
 INSTANTIATE_TEST_SUITE_P(Built, BackendOps, ::testing::ValuesIn(dfmp2::testing::cpu_backends()),

@@ -31,6 +31,7 @@ class Case:
         self.body = ""       # input.yaml
         self.timeout = DEFAULT_TIMEOUT
         self.files = {}      # name -> bytes, written into the case folder (generated cases)
+        self.redirect = None  # a file standard output goes to instead of a pipe (/dev/full)
 
     def label(self):
         return "%s/%s" % (self.group, self.name)
@@ -61,6 +62,8 @@ def parse_group_file(path, group):
                     case.setup.append(value.split(" ", 2))
                 elif key == "timeout":
                     case.timeout = int(value)
+                elif key == "redirect":
+                    case.redirect = value.strip()
                 else:
                     raise SystemExit("%s: case %s: unknown directive '#! %s'" % (path, case.name, key))
                 continue
@@ -127,8 +130,14 @@ def run_case(case, dfmp2, repo, work):
         before = listing(folder)
         argv = [dfmp2] + [substitute(a, repo, group_dir).replace("{input}", "input.yaml") for a in case.args]
         try:
-            p = subprocess.run(argv, cwd=folder, capture_output=True, timeout=case.timeout,
-                               stdin=subprocess.DEVNULL)
+            if case.redirect:
+                with open(case.redirect, "wb") as out:
+                    p = subprocess.run(argv, cwd=folder, stdout=out, stderr=subprocess.PIPE, timeout=case.timeout,
+                                       stdin=subprocess.DEVNULL)
+                p.stdout = b""
+            else:
+                p = subprocess.run(argv, cwd=folder, capture_output=True, timeout=case.timeout,
+                                   stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             return ["hung: no exit within %d s" % case.timeout]
         problems = []

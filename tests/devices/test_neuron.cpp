@@ -2,10 +2,12 @@
 // as the device does it (fp32 and bf16 against an fp64 reference), what the device refuses, HBM limits, the
 // compile cache, the launch queue and parameter overrides.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -578,6 +580,62 @@ TEST(NeuronCompileCache, UnwritableFolderIsAnOutputError) {
   std::ofstream(file) << "x";
   EXPECT_THROW(make_backend("trn1", DeviceOptions{.overrides = {}, .compile_cache = file.string()}),
                dfmp2::OutputError);
+}
+
+// Kernel files planted in the cache folder as an attacker would: a link to a file of the user's (never written
+// through), a FIFO (never waited on), a file longer than any signature (a miss, never read whole). Each is a miss,
+// replaced by the compile's own file; a folder other users can write to is refused.
+TEST(NeuronCompileCache, HostileKernelFilesAreMissesAndNeverFollowed) {
+  TempDir dir;
+  const auto folder = dir.path / "cache";
+  const DeviceOptions options{.overrides = {}, .compile_cache = folder.string()};
+  const MatrixF a = MatrixF::Ones(128, 128);
+  MatrixF c(128, 128);
+  const la::Gemm<float> gemm{Trans::no, Trans::no, 1.0f, la::view(a), la::view(a), 0.0f, la::view(c)};
+  {  // learn the kernel file's name: the one file a cold run writes
+    auto cold = make_backend("trn1", options);
+    modelled(*cold, gemm);
+  }
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(folder)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  const auto kernel = files[0];
+  std::ofstream(dir.path / "users-file") << "precious\n";
+  const auto plant = [&](const std::string& what) {
+    std::filesystem::remove(kernel);
+    if (what == "link") std::filesystem::create_symlink(dir.path / "users-file", kernel);
+    if (what == "fifo") ASSERT_EQ(::mkfifo(kernel.c_str(), 0600), 0);
+    if (what == "long") {
+      std::ofstream(kernel) << "x";
+      std::filesystem::resize_file(kernel, std::uintmax_t(1) << 30);
+    }
+  };
+  for (const std::string what : {"link", "fifo", "long"}) {
+    plant(what);
+    const auto start = std::chrono::steady_clock::now();
+    auto session = make_backend("trn1", options);
+    const auto t = modelled(*session, gemm);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0) << what;
+    EXPECT_EQ(t.compiles, 1) << what;
+    EXPECT_EQ(t.cache_loads, 0) << what;
+    EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(kernel))) << what;
+    auto warm = make_backend("trn1", options);  // the file the compile wrote is a valid one
+    EXPECT_EQ(modelled(*warm, gemm).cache_loads, 1) << what;
+  }
+  std::ifstream in(dir.path / "users-file");
+  std::string kept;
+  std::getline(in, kept);
+  EXPECT_EQ(kept, "precious");
+
+  const auto open = dir.path / "open";
+  std::filesystem::create_directory(open);
+  std::filesystem::permissions(open, std::filesystem::perms::all);
+  try {
+    make_backend("trn1", DeviceOptions{.overrides = {}, .compile_cache = open.string()});
+    ADD_FAILURE() << "a folder other users can write was taken";
+  } catch (const dfmp2::OutputError& e) {
+    EXPECT_NE(std::string(e.what()).find("writable by other users"), std::string::npos) << e.what();
+  }
 }
 
 double batched_total(double depth) {

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
+#include <vector>
 
 #include "chem/molecule.hpp"
 #include "linalg/errors.hpp"
@@ -82,29 +84,36 @@ TEST(Molecule, GhostAtoms) {
 }
 
 // Fragments as Psi4's geometry strings write them: "--" lines between them, each possibly starting with its
-// "charge multiplicity" line. The complex's charge adds up the fragments', its multiplicity their unpaired electrons
-// (high spin); a charge or multiplicity given for the complex must agree with the fragments that give theirs.
+// "charge multiplicity" line; what is not given is completed as qcelemental completes it (its own documented
+// examples below; tests/molecule/chgmult_against_qcelemental.py compares thousands of cases with it live).
 TEST(Molecule, FragmentsAsPsi4WritesThem) {
   using dfmp2::chem::parse_xyz_lines;
   auto m = parse_xyz_lines("0 2\nO 0 0 0\nH 0 0 0.97\n--\n1 1\nNa 3 0 0\n--\nHe 0 0 -3\n", "t");
   ASSERT_EQ(m.fragments.size(), 3u);
   EXPECT_EQ(m.fragments[0].count, 2u);
   EXPECT_EQ(m.fragments[1].first, 2u);
-  EXPECT_EQ(m.fragments[1].charge, 1);
-  EXPECT_TRUE(m.fragments[1].state_given);
-  EXPECT_FALSE(m.fragments[2].state_given);
-  dfmp2::chem::combine_fragments(m, std::nullopt, std::nullopt);
+  EXPECT_EQ(m.fragments[1].given_charge, 1);
+  EXPECT_FALSE(m.fragments[2].given_charge);
+  EXPECT_FALSE(m.fragments[2].given_multiplicity);
+  dfmp2::chem::fill_charges_and_multiplicities(m, std::nullopt, std::nullopt);
   EXPECT_EQ(m.charge, 1);
   EXPECT_EQ(m.multiplicity, 2);
   EXPECT_EQ(dfmp2::chem::fragment_molecule(m, m.fragments[1]).atoms.size(), 1u);
-  EXPECT_THROW(dfmp2::chem::combine_fragments(m, 0, std::nullopt), dfmp2::InputError);  // 0 against 1
+  // A neutral complex: the charge the given fragments leave unallocated (-1) goes to the one without a line.
+  dfmp2::chem::fill_charges_and_multiplicities(m, 0, std::nullopt);
+  EXPECT_EQ(m.fragments[2].charge, -1);
+  EXPECT_EQ(m.fragments[2].multiplicity, 2);
+  EXPECT_EQ(m.multiplicity, 3);
+  // With every fragment's charge given, the complex's must be their sum.
+  m.fragments[2].given_charge = 0;
+  EXPECT_THROW(dfmp2::chem::fill_charges_and_multiplicities(m, 0, std::nullopt), dfmp2::InputError);  // 0 against 1
   // Without "--" or a charge line, no fragments.
   EXPECT_TRUE(parse_xyz_lines("O 0 0 0\nH 0 0 0.97\n", "t").fragments.empty());
   // A fragment without atoms, and one whose charge and multiplicity cannot go together.
   auto empty = parse_xyz_lines("O 0 0 0\n--\n--\nH 0 0 3\n", "t");
-  EXPECT_THROW(dfmp2::chem::combine_fragments(empty, std::nullopt, std::nullopt), dfmp2::InputError);
+  EXPECT_THROW(dfmp2::chem::fill_charges_and_multiplicities(empty, std::nullopt, std::nullopt), dfmp2::InputError);
   auto odd = parse_xyz_lines("O 0 0 0\nH 0 0 0.97\nH 0.9 0 -0.3\n--\n0 1\nH 0 0 3\n", "t");
-  EXPECT_THROW(dfmp2::chem::combine_fragments(odd, std::nullopt, std::nullopt), dfmp2::InputError);
+  EXPECT_THROW(dfmp2::chem::fill_charges_and_multiplicities(odd, std::nullopt, std::nullopt), dfmp2::InputError);
   // The charge line comes first in its fragment.
   EXPECT_THROW(parse_xyz_lines("O 0 0 0\n0 1\nH 0 0 1\n", "t"), dfmp2::InputError);
 }
@@ -157,4 +166,60 @@ TEST(Geometry, ManyAtomsAreCheckedQuicklyAndCloseOnesFoundAcrossCells) {
               std::string::npos)
         << e.what();
   }
+}
+
+namespace {
+
+// Fragments of single atoms (Z of each; 0 a ghost of helium) with what was given; "?" entries are not given.
+struct Filled {
+  int charge, multiplicity;
+  std::vector<int> charges, multiplicities;
+  bool operator==(const Filled&) const = default;
+};
+std::optional<Filled> fill(const std::vector<int>& z, std::optional<int> charge, std::vector<std::optional<int>> charges,
+                           std::optional<int> multiplicity, std::vector<std::optional<int>> multiplicities) {
+  dfmp2::chem::Molecule m;
+  for (std::size_t k = 0; k < z.size(); ++k) {
+    dfmp2::chem::Atom a;
+    a.atomic_number = z[k] == 0 ? 2 : z[k];
+    a.ghost = z[k] == 0;
+    a.z = 3.0 * double(k);
+    m.atoms.push_back(a);
+    m.fragments.push_back({k, 1, charges[k], multiplicities[k]});
+  }
+  try {
+    dfmp2::chem::fill_charges_and_multiplicities(m, charge, multiplicity);
+  } catch (const dfmp2::InputError&) {
+    return std::nullopt;
+  }
+  Filled out{m.charge, m.multiplicity, {}, {}};
+  for (const auto& f : m.fragments) out.charges.push_back(f.charge), out.multiplicities.push_back(f.multiplicity);
+  return out;
+}
+
+}  // namespace
+
+// qcelemental's own examples of validate_and_fill_chgmult (its docstring): the unallocated charge on the first
+// fragment able to bear it, parity-led multiplicities, the high-spin sum, ghosts as neutral singlets.
+TEST(Molecule, FragmentChargesAndMultiplicitiesAsQcelementalFillsThem) {
+  const auto none = std::nullopt;
+  using V = std::vector<std::optional<int>>;
+  EXPECT_EQ(fill({2, 2}, 2, V{none, none}, none, V{none, none}), (Filled{2, 1, {2, 0}, {1, 1}}));
+  EXPECT_EQ(fill({2, 2}, 0, V{2, none}, none, V{none, none}), (Filled{0, 1, {2, -2}, {1, 1}}));
+  EXPECT_EQ(fill({10, 2, 2}, -2, V{none, 2, none}, none, V{none, none, none}), (Filled{-2, 1, {-4, 2, 0}, {1, 1, 1}}));
+  EXPECT_EQ(fill({2, 2, 10}, 2, V{none, -2, none}, none, V{none, none, none}), (Filled{2, 1, {0, -2, 4}, {1, 1, 1}}));
+  EXPECT_FALSE(fill({2, 2, 10}, 2, V{none, -2, 0}, none, V{none, none, none}));
+  EXPECT_EQ(fill({1, 1}, none, V{none, none}, none, V{none, none}), (Filled{0, 3, {0, 0}, {2, 2}}));
+  EXPECT_EQ(fill({1, 2}, -2, V{-1, none}, none, V{none, none}), (Filled{-2, 2, {-1, -1}, {1, 2}}));
+  EXPECT_EQ(fill({1, 2, 11, 10}, 3, V{none, none, 1, none}, none, V{none, none, none, none}),
+            (Filled{3, 2, {0, 2, 1, 0}, {2, 1, 1, 1}}));
+  EXPECT_EQ(fill({2, 2, 2}, 0, V{none, none, 1}, none, V{1, none, 2}), (Filled{0, 3, {0, -1, 1}, {1, 2, 2}}));
+  EXPECT_EQ(fill({7, 7, 7}, none, V{1, 1, 1}, 3, V{none, none, none}), (Filled{3, 3, {1, 1, 1}, {3, 1, 1}}));
+  EXPECT_FALSE(fill({7, 7, 7}, none, V{none, none, none}, 3, V{none, none, 2}));
+  EXPECT_EQ(fill({7, 7, 7}, 1, V{none, -1, none}, 3, V{none, none, 2}), (Filled{1, 3, {2, -1, 0}, {2, 1, 2}}));
+  EXPECT_EQ(fill({7, 10, 7}, 1, V{none, none, none}, 4, V{none, 3, none}), (Filled{1, 4, {1, 0, 0}, {1, 3, 2}}));
+  EXPECT_EQ(fill({2, 2}, none, V{-1, 1}, none, V{none, none}), (Filled{0, 3, {-1, 1}, {2, 2}}));
+  EXPECT_EQ(fill({2, 0}, none, V{2, none}, none, V{none, none}), (Filled{2, 1, {2, 0}, {1, 1}}));
+  EXPECT_FALSE(fill({0, 2}, none, V{2, none}, none, V{none, none}));
+  EXPECT_EQ(fill({0, 2, 0}, 1, V{none, none, none}, none, V{none, none, none}), (Filled{1, 2, {0, 1, 0}, {1, 2, 1}}));
 }
