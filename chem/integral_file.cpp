@@ -542,7 +542,17 @@ std::unique_ptr<IntegralFile> IntegralFile::open(const std::string& path) {
   // the virtual ones (the MP2 denominators e_i + e_j - e_a - e_b must be negative). An SCF program writes them so;
   // a file that does not would give a wrong energy, not an error.
   check_orbital_order(r, "orbital_energies", f->orbital_energies_, f->nocc_);
-  if (f->reference_ != ScfReference::rhf) {
+  if (f->reference_ == ScfReference::rhf) {
+    // An open shell's datasets in a closed-shell file: a writer that forgot the reference attribute. Read as RHF,
+    // its alpha orbitals would be taken for doubly occupied ones, one electron too many for a doublet.
+    for (const char* name : {"nocc_beta", "mo_coefficients_beta", "orbital_energies_beta", "singles_alpha", "singles_beta"}) {
+      if (r.has(name)) {
+        r.fail(fmt::format("dataset '{}' belongs to an open shell, and the file's reference is rhf (root attribute "
+                           "'reference' {}); an open-shell file says reference uhf or rohf (format version {})",
+                           name, r.string_attribute("/", "reference") ? "rhf" : "missing", kOpenShellFormatVersion));
+      }
+    }
+  } else {
     BetaOrbitals b = read_beta_orbitals(r, f->reference_, f->nbf_, f->nocc_, nmo);
     f->nocc_beta_ = b.nocc;
     f->orbital_energies_beta_ = std::move(b.eps);
@@ -567,6 +577,10 @@ std::unique_ptr<IntegralFile> IntegralFile::open(const std::string& path) {
         md.molecule->charge = static_cast<int>(*charge);
       }
       if (auto multiplicity = r.integer_attribute("metadata", "multiplicity")) {
+        if (f->reference_ == ScfReference::rhf && *multiplicity != 1) {
+          r.fail(fmt::format("metadata attribute 'multiplicity' is {}, and the file holds a closed-shell (rhf) "
+                             "reference, a singlet", *multiplicity));
+        }
         if (*multiplicity != 1 + f->nocc_ - f->nocc_beta_ && f->reference_ != ScfReference::rhf) {
           r.fail(fmt::format("metadata attribute 'multiplicity' is {}, and the file's orbitals have {} alpha and {} "
                              "beta electrons (multiplicity {})", *multiplicity, f->nocc_, f->nocc_beta_,

@@ -12,6 +12,8 @@
 
 #include <dlfcn.h>
 
+#include <bit>
+
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -40,11 +42,19 @@ namespace {
 
 enum class Dt { f64, f32 };
 
+// The element type by what it is, not by which object describes it: an array that went through pickle (as
+// multiprocessing and concurrent.futures pass arrays) has a float64 dtype equal to NumPy's own but not the same object.
 Dt dtype_of_array(const py::array& a, const char* name) {
-  if (a.dtype().is(py::dtype::of<double>())) return Dt::f64;
-  if (a.dtype().is(py::dtype::of<float>())) return Dt::f32;
-  throw py::type_error(fmt::format("argument '{}': expected a float64 or float32 array, got dtype {}", name,
-                                   std::string(py::str(a.dtype()))));
+  const py::dtype d = a.dtype();
+  const char order = d.byteorder();
+  const bool native = order == '=' || order == '|' || order == (std::endian::native == std::endian::little ? '<' : '>');
+  if (d.kind() == 'f' && native && d.itemsize() == 8) return Dt::f64;
+  if (d.kind() == 'f' && native && d.itemsize() == 4) return Dt::f32;
+  throw py::type_error(fmt::format("argument '{}': expected a float64 or float32 array{}, got dtype {}", name,
+                                   d.kind() == 'f' && !native ? " in this machine's byte order (a.astype(numpy.float64) "
+                                                                "converts it)"
+                                                              : "",
+                                   std::string(py::str(static_cast<const py::object&>(d)))));
 }
 
 std::string type_name(const py::handle& o) { return py::str(o.get_type().attr("__name__")); }
@@ -459,14 +469,58 @@ void check_dimensions(unsigned d, unsigned most, const char* what) {
 
 // ---- the DF-MP2 driver
 
-// A dict is a dfmp2 input mapping (the YAML keys; paths relative to the current folder); a string is an input file
-// (YAML, or a QCSchema AtomicInput when it ends in .json). Returns the results file as a dict.
+// A value of the input dict as JSON takes it: what Python users pass (NumPy integers, floats and booleans, paths
+// such as pathlib.Path, tuples) as the number, boolean, string or list it stands for; anything else is an InputError
+// naming its key.
+py::object plain_value(const py::handle& value, const std::string& key) {
+  const py::module_ numpy = py::module_::import("numpy"), os = py::module_::import("os");
+  const auto name = [&] { return key.empty() ? std::string("the input") : fmt::format("key '{}'", key); };
+  if (value.is_none() || py::isinstance<py::bool_>(value) || py::isinstance<py::str>(value) ||
+      py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value)) {
+    return py::reinterpret_borrow<py::object>(value);
+  }
+  if (py::isinstance(value, numpy.attr("bool_"))) return py::bool_(value.cast<bool>());
+  const py::object builtins = py::module_::import("builtins");
+  if (py::isinstance(value, numpy.attr("integer"))) return builtins.attr("int")(value);
+  if (py::isinstance(value, numpy.attr("floating"))) return builtins.attr("float")(value);
+  if (py::isinstance(value, os.attr("PathLike"))) {
+    const py::object path = os.attr("fspath")(value);
+    if (py::isinstance<py::str>(path)) return path;
+  }
+  if (py::isinstance<py::dict>(value)) {
+    py::dict out;
+    for (const auto& [k, v] : value.cast<py::dict>()) {
+      if (!py::isinstance<py::str>(k)) {
+        throw InputError(fmt::format("input dict: {} has a key {} of type {}; keys are strings", name(),
+                                     std::string(py::repr(k)), type_name(k)));
+      }
+      const std::string sub = k.cast<std::string>();
+      out[k] = plain_value(v, key.empty() ? sub : key + "." + sub);
+    }
+    return std::move(out);
+  }
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    py::list out;
+    std::size_t i = 0;
+    for (const auto& item : value) out.append(plain_value(item, fmt::format("{}[{}]", key, i++)));
+    return std::move(out);
+  }
+  throw InputError(fmt::format("input dict: {}: a {} is not an input value (expected a string, number, boolean, "
+                               "path, list or mapping)", name(), type_name(value)));
+}
+
+// A dict is a dfmp2 input mapping (the YAML keys; paths relative to the current folder); a string or a path
+// (os.PathLike) is an input file (YAML, or a QCSchema AtomicInput when it ends in .json). Returns the results file
+// as a dict.
 py::dict run(const py::object& input) {
   app::Input in;
-  if (py::isinstance<py::str>(input)) {
-    in = app::read_input_file(input.cast<std::string>());
+  const py::object os_path_like = py::module_::import("os").attr("PathLike");
+  if (py::isinstance<py::str>(input) || py::isinstance(input, os_path_like)) {
+    const py::object path = py::module_::import("os").attr("fspath")(input);
+    if (!py::isinstance<py::str>(path)) throw py::type_error("argument 'input': a path of bytes; give it as a string");
+    in = app::read_input_file(path.cast<std::string>());
   } else if (py::isinstance<py::dict>(input)) {
-    const std::string text = py::module_::import("json").attr("dumps")(input).cast<std::string>();
+    const std::string text = py::module_::import("json").attr("dumps")(plain_value(input, "")).cast<std::string>();
     YAML::Node root;
     try {
       root = YAML::Load(text);

@@ -370,6 +370,19 @@ def structural_cases(Case, repo, work):
     case("uhf_multiplicity_mismatch", 3, "metadata attribute 'multiplicity' is 3, and the file's orbitals have 5 "
          "alpha and 4 beta electrons (multiplicity 2)", m.make(set_attr("multiplicity", np.int64(3), "metadata"),
                                                                base=uhf))
+    # An open shell's datasets without the reference that says so: read as RHF they would double-occupy the alpha
+    # orbitals (one electron too many); a closed-shell file cannot be a triplet.
+    case("uhf_reference_attribute_missing", 3, "dataset 'nocc_beta' belongs to an open shell, and the file's reference "
+         "is rhf (root attribute 'reference' missing)", m.make(file_edit=lambda f: f.attrs.__delitem__("reference"),
+                                                              base=uhf))
+    case("uhf_reference_rhf", 3, "dataset 'nocc_beta' belongs to an open shell, and the file's reference is rhf "
+         "(root attribute 'reference' rhf)", m.make(set_attr("reference", np.bytes_("rhf")), base=uhf))
+    case("rhf_with_beta_orbitals_only", 3, "dataset 'mo_coefficients_beta' belongs to an open shell", m.make(
+        file_edit=lambda f: (f.attrs.__delitem__("reference"), f.__delitem__("nocc_beta")), base=uhf))
+    case("rhf_with_singles", 3, "dataset 'singles_alpha' belongs to an open shell", m.make(
+        file_edit=lambda f: f.create_dataset("singles_alpha", data=np.full(5, -1e-4))))
+    case("rhf_multiplicity_3", 3, "metadata attribute 'multiplicity' is 3, and the file holds a closed-shell (rhf) "
+         "reference, a singlet", m.make(set_attr("multiplicity", np.int64(3), "metadata")))
     for name in ("singles_alpha", "singles_beta"):
         case("rohf_missing_" + name, 3, "dataset '%s' is missing" % name, m.make(drop(name), base=rohf))
     case("rohf_singles_positive", 3, "dataset 'singles_alpha': element 0 is 0.1 Eh; a singles term is never positive",

@@ -9,6 +9,8 @@ Exit 0 when every check passes; one line per check. Needs Debian's python3-numpy
 """
 import argparse
 import json
+import pathlib
+import pickle
 import os
 import sys
 import tempfile
@@ -217,6 +219,50 @@ def main():
                        "molecule": {"symbols": ["He"], "geometry": [0, 0, 0]}}, f)
         c.raises(dfmp2.InputError, "field 'model.basis': sto-3g gives this molecule 1 basis function",
                  lambda: dfmp2.run(qc), "a QCSchema input's error names its field")
+
+    # What Python users pass: NumPy scalars and paths are the numbers and strings they stand for; anything else is a
+    # dfmp2.InputError naming its key, never a bare TypeError from inside.
+    r = dfmp2.run({"integrals": pathlib.Path(water), "backends": ("eigen",), "threads": np.int64(1),
+                   "metric": {"method": "eigh", "threshold": np.float64(1e-12)}, "screening": np.bool_(False)})
+    c.check(abs(r["properties"]["mp2_correlation_energy"] - (-0.20403345708736)) < 1e-10,
+            "dfmp2.run(dict of NumPy scalars, a pathlib.Path and a tuple)")
+    r = dfmp2.run(pathlib.Path(os.path.abspath(args.repo)) / "inputs" / "water.yaml")
+    c.check(abs(r["properties"]["mp2_correlation_energy"] - (-0.20403345708736)) < 1e-12, "dfmp2.run(pathlib.Path)")
+    c.raises(dfmp2.InputError, "input dict: key 'backends': a set is not an input value",
+             lambda: dfmp2.run({"integrals": water, "backends": {"eigen"}}), "a set as a value")
+    c.raises(dfmp2.InputError, "input dict: key 'metric.threshold': a complex is not an input value",
+             lambda: dfmp2.run({"integrals": water, "metric": {"method": "eigh", "threshold": 1j}}), "a complex number")
+    c.raises(dfmp2.InputError, "input dict: key 'scf' has a key 1 of type int; keys are strings",
+             lambda: dfmp2.run({"integrals": water, "scf": {1: 2}}), "a key that is not a string")
+    c.raises(dfmp2.InputError, "key 'threads': expected", lambda: dfmp2.run({"integrals": water, "threads": np.int64(0)}),
+             "a NumPy integer out of range is the key's own error")
+    # Arrays as multiprocessing and concurrent.futures pass them (through pickle) are the float64 arrays they were.
+    be = dfmp2.Backend("eigen")
+    pa, pb = pickle.loads(pickle.dumps(np.eye(3))), pickle.loads(pickle.dumps(np.ones((3, 2))))
+    c.check(np.allclose(be.gemm(pa, pb), np.ones((3, 2))), "gemm of arrays that went through pickle")
+    c.raises(TypeError, "expected a float64 or float32 array in this machine's byte order",
+             lambda: be.gemm(np.eye(3).astype(">f8"), pb), "a big-endian array")
+
+    # The ASE calculator: what it owns is not a keyword, and a periodic Atoms object is not a molecule.
+    try:
+        import ase
+        from dfmp2.ase import DFMP2
+    except ImportError as e:
+        c.check(False, "dfmp2.ase imports (%s)" % e)
+    else:
+        for key, value in (("driver", "hessian"), ("molecule", {"xyz": "He 0 0 0"}), ("integrals", water),
+                           ("output", "x.json"), ("interaction", {"bsse": "cp"})):
+            c.raises(dfmp2.InputError, "DFMP2(%s=...): '%s' is the calculator's own" % (key, key),
+                     lambda: DFMP2(**{key: value}), "DFMP2(%s=...)" % key)
+        c.raises(dfmp2.InputError, "DFMP2(driver=...)", lambda: DFMP2().set(driver="gradient"), "calc.set(driver=...)")
+        crystal = ase.Atoms("He", positions=[(0, 0, 0)], cell=[3, 3, 3], pbc=True)
+        crystal.calc = DFMP2(basis="cc-pvdz", threads=1)
+        c.raises(dfmp2.InputError, "the Atoms object is periodic", crystal.get_potential_energy, "periodic Atoms")
+        helium = ase.Atoms("He", positions=[(0, 0, 0)])
+        helium.calc = DFMP2(basis="cc-pvdz", threads=1, backends=["eigen"])
+        e = helium.get_potential_energy()
+        c.check(abs(e / ase.units.Hartree - helium.calc.last_results_file["properties"]["return_energy"]) < 1e-12,
+                "DFMP2 on helium: the energy in eV is the results file's return_energy")
 
     print("python module: %s" % ("all checks passed" if c.failed == 0 else "%d checks failed" % c.failed))
     return 1 if c.failed else 0

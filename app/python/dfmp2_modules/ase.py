@@ -9,6 +9,11 @@ Every keyword but `charge` and `multiplicity` is a dfmp2 input key (README "Inpu
 frozen_core, memory, threads, backends, ...), passed to dfmp2.run() as the input mapping; the molecule is the
 Atoms' symbols and positions. Forces and the dipole come from `driver: gradient` (closed-shell RHF only: an
 open-shell molecule is a dfmp2.InputError), the energy alone from `driver: energy`. Units are ASE's: eV, eV/A, e A.
+
+What the calculator owns is not a keyword: the molecule (the Atoms), the driver (the properties ASE asks for),
+another source of integrals, an interaction energy instead of the Atoms' energy, and the results file (the
+calculator reads dfmp2.run()'s return value). Giving one is a dfmp2.InputError naming it, at construction or in
+set(); so is a periodic Atoms object (dfmp2 computes isolated molecules).
 """
 import numpy as np
 from ase.calculators.calculator import Calculator, all_changes
@@ -17,13 +22,29 @@ from ase.units import Bohr, Hartree
 import dfmp2
 
 
+# The input keys the calculator sets itself, and where each comes from instead.
+OWNED_KEYS = {
+    "molecule": "the Atoms object (its symbols and positions; charge and multiplicity as keywords)",
+    "driver": "the properties ASE asks for (energy; forces and dipole through the gradient)",
+    "integrals": "the Atoms object: the calculator computes the molecule's own integrals",
+    "synthetic": "the Atoms object: the calculator computes the molecule's own integrals",
+    "interaction": "the Atoms' own energy: an interaction energy is not the energy whose forces ASE takes",
+    "output": "dfmp2.run()'s return value (the last one is in last_results_file)",
+}
+
+
 class DFMP2(Calculator):
     implemented_properties = ["energy", "forces", "dipole"]
     default_parameters = {"basis": "cc-pvdz", "charge": 0, "multiplicity": 1}
 
     def __init__(self, **kwargs):
+        owned_keywords_refused(kwargs)
         Calculator.__init__(self, **kwargs)
         self.last_results_file = None  # the dfmp2.run() results of the last calculation (QCSchema AtomicResult)
+
+    def set(self, **kwargs):
+        owned_keywords_refused(kwargs)
+        return Calculator.set(self, **kwargs)
 
     def input_mapping(self, atoms, driver):
         keys = dict(self.parameters)
@@ -35,6 +56,9 @@ class DFMP2(Calculator):
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         Calculator.calculate(self, atoms, properties, system_changes)
+        if any(self.atoms.pbc):
+            raise dfmp2.InputError("DFMP2: the Atoms object is periodic (pbc=%s); dfmp2 computes isolated molecules, "
+                                   "so set atoms.pbc = False for a molecule" % list(bool(p) for p in self.atoms.pbc))
         gradient = "forces" in properties or "dipole" in properties
         r = dfmp2.run(self.input_mapping(self.atoms, "gradient" if gradient else "energy"))
         self.last_results_file = r
@@ -43,3 +67,10 @@ class DFMP2(Calculator):
             g = np.array(r["return_result"], dtype=float).reshape(-1, 3)
             self.results["forces"] = -g * Hartree / Bohr
             self.results["dipole"] = np.array(r["properties"]["mp2_dipole_moment"]) * Bohr
+
+
+def owned_keywords_refused(kwargs):
+    for key in kwargs:
+        if key in OWNED_KEYS:
+            raise dfmp2.InputError("DFMP2(%s=...): '%s' is the calculator's own; it comes from %s"
+                                   % (key, key, OWNED_KEYS[key]))
