@@ -575,6 +575,7 @@ std::string format_hessian(const Calculation& calc) {
                                 "DF-MP2 gradients: {} displaced geometries of {} bohr ({:.2f} s); masses of the most "
                                 "abundant isotopes; {} translations and rotations projected out\n\n",
                                 h.displacements, h.step, h.seconds, v.projected);
+  if (v.frequencies.size() == 0) return out + "  no vibrations: a single atom only translates\n";
   out += fmt::format("  {:>4} {:>14} {:>16}\n", "mode", "freq [cm^-1]", "red. mass [amu]");
   for (Eigen::Index k = 0; k < v.frequencies.size(); ++k) {
     const double f = v.frequencies(k);

@@ -764,7 +764,13 @@ Factorisations describe_factorisations(const Calculation& calc) {
   f.libraries = linalg::dense_libraries();
   std::tie(f.grid_rows, f.grid_cols) = linalg::grid_shape(calc.ranks);
   f.min_order = input.distributed_min_order;
-  const std::string cholesky = fmt::format("{} Cholesky, ScaLAPACK pdtrsm", linalg::dense_library_name(input.dense.cholesky));
+  // The library that serves each matrix, and why when it is not the one asked for (linalg::dense_library_for).
+  const auto served = [&](linalg::DenseLibrary asked, linalg::Index n, const char* what) {
+    const std::string fallback = linalg::dense_library_fallback(asked, n, f.grid_rows, f.grid_cols);
+    return fmt::format("{} {}{}", linalg::dense_library_name(linalg::dense_library_for(asked, n, f.grid_rows, f.grid_cols)),
+                       what, fallback.empty() ? "" : " (" + fallback + ")");
+  };
+  const auto cholesky = [&](linalg::Index n) { return served(input.dense.cholesky, n, "Cholesky, ScaLAPACK pdtrsm"); };
   auto replicated = [&](linalg::Index order) -> std::string {
     if (calc.ranks == 1) return "one rank";
     if (f.libraries.empty()) return "this build has no ScaLAPACK";
@@ -774,17 +780,16 @@ Factorisations describe_factorisations(const Calculation& calc) {
     if (input.scf.type == chem::ScfType::df) {
       const linalg::Index n = m->jk_basis.nbf();
       const bool on = order_on_grid(input, n, calc.ranks);
-      f.matrices.push_back({"JK metric", n, on, on ? cholesky : replicated(n)});
+      f.matrices.push_back({"JK metric", n, on, on ? cholesky(n) : replicated(n)});
     }
     const bool on = order_on_grid(input, r.nbf, calc.ranks);
     f.matrices.push_back({"SCF eigenproblems", r.nbf, on,
-                          on ? fmt::format("{} eigensolver", linalg::dense_library_name(input.dense.eigh))
-                             : replicated(r.nbf)});
+                          on ? served(input.dense.eigh, r.nbf, "eigensolver") : replicated(r.nbf)});
   }
   for (const std::string& backend : input.backends) {
     for (const chem::Precision precision : input.precisions_of(backend)) {
       const bool on = metric_on_grid(input, r.naux, precision, calc.ranks);
-      std::string why = on ? cholesky : replicated(r.naux);
+      std::string why = on ? cholesky(r.naux) : replicated(r.naux);
       if (!on && calc.ranks > 1 && !f.libraries.empty() && r.naux >= input.distributed_min_order)
         why = input.metric != chem::MetricMethod::cholesky
                   ? fmt::format("metric {} has no distributed form", chem::metric_name(input.metric))

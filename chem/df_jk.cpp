@@ -497,7 +497,7 @@ class BlockedDfJk final : public JkBuilder {
     grid_->cholesky(metric, fmt::format("JK fitting metric (P|Q) of '{}'", jk_basis.name));
     grid_factor_ = grid_->for_row_solves(metric);
     const double n = double(naux_);
-    kernels_.record_host(step_name(ScfStep::fitting), fmt::format("{} cholesky", dense_library_name(grid_->options().cholesky)),
+    kernels_.record_host(step_name(ScfStep::fitting), fmt::format("{} cholesky", dense_library_name(grid_->cholesky_library(naux_))),
                          clock.seconds(), {n * n * n / 3.0, kDouble * double(metric.local.size())}, "fp64");
   }
 

@@ -466,7 +466,7 @@ linalg::DistributedMatrix distributed_metric_factor(const DfMp2Input& input, Ind
   Stopwatch clock;
   grid.cholesky(factor, "metric (P|Q)");
   linalg::DistributedMatrix on_rows = grid.for_row_solves(factor);
-  kernels.record_host(step_name(Mp2Step::metric), fmt::format("{} cholesky", dense_library_name(grid.options().cholesky)),
+  kernels.record_host(step_name(Mp2Step::metric), fmt::format("{} cholesky", dense_library_name(grid.cholesky_library(n))),
                       clock.seconds(), {double(n) * double(n) * double(n) / 3.0, 8.0 * double(factor.local.size())}, "fp64");
   return on_rows;
 }

@@ -191,7 +191,7 @@ void symmetric_eigen(Matrix& a, Vector& eps, linalg::Kernels& kernels, const Scf
   grid.eigh(m, eps, vectors);
   grid.gather(vectors, linalg::view(a));
   const double n = double(a.rows());
-  kernels.record_host(step, fmt::format("{} eigh", dense_library_name(grid.options().eigh)), clock.seconds(),
+  kernels.record_host(step, fmt::format("{} eigh", dense_library_name(grid.eigh_library(a.rows()))), clock.seconds(),
                       {9.0 * n * n * n, 16.0 * n * n}, "fp64");
 }
 
@@ -280,7 +280,7 @@ Orbitals diagonalise_on_grid(const Matrix& fock, const Matrix& x, linalg::DenseG
   grid.gather(t, linalg::view(out.c));
   const double nn = double(n);
   kernels.record_host(step_name(ScfStep::iterations),
-                      fmt::format("pdgemm + {} eigh", dense_library_name(grid.options().eigh)), clock.seconds(),
+                      fmt::format("pdgemm + {} eigh", dense_library_name(grid.eigh_library(n))), clock.seconds(),
                       {6.0 * nn * nn * nn + 9.0 * nn * nn * nn, 8.0 * nn * nn}, "fp64");
   return out;
 }
@@ -446,6 +446,17 @@ void require_finite(int iteration, double energy, double rms) {
                                    options.max_iterations, last.delta_energy, last.gradient_rms));
 }
 
+// J[D] and K[D] of D = c_occ c_occ^T. A spin without electrons (the beta spin of H, H2+ or Li2+) has nothing to
+// build: both are zero, and the builders are not asked for products of empty matrices.
+void coulomb_and_exchange(JkBuilder& jk, const Matrix& c_occ, Matrix& j, Matrix& k, bool fp32, int slot) {
+  if (c_occ.cols() == 0) {
+    j = Matrix::Zero(c_occ.rows(), c_occ.rows());
+    k = j;
+    return;
+  }
+  jk.compute(c_occ, j, k, fp32, slot);
+}
+
 // One spin of the SCF: its occupied count, the electrons each of its orbitals holds (2 in RHF, where one set of
 // orbitals serves both spins; 1 in UHF), and its orbitals as the iterations go.
 struct Spin {
@@ -480,7 +491,7 @@ ScfResult iterate(const Matrix& h, const Matrix& s, const Matrix& x, double nucl
   bool previous_fp32 = false;  // the energy change is judged between two fp64 iterations only
   for (int it = 1; it <= options.max_iterations; ++it) {
     Stopwatch clock;
-    for (std::size_t i = 0; i < spins.size(); ++i) jk.compute(spins[i].c_occ, j[i], k[i], fp32, int(i));
+    for (std::size_t i = 0; i < spins.size(); ++i) coulomb_and_exchange(jk, spins[i].c_occ, j[i], k[i], fp32, int(i));
     Matrix coulomb = spins[0].electrons_per_orbital * j[0];
     for (std::size_t i = 1; i < spins.size(); ++i) coulomb += spins[i].electrons_per_orbital * j[i];
     // Side by side, every spin's Fock matrix and orbital gradient: DIIS extrapolates them together.
@@ -500,7 +511,13 @@ ScfResult iterate(const Matrix& h, const Matrix& s, const Matrix& x, double nucl
     }
     const double rms = std::sqrt(errors.squaredNorm() / double(errors.size()));
     require_finite(it, energy, rms);
-    const Matrix extrapolated = diis.extrapolate(focks, errors);
+    // The SAD guess is a density, not a determinant: fractional and the same for both spins, and for an atom a fixed
+    // point of its own Fock matrix (its orbital gradient nearly zero). In the DIIS subspace it would carry the most
+    // weight from then on and hold the iterations near the guess (the O atom's triplet and the Li atom's doublet
+    // stalled so, and the H atom converged to the spin-averaged energy); its Fock matrix is diagonalised as it is,
+    // as Psi4 does with its SAD iteration.
+    const bool density_guess = it == 1 && options.guess == ScfGuess::sad;
+    const Matrix extrapolated = density_guess ? focks : diis.extrapolate(focks, errors);
     for (std::size_t i = 0; i < spins.size(); ++i) {
       spins[i].orbitals = diagonalise(extrapolated.middleCols(Index(i) * nbf, nbf), x, kernels, &options);
       spins[i].c_occ = spins[i].orbitals.c.leftCols(spins[i].nocc);
@@ -660,8 +677,8 @@ ScfResult run_rohf(const Molecule& molecule, int multiplicity, const BasisSet& b
   double previous = 0;
   for (int it = 1; it <= options.max_iterations; ++it) {
     Stopwatch clock;
-    jk.compute(c_alpha, j[0], k[0], false, 0);
-    jk.compute(c_beta, j[1], k[1], false, 1);
+    coulomb_and_exchange(jk, c_alpha, j[0], k[0], false, 0);
+    coulomb_and_exchange(jk, c_beta, j[1], k[1], false, 1);
     const Matrix coulomb = j[0] + j[1];
     const Matrix fock_alpha = st.h + coulomb - k[0], fock_beta = st.h + coulomb - k[1];
     const Matrix d_alpha = c_alpha * c_alpha.transpose(), d_beta = c_beta * c_beta.transpose();

@@ -52,7 +52,9 @@ std::vector<Matrix> df_two_electron_gradients(const BasisSet& basis, const Basis
     kernels.trsm(kStep, linalg::Side::right, linalg::Uplo::lower, t, linalg::Diag::non_unit, 1.0,
                  linalg::view(factor), linalg::view(half));
   const linalg::Vector fitted_d = metric_factor.solve(gamma_d);
-  const Matrix fitted_c = metric_factor.solve(gamma_c);
+  // No corrections (the SCF's own gradient): nothing to solve, and Eigen's triangular solve of an empty right-hand
+  // side binds a reference to its null data (UndefinedBehaviorSanitizer stops there).
+  const Matrix fitted_c = count > 0 ? Matrix(metric_factor.solve(gamma_c)) : Matrix(naux, 0);
   const ConstMatrixView h_wide{half.data(), nbf, nocc * naux, nbf};         // H as nbf x (nocc naux)
   const ConstMatrixView h_tall{half.data(), nbf * nocc, naux, nbf * nocc};  // H as (nbf nocc) x naux
 

@@ -102,10 +102,16 @@ Vibrations harmonic_analysis(const Molecule& molecule, const Matrix& hessian) {
     if (sv(k) > 1e-6 * sv(0)) ++projected;
   const Matrix internal = svd.matrixU().rightCols(n - projected);  // orthonormal, orthogonal to the rigid motions
 
-  const Matrix weighted = sqrt_mass.cwiseInverse().asDiagonal() * hessian * sqrt_mass.cwiseInverse().asDiagonal();
-  const Eigen::SelfAdjointEigenSolver<Matrix> eig(internal.transpose() * weighted * internal);
   Vibrations v;
   v.projected = projected;
+  if (internal.cols() == 0) {  // a single atom: three translations and nothing that vibrates
+    v.frequencies.resize(0);
+    v.modes.resize(n, 0);
+    v.reduced_masses.resize(0);
+    return v;
+  }
+  const Matrix weighted = sqrt_mass.cwiseInverse().asDiagonal() * hessian * sqrt_mass.cwiseInverse().asDiagonal();
+  const Eigen::SelfAdjointEigenSolver<Matrix> eig(internal.transpose() * weighted * internal);
   const double scale = wavenumber_per_sqrt_au();
   v.frequencies = eig.eigenvalues().unaryExpr(
       [scale](double l) { return (l < 0 ? -1.0 : 1.0) * std::sqrt(std::abs(l)) * scale; });

@@ -29,7 +29,7 @@ struct Vibrations {
   linalg::Vector frequencies;  // cm^-1, ascending; negative: imaginary
   linalg::Matrix modes;        // 3 natoms x nmodes: each mode's Cartesian displacements, normalised
   linalg::Vector reduced_masses;  // amu
-  int projected = 0;           // translations and rotations projected out (5 for a linear molecule, else 6)
+  int projected = 0;  // translations and rotations projected out (3 for an atom, 5 for a linear molecule, else 6)
 };
 
 // Harmonic frequencies and normal modes of `hessian` at `molecule` (real atoms only: ghost atoms carry no mass and

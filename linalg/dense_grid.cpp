@@ -2,6 +2,8 @@
 // dense_grid_scalapack.cpp (built with MPI and ScaLAPACK).
 #include "linalg/dense_grid.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -10,6 +12,16 @@
 namespace dfmp2::linalg {
 
 const char* dense_library_name(DenseLibrary library) { return library == DenseLibrary::elpa ? "ELPA" : "ScaLAPACK"; }
+
+DenseLibrary dense_library_for(DenseLibrary asked, Index n, int grid_rows, int grid_cols) {
+  return asked == DenseLibrary::elpa && n < std::max(grid_rows, grid_cols) ? DenseLibrary::scalapack : asked;
+}
+
+std::string dense_library_fallback(DenseLibrary asked, Index n, int grid_rows, int grid_cols) {
+  if (dense_library_for(asked, n, grid_rows, grid_cols) == asked) return {};
+  return fmt::format("ScaLAPACK instead of ELPA: the {} x {} grid has ranks that hold no part of an order-{} matrix, "
+                     "which ELPA refuses", grid_rows, grid_cols, n);
+}
 
 std::pair<int, int> grid_shape(int ranks) {
   int rows = static_cast<int>(std::sqrt(double(ranks)));

@@ -31,6 +31,14 @@ namespace dfmp2::linalg {
 enum class DenseLibrary { scalapack, elpa };
 const char* dense_library_name(DenseLibrary library);
 
+// The library that serves an n x n Cholesky factor or eigenproblem on a grid_rows x grid_cols grid when `asked` is
+// asked for: ELPA refuses a rank that holds no part of the matrix (ScaLAPACK does not), and a matrix of fewer rows than
+// the grid's longer side leaves some rank without any, so ScaLAPACK serves it instead (the report names the library
+// that ran, and why).
+DenseLibrary dense_library_for(DenseLibrary asked, Index n, int grid_rows, int grid_cols);
+// Why `dense_library_for` did not give `asked` ("" when it did).
+std::string dense_library_fallback(DenseLibrary asked, Index n, int grid_rows, int grid_cols);
+
 struct DenseOptions {
   DenseLibrary cholesky = DenseLibrary::scalapack;
   DenseLibrary eigh = DenseLibrary::elpa;
@@ -75,7 +83,13 @@ class DenseGrid {
   virtual int grid_rows() const = 0;
   virtual int grid_cols() const = 0;
   virtual const DenseOptions& options() const = 0;
-  // An n x n matrix on the grid, its local part zero.
+  // The libraries that serve an n x n problem on this grid (dense_library_for).
+  DenseLibrary cholesky_library(Index n) const {
+    return dense_library_for(options().cholesky, n, grid_rows(), grid_cols());
+  }
+  DenseLibrary eigh_library(Index n) const { return dense_library_for(options().eigh, n, grid_rows(), grid_cols()); }
+  // An n x n matrix on the grid, its local part zero: blocks small enough that every rank holds part of it when n is
+  // at least the grid's longer side.
   virtual DistributedMatrix matrix(Index n) const = 0;
   // J = L L^T in place; throws NumericalError naming `what` when J is not positive definite.
   virtual void cholesky(DistributedMatrix& j, const std::string& what) = 0;

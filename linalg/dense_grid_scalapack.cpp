@@ -145,10 +145,12 @@ class ScalapackGrid final : public DenseGrid {
   }
 
   // The block: options.block, or less, so that every rank of the grid holds part of a small matrix (pdsyevd's
-  // back-transformation and ELPA's solver both refuse a process with none).
+  // back-transformation and ELPA's solver both refuse a process with none): at most n over the grid's longer side,
+  // rounded down, so that there are at least as many blocks as ranks along it. Below that side's length some rank
+  // holds nothing whatever the block, and ELPA is not used (dense_library_for).
   Index block_for(Index n) const {
     const auto [rows, cols] = grid_shape(comm_.size());
-    return std::clamp<Index>((n + std::max(rows, cols) - 1) / std::max(rows, cols), 1, options_.block);
+    return std::clamp<Index>(n / std::max(rows, cols), 1, options_.block);
   }
 
   int grid_rows() const override { return grid_shape(comm_.size()).first; }
@@ -162,7 +164,8 @@ class ScalapackGrid final : public DenseGrid {
   void cholesky(DistributedMatrix& j, const std::string& what) override {
     const int n = as_int(j.layout.n, "order"), one = 1;
     int info = 0;
-    if (options_.cholesky == DenseLibrary::elpa) {
+    const DenseLibrary library = cholesky_library(j.layout.n);
+    if (library == DenseLibrary::elpa) {
 #ifdef DFMP2_HAVE_ELPA
       ElpaProblem problem(mpi_, j);
       elpa_cholesky(problem.handle(), j.local.data(), &info);
@@ -177,7 +180,7 @@ class ScalapackGrid final : public DenseGrid {
     comm_.checked([&] {
       if (info > 0)
         throw NumericalError(fmt::format("{} is not positive definite ({} Cholesky, leading minor {})", what,
-                                         dense_library_name(options_.cholesky), info));
+                                         dense_library_name(library), info));
       if (info < 0) throw std::logic_error(fmt::format("pdpotrf: argument {} is wrong", -info));
     });
   }
@@ -217,7 +220,8 @@ class ScalapackGrid final : public DenseGrid {
     const int n = as_int(a.layout.n, "order"), one = 1;
     eigenvalues.resize(n);
     int info = 0;
-    if (options_.eigh == DenseLibrary::elpa) {
+    const DenseLibrary library = eigh_library(a.layout.n);
+    if (library == DenseLibrary::elpa) {
 #ifdef DFMP2_HAVE_ELPA
       ElpaProblem problem(mpi_, a);
       elpa_eigenvectors(problem.handle(), a.local.data(), eigenvalues.data(), vectors.local.data(), &info);
@@ -241,8 +245,8 @@ class ScalapackGrid final : public DenseGrid {
     }
     comm_.checked([&] {
       if (info != 0)
-        throw NumericalError(fmt::format("distributed eigensolver ({}) failed: info {}",
-                                         dense_library_name(options_.eigh), info));
+        throw NumericalError(fmt::format("distributed eigensolver ({}) failed: info {}", dense_library_name(library),
+                                         info));
     });
   }
 

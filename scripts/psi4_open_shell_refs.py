@@ -5,6 +5,7 @@ all electrons. Writes one JSON file of SCF, MP2 correlation, same-spin, opposite
 <S^2> (UHF), with the geometries (angstrom, c1, no_com, no_reorient) and Psi4's options, for the validation decks.
 
     scripts/psi4_open_shell_refs.py --out tests/validation/reference/psi4_open_shell.json   # about 10 min, 1 thread
+    scripts/psi4_open_shell_refs.py --out ... --only oxygen_atom        # one molecule's cases again, the rest kept
 """
 import argparse
 import json
@@ -26,6 +27,10 @@ MOLECULES = {
     "water_cation": (1, 2, "O 0.000000 0.000000 0.117790\nH 0.000000 0.755453 -0.471161\n"
                            "H 0.000000 -0.755453 -0.471161"),
     "formaldehyde_anion": (-1, 2, "C 0 0 0\nO 0 0 1.205\nH 0 0.9429 -0.5876\nH 0 -0.9429 -0.5876"),
+    # Open-shell atoms (issue 42): their SAD guess is the spherical atom, a fixed point of its own Fock matrix.
+    "oxygen_atom": (0, 3, "O 0 0 0"),
+    "lithium_atom": (0, 2, "Li 0 0 0", ("cc-pvdz",)),  # aug-cc-pvdz-ri has no Li: Psi4 falls back, dfmp2 refuses
+    "nitrogen_atom": (0, 4, "N 0 0 0"),
 }
 
 RUNNER = r'''
@@ -37,8 +42,8 @@ mol = psi4.geometry("%d %d\n%s\nunits angstrom\nsymmetry c1\nno_com\nno_reorient
 psi4.set_options({"basis": job["basis"], "reference": job["reference"], "scf_type": job["scf_type"],
                   "e_convergence": 1e-10, "d_convergence": 1e-10, "mp2_type": "df", "freeze_core": False,
                   "df_basis_mp2": job["basis"] + "-ri"})
-if job["scf_type"] == "df":
-    psi4.set_options({"df_basis_scf": job["basis"] + "-jkfit"})
+# DF-SCF: Psi4's default fitting set, <basis>-jkfit with its per-element fallback (def2-universal-jkfit for Li, which
+# cc-pvdz-jkfit lacks), as dfmp2's default is.
 psi4.energy("mp2")
 out = {k: psi4.variable(v) for k, v in [("scf", "SCF TOTAL ENERGY"), ("mp2_correlation", "MP2 CORRELATION ENERGY"),
        ("same_spin", "MP2 SAME-SPIN CORRELATION ENERGY"), ("opposite_spin", "MP2 OPPOSITE-SPIN CORRELATION ENERGY"),
@@ -51,15 +56,22 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--only", nargs="*", help="compute only these molecules and keep the other cases of --out")
     args = ap.parse_args()
+    kept = []
+    if args.only:
+        with open(args.out) as f:
+            kept = [c for c in json.load(f)["cases"] if c["name"] not in args.only]
     env = dict(os.environ, PYTHONPATH="/usr/lib/x86_64-linux-gnu")
     cases = []
     with tempfile.TemporaryDirectory() as tmp:
         runner = os.path.join(tmp, "runner.py")
         with open(runner, "w") as f:
             f.write(RUNNER)
-        for name, (charge, multiplicity, xyz) in MOLECULES.items():
-            for basis in ("cc-pvdz", "aug-cc-pvdz"):
+        for name, (charge, multiplicity, xyz, *only_bases) in MOLECULES.items():
+            if args.only and name not in args.only:
+                continue
+            for basis in (only_bases[0] if only_bases else ("cc-pvdz", "aug-cc-pvdz")):
                 for reference in ("uhf", "rohf"):
                     for scf_type in ("df", "pk"):
                         job = {"charge": charge, "multiplicity": multiplicity, "xyz": xyz, "basis": basis,
@@ -85,7 +97,7 @@ def main():
     with open(args.out, "w") as f:
         json.dump({"generator": "Psi4 1.3.2 via scripts/psi4_open_shell_refs.py",
                    "options": {"e_convergence": 1e-10, "d_convergence": 1e-10, "mp2_type": "df",
-                               "freeze_core": False}, "cases": cases}, f, indent=1)
+                               "freeze_core": False}, "cases": kept + cases}, f, indent=1)
         f.write("\n")
 
 

@@ -149,4 +149,48 @@ TEST(Interaction, ThreeFragmentsGiveTheWholeInteractionEnergy) {
   EXPECT_LT(qcvar(r, "CP-CORRECTED INTERACTION ENERGY"), 0.0);
 }
 
+// A charged complex written with '--' but without the fragments' 'charge multiplicity' lines (issue 42: it ran every
+// fragment neutral, +0.31 Eh for a water-dimer cation): the charge and the doublet go to the first fragment, as Psi4
+// and qcelemental complete them, so the energies are those of the input with the lines written out.
+TEST(Interaction, ChargedComplexWithoutFragmentLinesIsCompletedAsPsi4Does) {
+  const std::string first = "O 0 0 0.1178\n    H 0 0.7555 -0.4712\n    H 0 -0.7555 -0.4712\n",
+                    second = "O 0 0 3.1\n    H 0 0.7555 3.69\n    H 0 -0.7555 3.69\n";
+  const std::string settings = "basis: cc-pvdz\nthreads: 2\ninteraction: {bsse: cp}\n"
+                               "scf: {e_convergence: 1e-10, d_convergence: 1e-10}\n";
+  TempDir implicit_dir, explicit_dir;
+  const Finished implicit = run(implicit_dir, "molecule:\n  charge: 1\n  multiplicity: 2\n  xyz: |\n    " + first +
+                                                  "    --\n    " + second + settings);
+  const Finished written = run(explicit_dir, "molecule:\n  xyz: |\n    1 2\n    " + first + "    --\n    0 1\n    " +
+                                                 second + settings);
+  EXPECT_EQ(implicit.json["molecule"]["fragment_charges"], nlohmann::json::parse("[1, 0]"));
+  EXPECT_EQ(implicit.json["molecule"]["fragment_multiplicities"], nlohmann::json::parse("[2, 1]"));
+  const double ie = qcvar(implicit, "CP-CORRECTED INTERACTION ENERGY");
+  EXPECT_NEAR(ie, qcvar(written, "CP-CORRECTED INTERACTION ENERGY"), 1e-10);
+  EXPECT_LT(ie, 0.0);  // a cation binds a water
+  EXPECT_GT(ie, -0.1);
+  EXPECT_NE(implicit.report.find("fragment 1: atoms 1-3, charge 1, multiplicity 2 (neither given: completed as Psi4 "
+                                 "does)"), std::string::npos);
+}
+
+// A fragment with one electron (no beta electron: issue 42 ended it in an internal error): a hydrogen atom beside
+// helium. The hydrogen atom's MP2 energy is its UHF energy (one electron has no pair), in its own basis Psi4 1.3.2's
+// UHF/cc-pVDZ -0.4992784034195831 Eh (energy('scf'), DF); the interaction energies are the calculations' differences.
+TEST(Interaction, AOneElectronFragment) {
+  TempDir dir;
+  const Finished r = run(dir, "molecule:\n  xyz: |\n    He 0 0 0\n    --\n    0 2\n    H 0 0 3\nbasis: cc-pvdz\n"
+                              "threads: 2\ninteraction: {bsse: both}\nscf: {e_convergence: 1e-10, d_convergence: 1e-10}\n");
+  const auto& calcs = r.json["extras"]["dfmp2"]["interaction"]["calculations"];
+  ASSERT_EQ(calcs.size(), 5u);
+  for (const std::size_t k : {2, 4}) {  // hydrogen in the complex's basis and in its own
+    EXPECT_EQ(calcs[k]["mp2_correlation_energy"].get<double>(), 0.0);
+    EXPECT_EQ(calcs[k]["nbeta"], 0);
+  }
+  EXPECT_NEAR(calcs[4]["scf_energy"].get<double>(), -0.4992784034195831, 1e-8);
+  auto total = [&](std::size_t k) {
+    return calcs[k]["scf_energy"].get<double>() + calcs[k]["mp2_correlation_energy"].get<double>();
+  };
+  EXPECT_NEAR(qcvar(r, "CP-CORRECTED INTERACTION ENERGY"), total(0) - total(1) - total(2), 1e-12);
+  EXPECT_NEAR(qcvar(r, "NOCP-CORRECTED INTERACTION ENERGY"), total(0) - total(3) - total(4), 1e-12);
+}
+
 }  // namespace

@@ -105,11 +105,19 @@ CASES = {
                       "mpi: {distributed_min_order: 1}\n",
     "dimer_grid_gradient": molecule(DIMER_XYZ, "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
                                                "driver: gradient\nmpi: {distributed_min_order: 1}\n"),
+    # Matrices smaller than the grid (issue 42: ELPA refused ranks that hold none of them, exit 5): H2 in STO-3G (SCF
+    # eigenproblems of order 2) and water in STO-3G (order 7) on up to 6 ranks, ELPA asked for everything; such
+    # matrices go to ScaLAPACK, and the report says so.
+    "h2_tiny_grid": "molecule:\n  xyz: |\n    H 0 0 0\n    H 0 0 0.74\nbasis: sto-3g\nthreads: 1\n"
+                    "scf: {type: df}\nmpi: {distributed_min_order: 1, cholesky: elpa, eigensolver: elpa}\n",
+    "water_tiny_grid": molecule(WATER_XYZ, "scf: {type: df}\nmpi: {distributed_min_order: 1}\n").replace(
+        "cc-pvdz", "sto-3g"),
 }
 # The rank counts of each case (RANKS unless named): the grid cases go to 8 ranks, odd counts included, so that
 # the grids are 1 x n and 2 x n and the block-cyclic blocks shrink below their default to give every rank a part.
 CASE_RANKS = {"dimer_grid": [1, 2, 3, 4, 5, 6, 7, 8], "dimer_grid_scalapack": [2, 3, 5, 8],
-              "cation_grid_uhf": [2, 3, 4], "synthetic_grid": [2, 5, 6, 7], "dimer_grid_gradient": [2, 3]}
+              "cation_grid_uhf": [2, 3, 4], "synthetic_grid": [2, 5, 6, 7], "dimer_grid_gradient": [2, 3],
+              "h2_tiny_grid": [2, 3, 4, 5, 6], "water_tiny_grid": [5, 6]}
 # Cases whose MP2 products run in fp32: the ranks cut the auxiliary blocks differently, which moves the fp32
 # rounding. Their MP2 energies must agree with one process's within the mixed run's own error against fp64 in that
 # process (measured on Zen 5: up to 2.6e-9 Eh with avx512, 2.1e-8 Eh in the sanitizer build, against an error of
@@ -228,6 +236,11 @@ def energies_case(args, name, c):
                         "%s, %d ranks: every factorisation on the %s grid (%s)" % (
                             name, ranks, " x ".join(map(str, f["grid"])),
                             "; ".join("%s %s" % (m["matrix"], m["how"]) for m in f["matrices"])))
+                if name == "h2_tiny_grid" and max(f["grid"]) > 2:  # order 2 below the grid's longer side
+                    eig = [m for m in f["matrices"] if m["matrix"] == "SCF eigenproblems"]
+                    c.check(eig and "ScaLAPACK instead of ELPA" in eig[0]["how"],
+                            "%s, %d ranks: the order-2 eigenproblems go to ScaLAPACK, and the results say so (%s)" % (
+                                name, ranks, eig[0]["how"] if eig else "no SCF eigenproblems"))
             for key in ("scf_total_energy", "mp2_correlation_energy", "mp2_opposite_spin_correlation_energy",
                         "mp2_same_spin_correlation_energy"):
                 if key not in serial:
