@@ -894,6 +894,19 @@ void read_interaction(const YAML::Node& root, const YamlReader& ctx, Input& in) 
     ctx.fail_key(node, "interaction", "{key}: needs a molecule of two or more fragments ('--' lines in its xyz, or "
                                       "molecule as a list of fragments), and this one is a single fragment");
   }
+  // Every fragment is a calculation of its own, so each needs electrons: a fragment of ghost atoms only, or one whose
+  // charge takes every electron away (H+), has no energy to take away from the complex's.
+  for (std::size_t k = 0; k < fragments; ++k) {
+    const chem::Fragment& f = in.molecule->fragments[k];
+    const chem::Molecule part = chem::fragment_molecule(*in.molecule, f);
+    if (chem::electron_count(part) > 0) continue;
+    const bool ghosts = std::all_of(part.atoms.begin(), part.atoms.end(), [](const chem::Atom& a) { return a.ghost; });
+    ctx.fail_key(root["molecule"], fmt::format("molecule fragment {}", k + 1),
+                 fmt::format("{{key}} (atoms {}-{} of {}) {}; an interaction energy needs electrons in every fragment "
+                             "(ghost atoms belong inside a fragment, beside its real atoms)",
+                             f.first + 1, f.first + f.count, in.molecule_source,
+                             ghosts ? "holds only ghost atoms" : fmt::format("has no electrons at charge {}", f.charge)));
+  }
   if (in.frozen_core.kind == FrozenCore::Kind::count) {
     ctx.fail_key(root["frozen_core"], "frozen_core",
                  "{key}: a number of orbitals is one calculation's; with 'interaction' give true (each fragment "

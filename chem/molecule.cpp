@@ -244,6 +244,7 @@ struct ChargeMultiplicitySearch {
 
   int c = 0, m = 0;
   std::vector<int> fc, fm;
+  bool charges_workable = false;  // some charges added up and left every fragment a multiplicity it can have
 
   bool search() {
     const std::size_t n = neutral.size();
@@ -277,6 +278,7 @@ struct ChargeMultiplicitySearch {
     for (std::size_t f = 0; f < neutral.size(); ++f)
       for (const int mf : fm_candidates[f])
         if (state_possible(neutral[f], fc[f], mf) && (!ghost[f] || mf == 1)) allowed[f].push_back(mf);
+    if (std::all_of(allowed.begin(), allowed.end(), [](const auto& a) { return !a.empty(); })) charges_workable = true;
     const auto unpaired_sums = reachable_sums(allowed, -1);
     for (const int candidate : m_candidates) {
       m = candidate;
@@ -399,7 +401,10 @@ void fill_charges_and_multiplicities(Molecule& molecule, std::optional<int> char
   s.high_spin_rule = !multiplicity || !all_fm;
 
   if (!s.search()) {
-    const std::string key = multiplicity ? "molecule.multiplicity" : charge ? "molecule.charge" : "molecule fragment 1";
+    // The key to blame: the complex's charge when no charges could be given out, else its multiplicity when given.
+    const std::string key = charge && (!s.charges_workable || !multiplicity) ? "molecule.charge"
+                            : multiplicity                                  ? "molecule.multiplicity"
+                                                                            : "molecule fragment 1";
     throw InputError(
         "", key,
         fmt::format("{{key}}: no charge and multiplicity of each fragment fit what was given (complex: charge {}, "

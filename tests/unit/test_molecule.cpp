@@ -223,3 +223,23 @@ TEST(Molecule, FragmentChargesAndMultiplicitiesAsQcelementalFillsThem) {
   EXPECT_FALSE(fill({0, 2}, none, V{2, none}, none, V{none, none}));
   EXPECT_EQ(fill({0, 2, 0}, 1, V{none, none, none}, none, V{none, none, none}), (Filled{1, 2, {0, 1, 0}, {1, 2, 1}}));
 }
+
+// qcelemental enumerates every combination of candidates (exponential in the fragments); the completion here searches
+// in the same order but prunes, so a cluster of 2,000 radicals, none with its multiplicity given, takes no time.
+TEST(Molecule, CompletingThousandsOfFragmentsIsQuick) {
+  dfmp2::chem::Molecule m;
+  for (std::size_t k = 0; k < 2000; ++k) {
+    dfmp2::chem::Atom a;
+    a.symbol = "H";
+    a.atomic_number = 1;
+    a.z = 3.0 * double(k);
+    m.atoms.push_back(a);
+    m.fragments.push_back({k, 1, std::nullopt, std::nullopt});
+  }
+  const auto start = std::chrono::steady_clock::now();
+  dfmp2::chem::fill_charges_and_multiplicities(m, 1, std::nullopt);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
+  EXPECT_EQ(m.fragments[0].charge, 1);  // the unallocated charge on the first fragment, a bare proton
+  EXPECT_EQ(m.fragments[0].multiplicity, 1);
+  EXPECT_EQ(m.multiplicity, 2000);      // 1,999 doublets, high spin
+}
