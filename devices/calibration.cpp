@@ -22,6 +22,9 @@ namespace dfmp2::devices {
 
 using linalg::Index;
 
+const std::string kCalibrationCacheHeader =
+    "# dfmp2 backend calibration (README 'Backends'); measured again when the key changes\n";
+
 double CalibrationShape::flops() const {
   return op == linalg::Op::syrk ? linalg::syrk_cost(double(n), double(k)).flops
                                 : linalg::gemm_cost(double(m), double(n), double(k)).flops;
@@ -102,18 +105,16 @@ std::string calibration_key(const std::string& cpu) {
   return key + "\n";
 }
 
-
-const std::string kCacheHeader = "# dfmp2 backend calibration (README 'Backends'); measured again when the key changes\n";
-
 // The most a valid cache file for `key` can hold: the header, the key and one short line per candidate.
 std::size_t cache_bytes_at_most(const std::string& key, std::size_t candidates) {
-  return kCacheHeader.size() + key.size() + 256 * candidates;
+  return kCalibrationCacheHeader.size() + key.size() + 256 * candidates;
 }
 
-// The cached rates under `key` in `text`, or none when the text is for another key or damaged.
-std::vector<BackendRate> parse_cache(const std::string& text, const std::string& key) {
-  if (text.rfind(kCacheHeader + key, 0) != 0) return {};
-  std::istringstream rest(text.substr(kCacheHeader.size() + key.size()));
+}  // namespace
+
+std::vector<BackendRate> read_calibration_cache(const std::string& text, const std::string& key) {
+  if (text.rfind(kCalibrationCacheHeader + key, 0) != 0) return {};
+  std::istringstream rest(text.substr(kCalibrationCacheHeader.size() + key.size()));
   std::vector<BackendRate> rates;
   std::string word;
   BackendRate r;
@@ -124,8 +125,10 @@ std::vector<BackendRate> parse_cache(const std::string& text, const std::string&
   return rates;
 }
 
+namespace {
+
 std::string cache_text(const std::string& key, const std::vector<BackendRate>& rates) {
-  std::string text = kCacheHeader + key;
+  std::string text = kCalibrationCacheHeader + key;
   for (const auto& r : rates) text += fmt::format("rate {} {:.6g} {:.6g}\n", r.backend, r.gflops, r.seconds);
   return text;
 }
@@ -200,7 +203,7 @@ Calibration calibrate(const std::vector<Candidate>& candidates, const std::strin
   // longer than the calibration could take (a run suspended during its own) is not waited for.
   const linalg::KeptLock lock(folder, "backend-calibration.lock", lock_patience);
   const linalg::KeptText kept = linalg::read_kept_file(folder, name, cache_bytes_at_most(c.key, candidates.size()));
-  if (kept.text) c.rates = parse_cache(*kept.text, c.key);
+  if (kept.text) c.rates = read_calibration_cache(*kept.text, c.key);
   c.cached = covers(c.rates, candidates);
   if (c.cached) return c;
   measure();

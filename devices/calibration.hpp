@@ -59,6 +59,12 @@ Calibration calibrate(const std::vector<Candidate>& candidates, const std::strin
 // This machine's calibration of every built CPU backend in the user's cache folder (once per process). With several
 // MPI ranks the caller makes rank 0's choice every rank's (app: a rank's default is rank 0's).
 const Calibration& machine_calibration();
+// The rates a cache file's `text` holds for `key`: none when it is for another key or damaged (then calibrate()
+// measures again). What calibrate() reads back, declared for the fuzzer (tests/fuzz/fuzz_calibration_cache.cpp).
+std::vector<BackendRate> read_calibration_cache(const std::string& text, const std::string& key);
+// The header every cache file starts with.
+extern const std::string kCalibrationCacheHeader;
+
 // The line the report and the default backend's reason use: "avx512 58.1, openblas 66.2, eigen 40.3 GFLOP/s ...".
 std::string calibration_summary(const Calibration& c);
 

@@ -24,7 +24,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-targets=(fuzz_yaml_input fuzz_qcschema fuzz_gbs fuzz_xyz fuzz_integral_file)
+targets=(fuzz_yaml_input fuzz_qcschema fuzz_gbs fuzz_xyz fuzz_integral_file fuzz_instances fuzz_calibration_cache)
 seconds="${FUZZ_SECONDS:-600}"
 if (($# > 0)); then
   targets=("$1")
@@ -76,7 +76,14 @@ for f in sto-3g cc-pvdz def2-svp-jkfit; do
 done
 printf '\x00' | cat - "$build/corpus/fuzz_gbs/sto-3g" >"$build/corpus/fuzz_gbs/sto-3g-h"
 mkdir -p "$build/corpus/fuzz_xyz"
-printf 'O 0 0 0.117790\nH 0 0.755453 -0.471161\nH 0 -0.755453 -0.471161\n' >"$build/corpus/fuzz_xyz/water"
+printf '\x01\x00\x00\x01\x00\x00O 0 0 0.117790\nH 0 0.755453 -0.471161\nH 0 -0.755453 -0.471161\n' >"$build/corpus/fuzz_xyz/water"
+# Fragments and ghosts as Psi4 writes them (the first bytes give the complex's charge and multiplicity or not).
+printf '\x00\x00\x00\x00\x00\x000 1\nO 0 0 0\nH 0 0 0.97\nH 0.9 0 -0.3\n--\n1 2\nO 3 0 0\nH 3 0 0.97\n--\nGh(He) 0 3 0\n@Ne 0 0 3\n' \
+  >"$build/corpus/fuzz_xyz/fragments"
+mkdir -p "$build/corpus/fuzz_instances"
+cp devices/instances.yaml "$build/corpus/fuzz_instances/builtin"
+mkdir -p "$build/corpus/fuzz_calibration_cache"
+printf '\x01rate eigen 61.2 0.0412\nrate openblas 80.1 0.0315\n' >"$build/corpus/fuzz_calibration_cache/rates"
 mkdir -p "$build/corpus/fuzz_integral_file"
 
 status=0
@@ -87,7 +94,9 @@ for t in "${targets[@]}"; do
   log="$build/$t.log"
   echo "fuzz: $t for $seconds s (log $log)"
   set +e
-  "$build/tests/fuzz/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -max_len=8192 \
+  max_len=8192
+  [[ $t == fuzz_instances ]] && max_len=16384  # the built-in table is 6.4 kB
+  "$build/tests/fuzz/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -max_len="$max_len" \
     -print_final_stats=1 -artifact_prefix="$crashes/" "$build/corpus/$t" >"$log" 2>&1
   rc=$?
   set -e

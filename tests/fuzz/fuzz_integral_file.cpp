@@ -6,6 +6,7 @@
 #include <fuzzer/FuzzedDataProvider.h>
 #include <hdf5.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -74,8 +75,33 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (file < 0) return 0;
     string_attribute(file, "dfmp2_format", word(fdp, "dfmp2-integrals"));
-    integer_attribute(file, "dfmp2_format_version", fdp.ConsumeProbability<double>() < 0.8 ? 1 : fdp.ConsumeIntegral<long long>());
+    // Format 1 (closed shell) or 2 (open shells: a reference attribute, beta orbitals, ROHF's singles terms).
+    const int version = fdp.ConsumeProbability<double>() < 0.5 ? 1 : 2;
+    integer_attribute(file, "dfmp2_format_version",
+                      fdp.ConsumeProbability<double>() < 0.9 ? version : fdp.ConsumeIntegral<long long>());
     string_attribute(file, "form", word(fdp, ao ? "ao" : "mo"));
+    const char* references[] = {"uhf", "rohf", "rhf"};
+    const std::string reference = references[fdp.ConsumeIntegralInRange<int>(0, 2)];
+    if (version == 2 && fdp.ConsumeProbability<double>() < 0.9) string_attribute(file, "reference", word(fdp, reference.c_str()));
+    if (version == 2 || fdp.ConsumeProbability<double>() < 0.1) {  // the beta spin (also where it does not belong)
+      const long long nbeta = fdp.ConsumeBool() ? std::max(0LL, std::min<long long>(nocc, 6) - fdp.ConsumeIntegralInRange<long long>(0, 2))
+                                                : fdp.ConsumeIntegral<long long>();
+      if (fdp.ConsumeProbability<double>() < 0.95) {
+        const hid_t space = H5Screate(H5S_SCALAR);
+        const hid_t d = H5Dcreate2(file, "nocc_beta", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        H5Dwrite(d, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, &nbeta);
+        H5Dclose(d);
+        H5Sclose(space);
+      }
+      const hsize_t beta_mo = fdp.ConsumeBool() ? nmo : fdp.ConsumeIntegralInRange<hsize_t>(1, 7);
+      if (fdp.ConsumeProbability<double>() < 0.95) dataset(file, "orbital_energies_beta", {beta_mo}, doubles(fdp, beta_mo));
+      if (fdp.ConsumeProbability<double>() < 0.95) dataset(file, "mo_coefficients_beta", {nbf, beta_mo}, doubles(fdp, nbf * beta_mo));
+      if (reference == "rohf" || fdp.ConsumeProbability<double>() < 0.1) {
+        const hsize_t na = hsize_t(std::clamp<long long>(nocc, 1, 6)), nb = hsize_t(std::clamp<long long>(nbeta, 0, 6));
+        dataset(file, "singles_alpha", {fdp.ConsumeBool() ? na : na + 1}, doubles(fdp, na + 1));
+        if (nb > 0) dataset(file, "singles_beta", {nb}, doubles(fdp, nb));
+      }
+    }
     {
       const hid_t space = H5Screate(H5S_SCALAR);
       const hid_t d = H5Dcreate2(file, "nocc", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -98,6 +124,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const hid_t md = H5Gcreate2(file, "metadata", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
       string_attribute(md, "molecule", fdp.ConsumeRandomLengthString(256));
       if (fdp.ConsumeBool()) integer_attribute(md, "charge", fdp.ConsumeIntegral<long long>());
+      if (fdp.ConsumeBool()) {
+        integer_attribute(md, "multiplicity", fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange<long long>(1, 4)
+                                                                : fdp.ConsumeIntegral<long long>());
+      }
       string_attribute(md, "basis", fdp.ConsumeRandomLengthString(32));
       string_attribute(md, "aux_basis", fdp.ConsumeRandomLengthString(32));
       string_attribute(md, "scf_type", fdp.ConsumeRandomLengthString(16));
