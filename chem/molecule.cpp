@@ -73,6 +73,11 @@ Molecule parse_xyz_lines(const std::string& text, const std::string& where) {
     std::string symbol;
     if (!(fields >> symbol)) continue;  // blank line
     if (symbol == "--") {
+      // Alone on its line, as Psi4 takes it: text after it would be read as nothing, silently.
+      if (std::string rest; fields >> rest) {
+        throw InputError(fmt::format("{}: line {}: '{}': the fragment separator '--' stands alone on its line", where,
+                                     number, line));
+      }
       fragments.push_back({mol.atoms.size(), 0, std::nullopt, std::nullopt});
       continue;
     }

@@ -2,6 +2,8 @@
 // and the results file's fields; the same gradient from every SCF J/K storage and CPU backend; the memory promise.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -98,6 +100,21 @@ TEST(Gradient, HessianOfTheExample) {
   EXPECT_GT(v["frequencies_cm"][2].get<double>(), 3500.0);
   EXPECT_EQ(r.json["extras"]["dfmp2"]["gradient"]["gradient"].size(), 3u);  // the gradient at the input geometry too
   EXPECT_NE(r.report.find("==> Harmonic frequencies <=="), std::string::npos);
+}
+
+// A single atom's Hessian (issue 42: it ended in SIGSEGV after the displacements): three translations projected out,
+// nothing left to vibrate, and the report and results say so; by translational invariance the Hessian is zero.
+TEST(Gradient, HessianOfASingleAtom) {
+  TempDir dir;
+  const Finished r = run(dir, "molecule: {xyz: \"Ne 0 0 0\"}\nbasis: cc-pvdz\ndriver: hessian\nthreads: 2\n");
+  const auto& h = r.json["return_result"];
+  ASSERT_EQ(h.size(), 9u);
+  for (const auto& x : h) EXPECT_LT(std::abs(x.get<double>()), 1e-6);
+  const auto& v = r.json["extras"]["dfmp2"]["vibrations"];
+  EXPECT_EQ(v["displacements"], 6);
+  EXPECT_EQ(v["projected_rigid_motions"], 3);
+  EXPECT_EQ(v["frequencies_cm"].size(), 0u);
+  EXPECT_NE(r.report.find("no vibrations: a single atom only translates"), std::string::npos);
 }
 
 }  // namespace
