@@ -433,6 +433,18 @@ ScfReference read_reference(const Reader& r, long long version, ThreeIndexForm f
 
 namespace {
 
+// An open shell's datasets in a closed-shell file: a writer that forgot the reference attribute. Read as RHF, its
+// alpha orbitals would be taken for doubly occupied ones, one electron too many for a doublet.
+void refuse_open_shell_datasets(const Reader& r) {
+  for (const char* name : {"nocc_beta", "mo_coefficients_beta", "orbital_energies_beta", "singles_alpha", "singles_beta"}) {
+    if (r.has(name)) {
+      r.fail(fmt::format("dataset '{}' belongs to an open shell, and the file's reference is rhf (root attribute "
+                         "'reference' {}); an open-shell file says reference uhf or rohf (format version {})",
+                         name, r.string_attribute("/", "reference") ? "rhf" : "missing", kOpenShellFormatVersion));
+    }
+  }
+}
+
 // The beta orbitals of an open-shell file (version 2), checked as the alpha ones are, and ROHF's singles terms.
 struct BetaOrbitals {
   Index nocc = 0;
@@ -543,15 +555,7 @@ std::unique_ptr<IntegralFile> IntegralFile::open(const std::string& path) {
   // a file that does not would give a wrong energy, not an error.
   check_orbital_order(r, "orbital_energies", f->orbital_energies_, f->nocc_);
   if (f->reference_ == ScfReference::rhf) {
-    // An open shell's datasets in a closed-shell file: a writer that forgot the reference attribute. Read as RHF,
-    // its alpha orbitals would be taken for doubly occupied ones, one electron too many for a doublet.
-    for (const char* name : {"nocc_beta", "mo_coefficients_beta", "orbital_energies_beta", "singles_alpha", "singles_beta"}) {
-      if (r.has(name)) {
-        r.fail(fmt::format("dataset '{}' belongs to an open shell, and the file's reference is rhf (root attribute "
-                           "'reference' {}); an open-shell file says reference uhf or rohf (format version {})",
-                           name, r.string_attribute("/", "reference") ? "rhf" : "missing", kOpenShellFormatVersion));
-      }
-    }
+    refuse_open_shell_datasets(r);
   } else {
     BetaOrbitals b = read_beta_orbitals(r, f->reference_, f->nbf_, f->nocc_, nmo);
     f->nocc_beta_ = b.nocc;
