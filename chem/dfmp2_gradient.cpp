@@ -74,7 +74,8 @@ FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, cons
   f.oo.resize(naux, s.no * s.no);
   const ThreeCenterEngine engine(ri, basis);
   std::vector<double> block;
-  for (const auto& [p0, p1] : engine.blocks(64)) {
+  for (const auto& range : engine.blocks(64)) {
+    const Index p0 = range.first, p1 = range.second;  // plain locals: clang refuses structured bindings in OpenMP regions
     block.resize(static_cast<std::size_t>((p1 - p0) * nbf * nbf));
     engine.compute_square(p0, p1, block.data());
 #pragma omp parallel for schedule(dynamic)
@@ -177,7 +178,8 @@ Matrix virtual_active_lagrangian(const BasisSet& ri, const BasisSet& basis, cons
   const ThreeCenterEngine engine(ri, basis);
   Matrix yo = Matrix::Zero(nbf, s.na);
   std::vector<double> block;
-  for (const auto& [p0, p1] : engine.blocks(64)) {
+  for (const auto& range : engine.blocks(64)) {
+    const Index p0 = range.first, p1 = range.second;  // plain locals: clang refuses structured bindings in OpenMP regions
     block.resize(static_cast<std::size_t>((p1 - p0) * nbf * nbf));
     engine.compute_square(p0, p1, block.data());
     // The block's auxiliary functions side by side: (C_v Gamma^P^T) stacked as (nbf (p1 - p0)) x na.

@@ -36,7 +36,8 @@ std::vector<Matrix> df_two_electron_gradients(const BasisSet& basis, const Basis
   Matrix gamma_c(naux, count);
   Matrix half(nbf * nocc, naux);  // column P: (P|m i), m fastest; fitted in place to H^P = c^P C_o
   std::vector<double> block;
-  for (const auto& [p0, p1] : engine.blocks(64)) {
+  for (const auto& range : engine.blocks(64)) {
+    const Index p0 = range.first, p1 = range.second;  // plain locals: clang refuses structured bindings in OpenMP regions
     block.resize(static_cast<std::size_t>((p1 - p0) * nbf * nbf));
     engine.compute_square(p0, p1, block.data());
 #pragma omp parallel for
