@@ -902,9 +902,9 @@ void read_interaction(const YAML::Node& root, const YamlReader& ctx, Input& in) 
     if (chem::electron_count(part) > 0) continue;
     const bool ghosts = std::all_of(part.atoms.begin(), part.atoms.end(), [](const chem::Atom& a) { return a.ghost; });
     ctx.fail_key(root["molecule"], fmt::format("molecule fragment {}", k + 1),
-                 fmt::format("{{key}} (atoms {}-{} of {}) {}; an interaction energy needs electrons in every fragment "
+                 fmt::format("{{key}} (atoms {}-{}) {}; an interaction energy needs electrons in every fragment "
                              "(ghost atoms belong inside a fragment, beside its real atoms)",
-                             f.first + 1, f.first + f.count, in.molecule_source,
+                             f.first + 1, f.first + f.count,
                              ghosts ? "holds only ghost atoms" : fmt::format("has no electrons at charge {}", f.charge)));
   }
   if (in.frozen_core.kind == FrozenCore::Kind::count) {

@@ -180,6 +180,10 @@ std::string qcschema_field(const std::string& key) {
     return f;
   }();
   if (auto f = fields.find(key); f != fields.end()) return f->second;
+  // A fragment of the molecule: QCSchema's fragments count from 0.
+  if (const std::string fragment = "molecule fragment "; key.rfind(fragment, 0) == 0) {
+    return fmt::format("molecule.fragments[{}]", std::stoul(key.substr(fragment.size())) - 1);
+  }
   return "keywords.dfmp2_" + key;  // scf.guess: keywords.dfmp2_scf.guess
 }
 
@@ -295,8 +299,7 @@ std::vector<std::string> fragment_lines(const QcReader& qc, const YAML::Node& mo
                           : key == "molecule.multiplicity" && mol["molecular_multiplicity"] ? mol["molecular_multiplicity"]
                           : listed                                                      ? frags
                                                                                         : mol;
-    std::string field = qcschema_field(key);
-    if (key.rfind("molecule fragment ", 0) == 0) field = fmt::format("molecule.fragments[{}]", std::stoul(key.substr(18)) - 1);
+    const std::string field = qcschema_field(key);
     std::string text = e.text();  // "{key}: what" or "{key} is what"
     if (text.rfind("{key}: ", 0) == 0) text.erase(0, 7);
     else if (text.rfind("{key} ", 0) == 0) text.erase(0, 6);

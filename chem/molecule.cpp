@@ -249,7 +249,7 @@ struct ChargeMultiplicitySearch {
 
   int c = 0, m = 0;
   std::vector<int> fc, fm;
-  bool charges_workable = false;  // some charges added up and left every fragment a multiplicity it can have
+  bool charges_possible = false;  // some charges added up and left every fragment and the complex electrons
 
   bool search() {
     const std::size_t n = neutral.size();
@@ -269,7 +269,12 @@ struct ChargeMultiplicitySearch {
   bool charges_from(std::size_t f, int partial, const std::vector<std::vector<int>>& charges,
                     const std::vector<std::set<int>>& sums) {
     if (!sums[f].count(c - partial)) return false;  // the complex's charge is the fragments' sum (R2)
-    if (f == charges.size()) return multiplicities();
+    if (f == charges.size()) {
+      bool electrons_left = total_neutral >= c;
+      for (std::size_t k = 0; k < fc.size(); ++k) electrons_left = electrons_left && neutral[k] >= fc[k];
+      charges_possible = charges_possible || electrons_left;
+      return multiplicities();
+    }
     for (const int q : charges[f]) {
       fc[f] = q;
       if (charges_from(f + 1, partial + q, charges, sums)) return true;
@@ -283,7 +288,6 @@ struct ChargeMultiplicitySearch {
     for (std::size_t f = 0; f < neutral.size(); ++f)
       for (const int mf : fm_candidates[f])
         if (state_possible(neutral[f], fc[f], mf) && (!ghost[f] || mf == 1)) allowed[f].push_back(mf);
-    if (std::all_of(allowed.begin(), allowed.end(), [](const auto& a) { return !a.empty(); })) charges_workable = true;
     const auto unpaired_sums = reachable_sums(allowed, -1);
     for (const int candidate : m_candidates) {
       m = candidate;
@@ -407,7 +411,7 @@ void fill_charges_and_multiplicities(Molecule& molecule, std::optional<int> char
 
   if (!s.search()) {
     // The key to blame: the complex's charge when no charges could be given out, else its multiplicity when given.
-    const std::string key = charge && (!s.charges_workable || !multiplicity) ? "molecule.charge"
+    const std::string key = charge && (!s.charges_possible || !multiplicity) ? "molecule.charge"
                             : multiplicity                                  ? "molecule.multiplicity"
                                                                             : "molecule fragment 1";
     throw InputError(
