@@ -6,6 +6,11 @@
 #include "linalg/comm.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  dfmp2::fuzz::measure_default_backend_first();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string path = dfmp2::fuzz::as_file("input.json", data, size);
   try {
