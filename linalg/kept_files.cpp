@@ -96,7 +96,9 @@ std::string prepare_kept_folder(const std::string& folder) {
   if (::stat(folder.c_str(), &st) != 0) return fmt::format("'{}': {}", folder, std::strerror(errno));
   if (!S_ISDIR(st.st_mode)) return fmt::format("'{}' is not a folder", folder);
   if (st.st_uid != ::geteuid()) return fmt::format("'{}' belongs to another user (uid {})", folder, st.st_uid);
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+  // Writable by everyone, or by a group other than the user's own (a user-private group, umask 002, is the user):
+  // as sshd's StrictModes judges a home folder.
+  if ((st.st_mode & S_IWOTH) != 0 || ((st.st_mode & S_IWGRP) != 0 && st.st_gid != ::getegid())) {
     return fmt::format("'{}' is writable by other users (mode {:04o})", folder, st.st_mode & 07777);
   }
   if (::access(folder.c_str(), W_OK | X_OK) != 0) return fmt::format("'{}' is not writable", folder);

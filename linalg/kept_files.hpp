@@ -10,8 +10,8 @@
 //     reader sees the old file or the new one, and a name guessed in advance cannot redirect the write);
 //   - a lock is waited for a bounded time (a run suspended with Ctrl-Z while holding it must not stop every later
 //     run of that user).
-// A folder writable by other users (without the sticky bit) or owned by another user is not used at all: anything
-// in it could be replaced between two calls.
+// A folder writable by other users (by everyone, even with the sticky bit, or by a group other than the user's own) or
+// owned by another user is not used at all: anything in it could be replaced between two calls.
 #include <optional>
 #include <string>
 

@@ -156,6 +156,16 @@ TEST(KeptFiles, FolderMadePrivateAndRefusedWhenOthersCanWrite) {
   ASSERT_EQ(::chmod(open.c_str(), 01777), 0);  // even with the sticky bit: names can be taken in advance
   EXPECT_NE(prepare_kept_folder(open.string()).find("writable by other users"), std::string::npos);
 
+  // Group-writable: refused for another group, taken for the user's own (a user-private group, umask 002).
+  const fs::path grouped = dir.path() / "grouped";
+  fs::create_directory(grouped);
+  ASSERT_EQ(::chmod(grouped.c_str(), 0770), 0);
+  EXPECT_EQ(prepare_kept_folder(grouped.string()), "") << "the user's own group";
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(grouped.c_str(), ::geteuid(), kNobody), 0);
+    EXPECT_NE(prepare_kept_folder(grouped.string()).find("writable by other users (mode 0770)"), std::string::npos);
+  }
+
   const std::string file = dir.file("plain", "x");
   EXPECT_NE(prepare_kept_folder(file).find("is not a folder"), std::string::npos);
   EXPECT_NE(prepare_kept_folder(file + "/under").find("cannot be created"), std::string::npos);
