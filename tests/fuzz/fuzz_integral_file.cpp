@@ -84,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string reference = references[fdp.ConsumeIntegralInRange<int>(0, 2)];
     if (version == 2 && fdp.ConsumeProbability<double>() < 0.9) string_attribute(file, "reference", word(fdp, reference.c_str()));
     if (version == 2 || fdp.ConsumeProbability<double>() < 0.1) {  // the beta spin (also where it does not belong)
-      const long long nbeta = fdp.ConsumeBool() ? std::max(0LL, std::min<long long>(nocc, 6) - fdp.ConsumeIntegralInRange<long long>(0, 2))
+      const long long nbeta = fdp.ConsumeBool() ? std::max(0LL, std::clamp<long long>(nocc, 0, 6) - fdp.ConsumeIntegralInRange<long long>(0, 2))
                                                 : fdp.ConsumeIntegral<long long>();
       if (fdp.ConsumeProbability<double>() < 0.95) {
         const hid_t space = H5Screate(H5S_SCALAR);
