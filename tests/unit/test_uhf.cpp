@@ -163,7 +163,9 @@ TEST(OpenShellScf, EveryPsi4ReferenceCase) {
     const std::string what = fmt::format("{} {} {} {}", c["name"].get<std::string>(), c["basis"].get<std::string>(),
                                          c["reference"].get<std::string>(), c["scf_type"].get<std::string>());
     const chem::BasisSet orbital = basis(c["basis"].get<std::string>(), m);
-    const chem::BasisSet jkfit = basis(c["basis"].get<std::string>() + "-jkfit", m);
+    // The default JK fitting set as the program blends it: cc-pVDZ-JKFIT has no Li, which takes def2-universal's.
+    const chem::BasisSet jkfit = chem::load_basis(c["basis"].get<std::string>() + "-jkfit", m,
+                                                  DFMP2_SOURCE_DIR "/inputs/basis", "basis", 6, chem::kUniversalJkFit);
     auto backend = dfmp2::devices::make_backend("openblas");
     dfmp2::linalg::KernelLog log;
     dfmp2::linalg::Kernels kernels(*backend, log);
