@@ -140,7 +140,7 @@ std::string format_header(const Calculation& calc) {
     out += fmt::format("               measured peak resident: {}\n", fmt::join(parts, "; "));
   }
   for (const auto& ph : plan.phases) {
-    out += fmt::format("               {:<18} {:<9} {:<30} holds {:>10}{}{}{}\n", ph.phase, ph.storage, ph.blocks,
+    out += fmt::format("               {:<18} {:<9} {:<30} holds {:>10}{}{}{}\n", phase_name(ph.phase), ph.storage, ph.blocks,
                        linalg::format_bytes(ph.memory_bytes),
                        ph.measured_bytes > 0 ? "  measured peak " + linalg::format_bytes(ph.measured_bytes) : std::string(),
                        ph.scratch_bytes > 0 ? "  scratch " + linalg::format_bytes(ph.scratch_bytes) : std::string(),

@@ -399,7 +399,7 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
   for (const auto& [part, bytes] : plan.measured) measured.push_back({{"part", part}, {"peak_resident_bytes", bytes}});
   nlohmann::json phases = nlohmann::json::array();
   for (const auto& ph : plan.phases) {
-    phases.push_back({{"phase", ph.phase},
+    phases.push_back({{"phase", phase_name(ph.phase)},
                       {"storage", ph.storage},
                       {"blocks", ph.blocks},
                       {"memory_bytes", ph.memory_bytes},

@@ -1,6 +1,7 @@
 #pragma once
-// One `dfmp2 INPUT.yaml` calculation: opens the integral file once, then runs DF-MP2 on every backend named in
-// the input, in each precision named, in order (backend-major), each run with its own kernel log.
+// One `dfmp2 INPUT.yaml` calculation and what it gives: the reference (app/reference.cpp), the memory plan
+// (app/plan.hpp), one DF-MP2 run per backend and precision, interaction energies, the gradient and the Hessian.
+// run_calculation (app/run.cpp) runs the stages the input asks for (app/stage.hpp).
 #include <functional>
 #include <memory>
 #include <optional>
@@ -9,12 +10,15 @@
 #include <vector>
 
 #include "app/input.hpp"
+#include "app/plan.hpp"
+#include "app/resident.hpp"
 #include "chem/df_jk.hpp"
 #include "chem/dfmp2.hpp"
 #include "chem/dfmp2_gradient.hpp"
 #include "chem/vibrations.hpp"
 #include "chem/integral_file.hpp"
 #include "chem/integrals.hpp"
+#include "chem/interaction.hpp"
 #include "chem/scf.hpp"
 #include "chem/synthetic.hpp"
 #include "devices/neuron/native_pipeline.hpp"
@@ -43,42 +47,6 @@ struct BackendRun {
   double modelled_seconds() const;
 };
 
-
-// One phase of the memory plan: what it holds in memory at its peak and what it keeps on scratch.
-struct PhasePlan {
-  std::string phase;      // "SCF J/K", "MP2 transform", ...
-  std::string storage;    // "memory", "scratch", "recompute", or "" where there is no choice
-  std::string blocks;     // how it is cut, e.g. "aux block 512" or "occupied block 20"
-  double memory_bytes = 0;   // held by the phase at its peak, besides what is in use at the start
-  double scratch_bytes = 0;  // its scratch files
-  std::string reason;     // why this storage
-  double measured_bytes = 0;  // the process's measured peak resident memory during the phase (0: not measured)
-};
-
-// The plan for the whole run, made before any three-index integral is computed (README "Memory plan").
-struct MemoryPlan {
-  double budget = 0;      // `memory`
-  double baseline = 0;    // resident when the run starts (the program, its libraries, the input) + memory_allowance
-  std::string scratch_folder;
-  std::vector<PhasePlan> phases;
-  double mp2_budget = 0;  // what DF-MP2's blocks may hold (beside the orbitals, the metric, the integral engine)
-  // The blocking of each DF-MP2 run (backend and precision), made once for all ranks: run_dfmp2 reads it.
-  struct Mp2Run {
-    std::string backend;
-    chem::Precision precision;
-    chem::BlockPlan blocks;
-  };
-  std::vector<Mp2Run> mp2_runs;
-  // An interaction energy's counterpoise calculations: what the complex and the fragments in its basis share (the
-  // phases above plan them together); empty otherwise.
-  std::string shared;
-  const chem::BlockPlan& mp2_blocks(const std::string& backend, chem::Precision precision) const;
-  double peak_resident = 0;  // measured at the end (getrusage), for the report
-  // Measured peak resident memory of each part of the run (the SCF, each DF-MP2 run), where Linux lets the peak be
-  // reset between parts (/proc/self/clear_refs).
-  std::vector<std::pair<std::string, double>> measured;
-  double planned_peak() const;
-};
 
 // With `molecule:` input: what the program computed before DF-MP2.
 struct MoleculeRun {
@@ -212,14 +180,8 @@ struct Calculation {
   std::optional<HessianRun> hessian;        // driver: hessian
 };
 
-// An interaction energy, complex minus fragments, of one backend run's energies (Eh): SCF, the MP2 correlation and
-// its parts, SCS-MP2 and the totals.
-struct InteractionEnergy {
-  std::string scheme;  // "CP" (fragments in the complex's basis) or "NOCP" (each in its own), Psi4's prefixes
-  double scf = 0, singles = 0, opposite_spin = 0, same_spin = 0, correlation = 0, scs_correlation = 0;
-  double mp2_total() const { return scf + correlation; }
-  double scs_total() const { return scf + scs_correlation; }
-};
+// An interaction energy, complex minus fragments (chem/interaction.hpp).
+using chem::InteractionEnergy;
 // One calculation of an interaction energy (the complex, a fragment in the complex's basis or in its own), with
 // its SCF and the DF-MP2 result of one run (backend and precision).
 struct InteractionPart {
@@ -244,30 +206,6 @@ inline constexpr double kHartreeToKcalMol = 627.5094737775374;
 // Debye per atomic unit of dipole moment (e a0): CODATA 2014, as Psi4 1.3 prints it.
 inline constexpr double kDebyePerAtomicUnit = 2.541746451895025;
 
-// Resident memory of this process now, and its peak so far (bytes).
-double resident_bytes();
-// What the plan sets aside for memory no phase accounts for: the libraries' own buffers (OpenBLAS, libint2
-// engines, HDF5 caches), thread stacks, the integral file's header datasets: 64 MiB + 64 MiB per thread.
-double memory_allowance(int threads);
-double peak_resident_bytes();
-// Samples this process's resident memory every 2 ms on a thread of its own, so that each phase's peak can be told
-// apart without touching the kernel's own peak counter (which getrusage and /usr/bin/time -v read: resetting it per
-// phase would make them report less than the run's true peak). Spikes shorter than the interval can be missed; the
-// run's peak in the report comes from getrusage.
-class ResidentSampler {
- public:
-  ResidentSampler();
-  ~ResidentSampler();
-  ResidentSampler(const ResidentSampler&) = delete;
-  ResidentSampler& operator=(const ResidentSampler&) = delete;
-  // The largest resident size sampled since the previous call (or since the start), and a new interval begins.
-  double take_peak();
-
- private:
-  struct State;
-  std::unique_ptr<State> state_;
-};
-
 // Number of frozen core orbitals the input asks for; throws InputError when it cannot be honoured.
 int resolve_frozen_core(const Input& input, const Reference& reference);
 
@@ -276,12 +214,10 @@ int resolve_frozen_core(const Input& input, const Reference& reference);
 // plan for it on these backends (their working copies count), before any three-index integral; whether a backend
 // can run what the input asks (UnsupportedError naming the key, unless the host fallback can); DF-MP2's options as
 // the plan sets them; and one DF-MP2 run, blocked as the plan says (with screening.compare, again unscreened, logged apart).
+// make_memory_plan holds the rows planned without any integral: the SCF's matrices (molecule input) and DF-MP2's.
 Reference make_reference(const Input& input);
 MemoryPlan make_memory_plan(const Input& input, const Reference& reference,
                             const std::vector<linalg::Backend*>& backends, int ranks, double resident_at_start);
-// The scratch folder, checked once for the whole plan: it exists, is writable, and has room for the largest phase on
-// scratch (ResourceError naming the phase otherwise). Nothing to check when no phase is on scratch.
-void check_scratch(const MemoryPlan& plan);
 void check_backend_can_run(const Input& input, linalg::Backend& backend, linalg::Backend* fallback);
 // Whether a dense matrix of `order` (the DF-SCF's JK metric, the SCF's eigenproblems) is distributed over the
 // ranks' grid: linalg::order_on_grid at the input's mpi.distributed_min_order (README "MPI").

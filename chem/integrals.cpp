@@ -32,6 +32,7 @@
 #pragma GCC diagnostic pop
 #endif
 
+#include "chem/engine_pool.hpp"
 #include "linalg/errors.hpp"
 
 namespace dfmp2::chem {
@@ -132,11 +133,11 @@ linalg::Matrix symmetric_shell_pair_matrix(const LibintBasis& b, const libint2::
                                            std::size_t component = 0) {
   const auto nbf = static_cast<linalg::Index>(b.nbf);
   linalg::Matrix out = linalg::Matrix::Zero(nbf, nbf);
-  std::vector<libint2::Engine> engines(static_cast<std::size_t>(thread_count()), proto);
+  EnginePool engines(proto);
   const int nsh = b.nshells();
 #pragma omp parallel
   {
-    libint2::Engine& engine = engines[static_cast<std::size_t>(omp_get_thread_num())];
+    libint2::Engine& engine = engines.mine();
     const auto& buf = engine.results();
 #pragma omp for schedule(dynamic)
     for (int s1 = 0; s1 < nsh; ++s1) {
@@ -194,11 +195,11 @@ ShellPairs make_shell_pairs(const LibintBasis& b) {
   // precision would zero them.
   libint2::Engine proto = make_coulomb_engine("four-centre integrals", BraKet::xx_xx, b.max_nprim, b.max_l);
   proto.set_precision(0.0);
-  std::vector<libint2::Engine> engines(static_cast<std::size_t>(thread_count()), proto);
+  EnginePool engines(proto);
   const double ln_prec = ln_engine_precision();
 #pragma omp parallel
   {
-    libint2::Engine& engine = engines[static_cast<std::size_t>(omp_get_thread_num())];
+    libint2::Engine& engine = engines.mine();
     const auto& buf = engine.results();
 #pragma omp for schedule(dynamic)
     for (long p = 0; p < npairs; ++p) {
@@ -671,10 +672,10 @@ void coulomb_metric_tiles(const BasisSet& aux, linalg::DistributedMatrix& metric
   };
   const std::vector<int> rows = held_shells([&](linalg::Index g) { return l.holds_row(g); });
   const std::vector<int> cols = held_shells([&](linalg::Index g) { return l.holds_col(g); });
-  std::vector<libint2::Engine> engines(static_cast<std::size_t>(thread_count()), proto);
+  EnginePool engines(proto);
 #pragma omp parallel
   {
-    libint2::Engine& engine = engines[static_cast<std::size_t>(omp_get_thread_num())];
+    libint2::Engine& engine = engines.mine();
     const auto& buf = engine.results();
     // Each thread writes the rows of its own shells s1.
 #pragma omp for schedule(dynamic)
@@ -708,7 +709,7 @@ struct ThreeCenterEngine::Impl {
   std::vector<int> packed_m, packed_n;
   std::vector<linalg::Index> shell_starts;
   double threshold = 0;
-  std::vector<libint2::Engine> engines;  // one per thread
+  EnginePool engines;
 
   // Calls `store(P, local pair index, fm, fn, value)` for every computed integral of aux shells with functions in
   // [p0, p1), threaded over those shells.
@@ -720,10 +721,10 @@ struct ThreeCenterEngine::Impl {
       throw std::logic_error("ThreeCenterEngine: block boundaries must fall on auxiliary shells");
     }
     const libint2::Shell& unit = libint2::Shell::unit();
-    const int nthreads = std::min<int>(thread_count(), static_cast<int>(engines.size()));
+    const int nthreads = std::min<int>(thread_count(), engines.size());
 #pragma omp parallel num_threads(nthreads)
     {
-      libint2::Engine& engine = engines[static_cast<std::size_t>(omp_get_thread_num())];
+      libint2::Engine& engine = engines.mine();
       const auto& buf = engine.results();
 #pragma omp for schedule(dynamic)
       for (long sP = first; sP < last; ++sP) {
@@ -799,9 +800,8 @@ ThreeCenterEngine::ThreeCenterEngine(const BasisSet& aux, const BasisSet& basis,
       }
     }
   }
-  d.engines.assign(static_cast<std::size_t>(thread_count()),
-                   make_coulomb_engine("three-centre integrals", BraKet::xs_xx, std::max(d.a.max_nprim, d.b.max_nprim),
-                                       std::max(d.a.max_l, d.b.max_l)));
+  d.engines = EnginePool(make_coulomb_engine("three-centre integrals", BraKet::xs_xx,
+                                            std::max(d.a.max_nprim, d.b.max_nprim), std::max(d.a.max_l, d.b.max_l)));
 }
 
 ThreeCenterEngine::~ThreeCenterEngine() = default;
@@ -885,11 +885,11 @@ std::vector<double> four_center_integrals(const BasisSet& basis) {
   const std::size_t nbf = b.nbf;
   std::vector<double> out(nbf * nbf * nbf * nbf, 0.0);
   const libint2::Engine proto = make_coulomb_engine("four-centre integrals", BraKet::xx_xx, b.max_nprim, b.max_l);
-  std::vector<libint2::Engine> engines(static_cast<std::size_t>(thread_count()), proto);
+  EnginePool engines(proto);
   const int nsh = b.nshells();
 #pragma omp parallel
   {
-    libint2::Engine& engine = engines[static_cast<std::size_t>(omp_get_thread_num())];
+    libint2::Engine& engine = engines.mine();
     const auto& buf = engine.results();
 #pragma omp for schedule(dynamic)
     for (int s1 = 0; s1 < nsh; ++s1) {
@@ -937,7 +937,7 @@ struct FourCenterJk::Impl {
   std::vector<std::size_t> cache_offset;
   std::vector<double> cache;
   bool cache_filled = false;
-  std::vector<libint2::Engine> engines;
+  EnginePool engines;
   std::vector<std::vector<double>> jt, kt;  // per-thread accumulators, row-major nbf x nbf
   Stats stats;
   int rank = 0, ranks = 1;  // this object's bras: those with index % ranks == rank
@@ -1049,7 +1049,7 @@ FourCenterJk::FourCenterJk(const BasisSet& basis, double cache_bytes, double scr
   d.cache.resize(cached);
   d.stats.cached_integrals = double(cached);
   d.stats.cache_bytes = double(cached) * sizeof(double);
-  d.engines.assign(static_cast<std::size_t>(thread_count()), proto);
+  d.engines = EnginePool(proto);
 }
 
 FourCenterJk::~FourCenterJk() = default;
@@ -1083,7 +1083,7 @@ void FourCenterJk::compute(const linalg::Matrix& density, linalg::Matrix& j, lin
   }
   auto dblock = [&](int s1, int s2) { return dmax[static_cast<std::size_t>(s1) * nsh + s2]; };
 
-  const int nthreads = static_cast<int>(d.engines.size());
+  const int nthreads = d.engines.size();
   const auto nbf2 = static_cast<std::size_t>(nbf) * static_cast<std::size_t>(nbf);
   d.jt.resize(static_cast<std::size_t>(nthreads));
   d.kt.resize(static_cast<std::size_t>(nthreads));
@@ -1094,7 +1094,7 @@ void FourCenterJk::compute(const linalg::Matrix& density, linalg::Matrix& j, lin
 #pragma omp parallel num_threads(nthreads) reduction(+ : computed, skipped)
   {
     const int t = omp_get_thread_num();
-    libint2::Engine& engine = d.engines[static_cast<std::size_t>(t)];
+    libint2::Engine& engine = d.engines.mine();
     const auto& buf = engine.results();
     std::vector<double>& jacc = d.jt[static_cast<std::size_t>(t)];
     std::vector<double>& kacc = d.kt[static_cast<std::size_t>(t)];

@@ -74,7 +74,7 @@ class ResourceError : public Error {
 };
 
 // A phase whose smallest blocks do not fit in the bytes it was given: `needed` is what it needs at least. The
-// memory plan (app/run.cpp) turns it into the one line that names the phase and the minimum `memory` for the whole
+// memory plan (app/plan.hpp within_memory) turns it into the one line that names the phase and the minimum `memory` for the whole
 // run (what the phase needs plus what is held beside it).
 class PhaseTooLarge : public ResourceError {
  public:

@@ -19,8 +19,8 @@ namespace chem = dfmp2::chem;
 app::MemoryPlan plan_with_scratch(const std::string& folder, double scratch_bytes) {
   app::MemoryPlan plan;
   plan.scratch_folder = folder;
-  plan.phases.push_back({"SCF J/K", "scratch", "", 1e6, scratch_bytes, ""});
-  plan.phases.push_back({"MP2 transform", "scratch", "", 1e6, scratch_bytes / 2, ""});
+  plan.phases.push_back({app::Phase::scf_jk, "scratch", "", 1e6, scratch_bytes, ""});
+  plan.phases.push_back({app::Phase::mp2_transform, "scratch", "", 1e6, scratch_bytes / 2, ""});
   return plan;
 }
 

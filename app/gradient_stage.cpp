@@ -1,0 +1,116 @@
+// The derivative stages: the DF-MP2 gradient (driver: gradient, and at the input geometry of a Hessian), after the
+// energy runs; and the Hessian, from gradients at displaced geometries (README "Gradients and Hessians").
+#include <fmt/format.h>
+
+#include "app/stage.hpp"
+#include "chem/scf.hpp"
+#include "linalg/errors.hpp"
+#include "linalg/kernels.hpp"
+
+namespace dfmp2::app {
+
+namespace {
+
+// driver: gradient. Its phase comes after DF-MP2 and holds the SCF's J/K (set up again, as planned for the SCF)
+// beside its own tensors (chem::dfmp2_gradient_bytes) and the SCF's matrices.
+void plan_gradient(const Input& input, Calculation& calc) {
+  MemoryPlan& plan = calc.memory;
+  const Reference& r = calc.reference;
+  const MoleculeRun& m = *r.molecule();
+  const bool df = input.scf.type == chem::ScfType::df;
+  const double jk = df ? m.jk_plan.memory_bytes : m.exact_plan.memory_bytes;
+  const double held = plan.baseline + scf_matrix_bytes(r.nbf, input.scf.diis_vectors, false) + jk;
+  const double need = chem::dfmp2_gradient_bytes(r.nbf, r.nocc, r.nfrozen, r.naux, df ? m.jk_basis.nbf() : 0);
+  within_memory(plan, held, [&] {
+    if (held + need > plan.budget) throw PhaseTooLarge(phase_name(Phase::mp2_gradient), need, "");
+    return 0;
+  });
+  plan.phases.push_back({Phase::mp2_gradient, "memory", "one occupied orbital's pairs at a time", need + jk, 0,
+                         "fitted integrals and three-index amplitudes in memory, beside the SCF's J/K set up again"});
+}
+
+// driver: gradient, after the energy runs: the SCF's J/K set up again as planned, then chem::rhf_dfmp2_gradient on
+// every rank alike (the J/K builds shared among them as in the SCF; the rest replicated).
+void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& comm, Calculation& calc,
+                  const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  MoleculeRun& m = *calc.reference.molecule();
+  comm.set_phase(phase_name(Phase::mp2_gradient));
+  GradientRun& g = calc.gradient.emplace();
+  g.backend = backend.name();
+  linalg::Kernels kernels(backend, g.log);
+  linalg::Stopwatch clock;
+  std::unique_ptr<chem::JkBuilder> jk;
+  if (input.scf.type == chem::ScfType::df) {
+    jk = chem::make_df_jk(std::make_unique<chem::ThreeCenterEngine>(m.jk_basis, m.basis), m.jk_basis,
+                          calc.reference.nocc, kernels, df_jk_options(input, m.jk_plan.memory_bytes, m.jk_basis.nbf(), comm), m.jk_plan);
+  } else {
+    chem::ExactJkPlan plan;
+    jk = chem::make_exact_jk(m.basis, m.exact_plan.memory_bytes, kernels, plan, &comm);
+  }
+  say(fmt::format("  MP2 gradient: {} frozen core orbitals, on backend {} (fp64)", calc.reference.nfrozen, g.backend));
+  chem::DfMp2GradientInput in;
+  in.molecule = &*input.molecule;
+  in.basis = &m.basis;
+  in.ri_basis = &m.aux_basis;
+  in.jk_basis = input.scf.type == chem::ScfType::df ? &m.jk_basis : nullptr;
+  in.scf = &m.scf;
+  in.nfrozen = calc.reference.nfrozen;
+  in.jk = jk.get();
+  g.result = chem::rhf_dfmp2_gradient(in, kernels);
+  g.seconds = clock.seconds();
+  say(fmt::format("  MP2 gradient done ({:.2f} s; Z-vector {} iterations, largest residual {:.1e})", g.seconds,
+                  g.result.zvector_iterations, g.result.zvector_residual));
+}
+
+// driver: hessian, after the gradient at the input geometry: a gradient calculation at each of the 6 natoms
+// displaced geometries (the same input, nothing written), then the harmonic analysis.
+void run_hessian(const Input& input, linalg::Comm& comm, Calculation& calc,
+                 const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  HessianRun& h = calc.hessian.emplace();
+  h.step = chem::kHessianStep;
+  h.displacements = static_cast<int>(6 * input.molecule->atoms.size());
+  say(fmt::format("  Hessian: central differences of analytic gradients, {} displaced geometries of {} bohr",
+                  h.displacements, h.step));
+  Input displaced_input = input;
+  displaced_input.driver = Driver::gradient;
+  displaced_input.output.reset();
+  displaced_input.save_integrals.reset();
+  linalg::Stopwatch clock;
+  h.hessian = chem::finite_difference_hessian(*input.molecule, [&](const chem::Molecule& displaced, int k) {
+    displaced_input.molecule = displaced;
+    const Calculation c = run_calculation(displaced_input, comm);
+    say(fmt::format("  displacement {:3} of {}: E = {:.12f} Eh", k + 1, h.displacements,
+                    *c.reference.scf_energy + c.runs.front().result.correlation()));
+    return c.gradient->result.gradient;
+  }, h.step);
+  h.vibrations = chem::harmonic_analysis(*input.molecule, h.hessian);
+  h.seconds = clock.seconds();
+}
+
+class GradientStage final : public Stage {
+ public:
+  void plan(StageContext& c) override { c.comm.checked([&] { plan_gradient(c.input, c.calc); }); }
+  void run(StageContext& c) override {
+    run_gradient(c.input, *c.backends.scf, c.comm, c.calc, c.progress);
+  }
+};
+
+// Its displaced calculations plan themselves, each as a gradient calculation of its own.
+class HessianStage final : public Stage {
+ public:
+  void plan(StageContext&) override {}
+  void run(StageContext& c) override { run_hessian(c.input, c.comm, c.calc, c.progress); }
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_gradient_stage() { return std::make_unique<GradientStage>(); }
+std::unique_ptr<Stage> make_hessian_stage() { return std::make_unique<HessianStage>(); }
+
+}  // namespace dfmp2::app
