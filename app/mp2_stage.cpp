@@ -112,30 +112,23 @@ BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, che
   run.result = std::move(results.front());
   run.ghosted.assign(std::make_move_iterator(results.begin() + 1), std::make_move_iterator(results.end()));
   run.wall_seconds = wall.seconds();
-  // The device-native prediction is of the whole problem on one NeuronCore in the device's arithmetic: one rank,
-  // one closed-shell system, a device precision. Otherwise the report says why there is none.
-  const bool one_rank = options.comm == nullptr || options.comm->size() == 1;
-  const bool device_precision = precision == chem::Precision::fp32 || precision == chem::Precision::bf16 ||
-                                precision == chem::Precision::bf16x3;
-  if (!devices::is_device_model(run.backend)) {
-  } else if (!one_rank) {
-    run.native_absent = "made for one rank only (the whole problem on one NeuronCore)";
-  } else if (reference.open_shell()) {
-    run.native_absent = "made for closed shells only";
-  } else if (!run.ghosted.empty()) {
-    run.native_absent = "made for one system only, not a counterpoise run's complex and fragments";
-  } else if (!device_precision) {
-    run.native_absent = fmt::format("the device has no {} arithmetic", chem::precision_name(precision));
-  } else {
-    const auto modes = chem::step_matmul_modes(precision, input.step_modes);
-    std::vector<linalg::MatmulMode> per_step;
-    for (const auto& step : chem::matmul_steps()) per_step.push_back(modes.at(step));
+  // The device-native prediction, where the device's policy gives one (devices/neuron/native_pipeline.hpp).
+  const bool device_model = devices::is_device_model(run.backend);
+  run.native_absent = devices::neuron::why_no_native_prediction(
+      {.device_model = device_model,
+       .ranks = options.comm == nullptr ? 1 : options.comm->size(),
+       .open_shell = reference.open_shell(),
+       .systems = 1 + run.ghosted.size(),
+       .device_arithmetic = precision == chem::Precision::fp32 || precision == chem::Precision::bf16 ||
+                            precision == chem::Precision::bf16x3,
+       .precision = chem::precision_name(precision)});
+  if (device_model && run.native_absent.empty()) {
     const devices::neuron::Mp2Shape shape{.nbf = reference.form == chem::ThreeIndexForm::ao ? reference.nbf : 0,
                                           .nocc = reference.nocc - reference.nfrozen,
                                           .nvir = reference.nmo - reference.nocc,
                                           .naux = reference.naux};
     run.native = devices::neuron::native_dfmp2(devices::neuron::load_neuron_params(run.backend, input.device), shape,
-                                               per_step);
+                                               chem::step_matmul_modes(precision, input.step_modes));
   }
   if (input.screening.enabled && input.screening_compare) {
     linalg::KernelLog reference_log;

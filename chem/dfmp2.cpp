@@ -33,14 +33,6 @@ using linalg::VectorT;
 
 namespace {
 
-
-// Element sizes of the three precisions' parts: W for the GEMMs and the fitted tensor, F for the metric and the
-// fitting.
-double work_bytes(Precision p) { return p == Precision::fp64 ? 8.0 : 4.0; }
-double fit_bytes(Precision p) {
-  return p == Precision::fp32 || p == Precision::bf16 || p == Precision::bf16x3 ? 4.0 : 8.0;
-}
-
 template <class T>
 std::string dtype() {
   return std::string(linalg::dtype_name(linalg::dtype_of<T>()));
@@ -159,182 +151,6 @@ double working_copies_of(const linalg::Backend& backend, Precision precision,
   for (const auto& [step, mode] : step_matmul_modes(precision, step_modes))
     copies = std::max(copies, backend.working_copies(mode));
   return copies;
-}
-
-// The transformation's working set per auxiliary block, at most (plan_blocks).
-constexpr double kTransformBlockBytes = 256.0 * 1024 * 1024;
-
-namespace {
-Index ceil_div(Index a, Index b) { return (a + b - 1) / std::max<Index>(b, 1); }
-
-// What the plan needs of the spaces: the rows of A and B, the orbitals held, and the largest space's orbital and
-// virtual counts (a block of nb orbitals has at most nb nvir rows; the transformation works on one space at a time).
-struct SpacesSize {
-  Index rows = 0, nact = 0, nvir = 0, nact_total = 0, mo_stored = 0, nmo_held = 0;
-  const std::vector<SpinSpace>& spaces;
-  explicit SpacesSize(const std::vector<SpinSpace>& s) : spaces(s) {
-    for (const SpinSpace& sp : spaces) {
-      rows += sp.rows();
-      nact = std::max(nact, sp.nact);
-      nvir = std::max(nvir, sp.nvir);
-      nact_total += sp.nact;
-      mo_stored += sp.nocc * sp.nvir;
-      nmo_held += sp.nact + sp.nvir;
-    }
-  }
-  // Occupied blocks of nb orbitals over every space.
-  Index blocks(Index nb) const {
-    Index n = 0;
-    for (const SpinSpace& sp : spaces) n += ceil_div(sp.nact, nb);
-    return n;
-  }
-};
-}  // namespace
-
-BlockPlan plan_blocks(ThreeIndexForm form, Index nbf, const std::vector<SpinSpace>& spaces, Index naux,
-                      double memory_bytes, Precision precision, MetricMethod metric, bool screening,
-                      Mp2Storage storage, double working_copies, int ranks, Index aux_unit, bool distributed_factor) {
-  const double w = work_bytes(precision), f = fit_bytes(precision), copies = working_copies;
-  const SpacesSize size(spaces);
-  const Index rows = size.rows, nact = size.nact, nvir = size.nvir;
-  auto block_count = [&](Index nb) { return size.blocks(nb); };
-  const bool distributed = ranks > 1;
-  // The metric factor, plus the temporaries of an inverse square root (eigh: eigenvectors scaled; Newton-Schulz:
-  // four iterates), which are gone before the transformation starts but count towards the peak. Every rank holds
-  // the factor (the fitting is row-local), or its share of it on the grid: its block-cyclic part, and during the
-  // metric step the same again laid out for the solves.
-  const double metric_bytes = f * double(naux) * double(naux) / (distributed_factor ? double(ranks) : 1.0);
-  // A backend's working copies (device models) of the factor as it is made, and again by the fitting's TRSM.
-  const double inverse_sqrt_bytes = metric_bytes * ((distributed_factor                   ? 1.0
-                                                     : metric == MetricMethod::eigh            ? 1.0
-                                                     : metric == MetricMethod::newton_schulz ? 4.0
-                                                                                             : 0.0) +
-                                                    copies);
-  const double fit_fixed = copies * metric_bytes;
-  const double orbitals = w * double(nbf) * double(size.nmo_held);
-  const double fixed = metric_bytes + orbitals;
-  // The auxiliary columns one rank transforms, at most: an even share, plus one unit where a shell straddles it.
-  const Index columns = distributed ? std::min(naux, ceil_div(naux, ranks) + std::max<Index>(aux_unit, 1)) : naux;
-  // Per auxiliary function in the transformation: the AO block as read (double), its converted copy and the
-  // half-transformed block; or the MO block as stored (all occupied orbitals, before the frozen core is dropped).
-  // Screening adds the BSR copy of the block (at most the dense size, plus edge padding). Then the transformed
-  // block before it is cut into the occupied blocks' rows.
-  const double per_aux = (form == ThreeIndexForm::ao
-                              ? double(nbf) * (8.0 * double(nbf) + (w == 8.0 ? 0.0 : w * double(nbf)) +
-                                               w * double(nact) + (screening ? 1.25 * w * double(nbf) : 0.0) +
-                                               copies * w * double(nbf + nact))
-                              : 8.0 * double(size.mo_stored)) +
-                         w * double(rows);
-  // Fitting in row chunks needs an input and an output row buffer in F (at most), and the backend's copies of a row.
-  const bool chunked_fit = metric != MetricMethod::cholesky || w != f || copies > 0;
-  const double per_fit_row = chunked_fit ? (2.0 + copies) * f * double(naux) : 0.0;
-
-  auto plan_for = [&](Mp2Storage s) {
-    BlockPlan plan;
-    plan.storage = s;
-    plan.ranks = ranks;
-    plan.fixed_bytes = fixed;
-    const bool scratch = s == Mp2Storage::scratch;
-    // The A store: this rank's columns of every block (on one rank, the fitted tensor itself).
-    const double a_store = scratch ? 0.0 : w * double(rows) * double(columns);
-    // What the phases after the transformation hold, for occupied blocks of nb orbitals fitted fit_rows at a time.
-    struct Sizes {
-      double redistribute, fitting, pairs;
-    };
-    auto sizes = [&](Index nb, Index fit_rows) {
-      const Index held_rows = distributed ? std::min(rows, ceil_div(block_count(nb), ranks) * nb * nvir) : rows;
-      const double block = w * double(nb) * double(nvir) * double(naux);
-      const double b_store = scratch ? 0.0 : distributed ? w * double(held_rows) * double(naux) : a_store;
-      const double g = w * std::pow(double(nb) * double(nvir), 2);
-      // A backend's working copies cover the product G and both of its operand blocks.
-      const double copied = copies * (g + 2.0 * block);
-      const double fit_work = chunked_fit ? per_fit_row * double(fit_rows) + fit_fixed : 0.0;
-      Sizes out;
-      // Redistribution: in memory both stores at once; on scratch, one round at a time: this rank's piece of each
-      // holder's block, and the block it receives.
-      out.redistribute = !distributed ? 0.0 : scratch ? w * double(nb * nvir) * double(columns * ranks) + block
-                                                        : a_store + b_store;
-      // A distributed solve copies this rank's block into the grid's padded rows.
-      out.fitting = (scratch ? block : b_store) + fit_work + (distributed_factor ? block : 0.0);
-      // Pairs: the anchor block (scratch), two partner blocks (the next one arrives while the current one is
-      // used; local blocks in memory need none), and on scratch with ranks a block read to lend to another rank.
-      // With ranks, a fetched anchor too (a pair of two other ranks' blocks, Mp2Layout).
-      const double partners = scratch ? 2.0 * block : distributed ? 3.0 * block : 0.0;
-      out.pairs = (scratch ? block : b_store) + partners + (scratch && distributed ? block : 0.0) + g + copied;
-      return out;
-    };
-    const double available = memory_bytes - fixed;
-    const Sizes least = sizes(1, 1);
-    const double transform_least = a_store + per_aux;
-    const double phase_min =
-        std::max({transform_least, least.redistribute, least.fitting, least.pairs, inverse_sqrt_bytes});
-    if (available < phase_min) {
-      const std::string& phase = mp2_phase_name(phase_min == transform_least      ? Mp2Step::transform
-                                                 : phase_min == least.pairs        ? Mp2Step::pair_energy
-                                                 : phase_min == inverse_sqrt_bytes ? Mp2Step::metric
-                                                                                   : Mp2Step::fitting);
-      const std::string store = scratch ? std::string()
-                                        : fmt::format("fitted tensor {}{}, ", linalg::format_bytes(a_store),
-                                                      distributed ? " (this rank's share)" : "");
-      throw PhaseTooLarge(
-          fmt::format("{} ({} storage)", phase, mp2_storage_name(s)), fixed + phase_min,
-          fmt::format("memory: {} is too small for the {} ({} storage); it needs at least {} ({}metric {}), raise "
-                      "'memory'{}",
-                      linalg::format_bytes(memory_bytes), phase, mp2_storage_name(s),
-                      linalg::format_bytes(fixed + phase_min), store, linalg::format_bytes(metric_bytes),
-                      scratch ? "" : " or set mp2_storage: scratch"));
-    }
-    // Blocks beyond kTransformBlockBytes gain nothing in GEMM speed (the transformation's GEMMs are already
-    // nact x (nbf * block) wide) but cost fresh pages the kernel must clear, and leave the caches cold: measured on
-    // (H2O)16 in mixed precision, one 2.4 GB block spent 1.5 s of 9 s clearing pages. With ranks, at most one share
-    // of the columns, so that every rank has blocks to transform.
-    const Index by_bytes = std::max<Index>(1, static_cast<Index>(kTransformBlockBytes / std::max(per_aux, 1.0)));
-    const Index share = distributed ? ceil_div(naux, ranks) : naux;
-    plan.aux_block = std::clamp<Index>(std::min({static_cast<Index>((available - a_store) / per_aux), by_bytes, share}),
-                                       1, std::max<Index>(naux, 1));
-    // At least four occupied blocks (ten block pairs) once there are 32 or more active orbitals, and with ranks at
-    // least two blocks per rank where the blocks' size allows it: the pair list is the unit of work (each pair's
-    // GEMM and reduction use the backend's threads; the ranks share the pairs, and only ranks that hold blocks
-    // compute pairs) and of progress reporting. A block keeps at least 8 orbitals or 1024 rows (orbitals x nvir),
-    // whichever is fewer orbitals, so that the pair GEMMs stay large enough to run near the DGEMM rate.
-    const Index smallest = std::max<Index>(1, std::min<Index>(8, ceil_div(1024, std::max<Index>(nvir, 1))));
-    const Index balanced = std::max<Index>(smallest, ceil_div(size.nact_total, std::max<Index>(4, 2 * Index(ranks))));
-    auto fit_rows_for = [&](Index nb, double store) {
-      if (!chunked_fit) return nb * nvir;  // TRSM in place
-      // Fitting chunks beyond a few thousand rows gain nothing in GEMM speed.
-      return std::clamp<Index>(static_cast<Index>((available - store - fit_fixed) / std::max(per_fit_row, 1.0)), 1,
-                               std::clamp<Index>(nb * nvir, 1, 8192));
-    };
-    Index nb = std::min<Index>(std::max<Index>(nact, 1), balanced);
-    auto need = [&](Index n) {
-      const Sizes sz = sizes(n, 1);
-      return std::max({sz.redistribute, sz.fitting, sz.pairs});
-    };
-    while (nb > 1 && need(nb) > available) --nb;
-    plan.occupied_block = nb;
-    const Sizes at_one_row = sizes(nb, 1);
-    plan.fit_rows = fit_rows_for(nb, at_one_row.fitting - (chunked_fit ? per_fit_row + fit_fixed : 0.0));
-    const Sizes sz = sizes(nb, plan.fit_rows);
-    plan.metric_bytes = fixed + inverse_sqrt_bytes;
-    plan.transform_bytes = fixed + a_store + per_aux * double(plan.aux_block);
-    plan.fitting_bytes = fixed + std::max(sz.redistribute, sz.fitting);
-    plan.pair_bytes = fixed + sz.pairs;
-    plan.peak_bytes = std::max({plan.metric_bytes, plan.transform_bytes, plan.fitting_bytes, plan.pair_bytes});
-    // On scratch: the A file of this rank's columns and, with ranks, the B file of the blocks it holds.
-    if (scratch) {
-      const Index held = distributed ? std::min(rows, ceil_div(block_count(nb), ranks) * nb * nvir) : 0;
-      plan.scratch_bytes = w * double(rows) * double(columns) + w * double(held) * double(naux);
-    }
-    return plan;
-  };
-  if (storage == Mp2Storage::automatic) {
-    try {
-      return plan_for(Mp2Storage::memory);
-    } catch (const ResourceError&) {
-      return plan_for(Mp2Storage::scratch);  // its own error names what scratch storage needs
-    }
-  }
-  return plan_for(storage);
 }
 
 bool distributed_metric(MetricMethod metric, Precision precision, Index naux, int ranks, Index min_order) {
@@ -680,6 +496,75 @@ std::vector<linalg::PhaseStats> step_stats(std::vector<linalg::PhaseStats> stats
   return stats;
 }
 
+// The fitting with the metric factored on the ranks' grid (fp64 only). Collective: every rank solves in each
+// round, with an empty block when it holds none then.
+template <class W>
+void fit_on_grid(OccupiedBlocks<W>& blocks, const linalg::DistributedMatrix& grid_factor, const DfMp2Options& options,
+                 Index naux, linalg::Comm& comm, linalg::Kernels& kernels) {
+  blocks.fit_each_collectively([&](MatrixViewT<W> block) {
+    Stopwatch clock;
+    if constexpr (std::is_same_v<W, double>) options.dense->solve_rows(grid_factor, block);
+    kernels.record_host(step_name(Mp2Step::fitting), "pdtrsm", clock.seconds(),
+                        {double(block.rows) * double(naux) * double(naux), 8.0 * double(block.rows * naux)}, "fp64");
+    comm.checked([&] {
+      require_finite(step_name(Mp2Step::fitting), "the fitted tensor B", block.data, block.rows * block.cols);
+    });
+  });
+}
+
+// The opposite- and same-spin energies of one block pair, as its system counts them. A pair of spaces of opposite
+// spins has only an opposite-spin part. One space of both spins (a closed shell): its os and ss as the closed-shell
+// formula gives them. One spin's space (`one_spin`): half the ss formula is that spin's same-spin energy, and the os
+// part is not a pair of that spin's (the opposite-spin pairs are the others).
+template <class W, class Acc>
+PairEnergy pair_energy(const OccupiedBlockPair& pair, ConstMatrixViewT<W> b_i, ConstMatrixViewT<W> b_j,
+                       const std::vector<Vector>& eps_occ, const std::vector<Vector>& eps_vir, bool one_spin,
+                       linalg::Kernels& kernels, MatrixT<W>& workspace) {
+  const auto si = static_cast<std::size_t>(pair.spin_i), sj = static_cast<std::size_t>(pair.spin_j);
+  PairEnergy out;
+  if (!pair.same_spin()) {
+    out.opposite_spin = opposite_spin_pair_energy<W, Acc>(pair, b_i, b_j, eps_occ[si], eps_vir[si], eps_occ[sj],
+                                                          eps_vir[sj], kernels, workspace);
+    return out;
+  }
+  const PairEnergy e = block_pair_energy<W, Acc>(pair, b_i, b_j, eps_occ[si], eps_vir[si], kernels, workspace);
+  out.opposite_spin = one_spin ? 0.0 : e.opposite_spin;
+  out.same_spin = one_spin ? 0.5 * e.same_spin : e.same_spin;
+  return out;
+}
+
+// The sums over each system's block pairs in pair order, in Acc (an fp32 run accumulates as fp32 arithmetic would):
+// the same bits for any number of ranks. `energies` holds (os, ss) of every pair, summed over the ranks.
+template <class Acc>
+void sum_pair_energies(const std::vector<Mp2System>& systems, const std::vector<SpinSpace>& spaces,
+                       const Mp2Layout& layout, const std::vector<double>& energies,
+                       std::vector<DfMp2Result>& results) {
+  const std::size_t npairs = layout.pairs.size();
+  std::vector<Acc> os(systems.size(), Acc(0)), ss(spaces.size(), Acc(0));
+  for (std::size_t k = 0; k < npairs; ++k) {
+    const auto si = static_cast<std::size_t>(layout.pairs[k].spin_i);
+    os[static_cast<std::size_t>(spaces[si].system)] += Acc(energies[2 * k]);
+    ss[si] += Acc(energies[2 * k + 1]);
+  }
+  std::size_t space = 0;
+  for (std::size_t s = 0; s < systems.size(); ++s) {
+    DfMp2Result& result = results[s];
+    // A system of two spaces is an open shell (one spin each); of one, closed (both spins alike).
+    const bool open = systems[s].input.unrestricted();
+    const Acc ss_alpha = ss[space], ss_beta = open ? ss[space + 1] : Acc(0);
+    space += open ? 2 : 1;
+    result.opposite_spin = double(os[s]);
+    result.same_spin = double(ss_alpha + ss_beta);
+    result.same_spin_alpha = open ? double(ss_alpha) : 0.5 * result.same_spin;
+    result.same_spin_beta = open ? double(ss_beta) : 0.5 * result.same_spin;
+    result.block_pairs = static_cast<Index>(npairs);
+    result.pair_imbalance = layout.predicted_imbalance;
+    result.pairs_away = layout.pairs_away;
+    const double sums[] = {result.opposite_spin, result.same_spin};
+    require_finite(step_name(Mp2Step::pair_energy), "the pair-energy sum", sums, 2);
+  }
+}
+
 // DF-MP2 in the element types of a precision: W for the GEMMs and the fitted tensor, F for the metric and the
 // fitting, Acc for the energy sums. The four steps of chem/dfmp2.hpp, on this rank's share of the work (Mp2Layout);
 // where the blocks of the tensor live is OccupiedBlocks' business.
@@ -735,16 +620,7 @@ void run_typed(const std::vector<Mp2System>& systems, const DfMp2Options& option
   // 3. B = A L^-T (or A J^-1/2), block by block.
   step(Mp2Step::fitting, [&] {
     if (on_grid) {
-      // Collective: every rank solves in each round, with an empty block when it holds none then.
-      blocks->fit_each_collectively([&](MatrixViewT<W> block) {
-        Stopwatch clock;
-        if constexpr (std::is_same_v<W, double>) options.dense->solve_rows(grid_factor, block);
-        kernels.record_host(step_name(Mp2Step::fitting), "pdtrsm", clock.seconds(),
-                            {double(block.rows) * double(naux) * double(naux), 8.0 * double(block.rows * naux)}, "fp64");
-        comm.checked([&] {
-          require_finite(step_name(Mp2Step::fitting), "the fitted tensor B", block.data, block.rows * block.cols);
-        });
-      });
+      fit_on_grid(*blocks, grid_factor, options, naux, comm, kernels);
       grid_factor = {};
       return;
     }
@@ -771,50 +647,21 @@ void run_typed(const std::vector<Mp2System>& systems, const DfMp2Options& option
                                                              comm.rank()));
     blocks->for_each_pair([&](std::size_t k, ConstMatrixViewT<W> b_i, ConstMatrixViewT<W> b_j) {
       const OccupiedBlockPair& pair = layout.pairs[k];
-      const auto si = static_cast<std::size_t>(pair.spin_i), sj = static_cast<std::size_t>(pair.spin_j);
-      if (!pair.same_spin()) {
-        energies[2 * k] = opposite_spin_pair_energy<W, Acc>(pair, b_i, b_j, eps_occ[si], eps_vir[si], eps_occ[sj],
-                                                            eps_vir[sj], kernels, workspace);
-      } else {
-        const PairEnergy e = block_pair_energy<W, Acc>(pair, b_i, b_j, eps_occ[si], eps_vir[si], kernels, workspace);
-        // One space of both spins: its os and ss as they are. One spin's space: half the ss formula is that spin's
-        // same-spin energy, and the os part is not a pair of that spin's (the opposite-spin pairs are the others).
-        const bool one_spin = unrestricted(spaces[si].system);
-        energies[2 * k] = one_spin ? 0.0 : e.opposite_spin;
-        energies[2 * k + 1] = one_spin ? 0.5 * e.same_spin : e.same_spin;
-      }
+      const bool one_spin = unrestricted(spaces[static_cast<std::size_t>(pair.spin_i)].system);
+      const PairEnergy e = pair_energy<W, Acc>(pair, b_i, b_j, eps_occ, eps_vir, one_spin, kernels, workspace);
+      energies[2 * k] = e.opposite_spin;
+      energies[2 * k + 1] = e.same_spin;
       if (options.progress) options.progress(mp2_phase_name(Mp2Step::pair_energy), ++done, mine);
     });
     // Each pair's energies come from the one rank that computed it (the others add exact zeros).
     comm.sum(energies.data(), energies.size());
   });
 
-  // The sums over each system's block pairs in pair order, in Acc (an fp32 run accumulates as fp32 arithmetic
-  // would): the same bits for any number of ranks.
-  std::vector<Acc> os(systems.size(), Acc(0)), ss(spaces.size(), Acc(0));
-  for (std::size_t k = 0; k < npairs; ++k) {
-    const auto si = static_cast<std::size_t>(layout.pairs[k].spin_i);
-    os[static_cast<std::size_t>(spaces[si].system)] += Acc(energies[2 * k]);
-    ss[si] += Acc(energies[2 * k + 1]);
-  }
   const auto rank_stats = comm.gather(step_stats(stats, kernels.log(), traffic_before, comm.traffic()));
-  std::size_t space = 0;
-  for (std::size_t s = 0; s < systems.size(); ++s) {
-    DfMp2Result& result = results[s];
-    const bool open = unrestricted(static_cast<int>(s));
-    const Acc ss_alpha = ss[space], ss_beta = open ? ss[space + 1] : Acc(0);
-    space += open ? 2 : 1;
-    result.opposite_spin = double(os[s]);
-    result.same_spin = double(ss_alpha + ss_beta);
-    result.same_spin_alpha = open ? double(ss_alpha) : 0.5 * result.same_spin;
-    result.same_spin_beta = open ? double(ss_beta) : 0.5 * result.same_spin;
-    result.block_pairs = static_cast<Index>(npairs);
-    result.pair_imbalance = layout.predicted_imbalance;
-    result.pairs_away = layout.pairs_away;
+  sum_pair_energies<Acc>(systems, spaces, layout, energies, results);
+  for (DfMp2Result& result : results) {
     result.metric_report = metric_report;
     result.screening = screening;
-    const double sums[] = {result.opposite_spin, result.same_spin};
-    require_finite(step_name(Mp2Step::pair_energy), "the pair-energy sum", sums, 2);
     result.ranks = rank_stats;
   }
 }

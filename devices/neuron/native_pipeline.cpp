@@ -60,6 +60,22 @@ double NativePipeline::seconds() const {
 }
 
 NativePipeline native_dfmp2(const NeuronParams& p, const Mp2Shape& shape, const std::vector<MatmulMode>& modes) {
+  std::map<std::string, MatmulMode> by_step;
+  for (std::size_t i = 0; i < modes.size() && i < native_steps().size(); ++i) by_step[native_steps()[i]] = modes[i];
+  return native_dfmp2(p, shape, by_step);
+}
+
+std::string why_no_native_prediction(const NativeRunKind& run) {
+  if (!run.device_model) return "";
+  if (run.ranks > 1) return "made for one rank only (the whole problem on one NeuronCore)";
+  if (run.open_shell) return "made for closed shells only";
+  if (run.systems > 1) return "made for one system only, not a counterpoise run's complex and fragments";
+  if (!run.device_arithmetic) return "the device has no " + run.precision + " arithmetic";
+  return "";
+}
+
+NativePipeline native_dfmp2(const NeuronParams& p, const Mp2Shape& shape,
+                            const std::map<std::string, MatmulMode>& modes) {
   const double n = double(shape.nbf), o = double(shape.nocc), v = double(shape.nvir), q = double(shape.naux);
   const double sbuf = p.sbuf_partition_kib * 1024 * p.pe_rows;
   const double a_bytes = q * o * v * kFloat;  // (P|ia), and B = L^-1 (P|ia) of the same size
@@ -69,10 +85,13 @@ NativePipeline native_dfmp2(const NeuronParams& p, const Mp2Shape& shape, const 
   out.resident_bytes = l_bytes + 2 * a_bytes;
   out.resident = out.resident_bytes <= p.hbm_bytes();
   const double stream_blocks = out.resident ? 1.0 : std::ceil(out.resident_bytes / p.hbm_bytes());
-  auto mode_of = [&](std::size_t i) { return i < modes.size() ? modes[i] : MatmulMode::fp32; };
+  auto mode_of = [&](const char* step) {
+    const auto it = modes.find(step);
+    return it != modes.end() ? it->second : MatmulMode::fp32;
+  };
 
   {  // The metric: J's Cholesky and L^-1 on the host (the device has no factorisation), L^-1 copied in once.
-    NativeStep s{.step = "metric", .mode = mode_of(0)};
+    NativeStep s{.step = "metric", .mode = mode_of("metric")};
     s.host = 2 * p.host_cholesky_seconds(q);  // potrf, then trtri of the same flops
     s.link = link_seconds(p, l_bytes, 1);
     finish(p, s, 0, 0);
@@ -80,7 +99,7 @@ NativePipeline native_dfmp2(const NeuronParams& p, const Mp2Shape& shape, const 
   }
   {  // The transformation, streamed: each block of (P|mn) (at most 1 GiB, or a quarter of a smaller HBM) crosses the
      // link once and is turned into (P|ia) on chip; (P|ia) goes back to the host when B will not stay resident.
-    NativeStep s{.step = "transform", .mode = mode_of(1)};
+    NativeStep s{.step = "transform", .mode = mode_of("transform")};
     if (shape.nbf > 0) {
       const double ao_bytes = q * n * n * kFloat;
       const double blocks = std::max(1.0, std::ceil(ao_bytes / std::min(p.hbm_bytes() / 4, 1024.0 * 1024 * 1024)));
@@ -102,7 +121,7 @@ NativePipeline native_dfmp2(const NeuronParams& p, const Mp2Shape& shape, const 
   }
   {  // The fitting B = L^-1 A as one triangular product (the zero half skipped); L^-1 read once when half of SBUF
      // holds its triangle, else once per 512-column tile of A.
-    NativeStep s{.step = "fitting", .mode = mode_of(2)};
+    NativeStep s{.step = "fitting", .mode = mode_of("fitting")};
     s.flops = q * q * o * v;
     s.launches = long(stream_blocks);
     const double l_reads = l_bytes / 2 <= sbuf / 2 ? 1.0 : std::ceil(o * v / p.moving_free_max);
@@ -117,7 +136,7 @@ NativePipeline native_dfmp2(const NeuronParams& p, const Mp2Shape& shape, const 
   }
   {  // The pair energies: block pairs (I <= J) of occupied orbitals, B_I held in SBUF while every B_J streams by;
      // the energy reduced on chip, only the sums leave.
-    NativeStep s{.step = "pair_energy", .mode = mode_of(3)};
+    NativeStep s{.step = "pair_energy", .mode = mode_of("pair_energy")};
     const double pairs = o * (o + 1) / 2;
     s.flops = 2 * q * v * v * pairs;
     const double block = std::max(1.0, std::floor(sbuf / 2 / (q * v * kFloat)));  // occupied orbitals in SBUF

@@ -11,6 +11,8 @@
 //   host link      host -> HBM copies (copy_seconds, the published library's measured curve),
 // plus what cannot overlap: host work (the metric's Cholesky and inverse) and one launch submission per block.
 // The bottleneck named is the largest of these; the share of the Tensor Engine's peak is flops / (time x peak).
+#include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,7 +46,29 @@ struct NativePipeline {
   double seconds() const;
 };
 
-// `modes`: the operand format of each step, in chem::matmul_steps() order (metric, transform, fitting, pair_energy).
+// The pipeline's steps, by the names DF-MP2 gives them (chem::step_name).
+inline const std::vector<std::string>& native_steps() {
+  static const std::vector<std::string> steps = {"metric", "transform", "fitting", "pair_energy"};
+  return steps;
+}
+
+// `modes`: the operand format of each step, by its name (a step not named runs in fp32).
+NativePipeline native_dfmp2(const NeuronParams& p, const Mp2Shape& shape,
+                            const std::map<std::string, linalg::MatmulMode>& modes);
+// The same with the formats in the order of native_steps().
 NativePipeline native_dfmp2(const NeuronParams& p, const Mp2Shape& shape, const std::vector<linalg::MatmulMode>& modes);
+
+// What a DF-MP2 run is, as far as the device-native prediction cares.
+struct NativeRunKind {
+  bool device_model = false;      // the run's backend is a Neuron device model
+  int ranks = 1;
+  bool open_shell = false;
+  std::size_t systems = 1;        // a counterpoise run's complex and fragments
+  bool device_arithmetic = true;  // the run's precision is one the device has (fp32, bf16, bf16x3)
+  std::string precision;          // its name, for the reason
+};
+// The device-native prediction is of the whole problem on one NeuronCore in the device's arithmetic, for one
+// closed-shell system: why a run of another kind has none ("" when it has one, or is not on a device model).
+std::string why_no_native_prediction(const NativeRunKind& run);
 
 }  // namespace dfmp2::devices::neuron

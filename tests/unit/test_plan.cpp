@@ -6,6 +6,8 @@
 
 #include "app/input.hpp"
 #include "app/run.hpp"
+#include "app/stage.hpp"
+#include "devices/neuron/native_pipeline.hpp"
 #include "chem/dfmp2.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
@@ -77,6 +79,30 @@ TEST(Plan, RunDfmp2RefusesAPlanForAnotherRankCount) {
   dfmp2::linalg::Kernels kernels(*eigen, log);
   EXPECT_THROW(chem::run_dfmp2(reference.dfmp2_input(), plan.mp2_blocks("eigen", chem::Precision::fp64), {}, kernels),
                std::logic_error);
+}
+
+}  // namespace
+
+namespace {
+
+// The stages the input asks for, in run order (app/stages.cpp): the SCF only for molecule input, the gradient for
+// driver gradient and hessian, the Hessian for hessian alone; an integral file or a synthetic problem has DF-MP2 only.
+TEST(Stages, AreTheOnesTheInputAsksFor) {
+  dfmp2::testing::TempDir dir;
+  const app::Input synthetic = app::read_input(
+      dir.file("s.yaml", "synthetic: {nbasis: 30, nocc: 6, naux: 90, seed: 4}\nmemory: 1 GiB\n"));
+  EXPECT_EQ(app::stages_for(synthetic, app::make_reference(synthetic)).size(), 1u);
+  const std::string water = "molecule: {xyz: \"O 0 0 0.1178\\nH 0 0.7555 -0.4712\\nH 0 -0.7555 -0.4712\"}\n"
+                            "basis: cc-pvdz\n";
+  const app::Input energy = app::read_input(dir.file("e.yaml", water));
+  const app::Input hessian = app::read_input(dir.file("h.yaml", water + "driver: hessian\n"));
+  EXPECT_EQ(app::stages_for(energy, app::make_reference(energy)).size(), 2u);   // SCF, DF-MP2
+  EXPECT_EQ(app::stages_for(hessian, app::make_reference(hessian)).size(), 4u);  // SCF, DF-MP2, gradient, Hessian
+}
+
+// The device-native pipeline takes each step's operand format by the step's name: its names are DF-MP2's.
+TEST(Stages, DeviceNativeStepsAreDfMp2Steps) {
+  EXPECT_EQ(dfmp2::devices::neuron::native_steps(), chem::matmul_steps());
 }
 
 }  // namespace
