@@ -74,7 +74,7 @@ bool jk_metric_on_grid(const DfJkOptions& options, linalg::Index naux, int ranks
 // blocks, within options.memory_bytes on each rank (the same budget on every rank): decided before any three-index
 // integral by rank 0 for all. `automatic` between scratch and recompute measures this machine (one block of
 // integrals, the scratch folder's write rate, the metric's factorisation). Throws PhaseTooLarge when no storage
-// fits. The scratch folder's space is the caller's to check (app/run.cpp check_scratch: once for every phase).
+// fits. The scratch folder's space is the caller's to check (app/plan.hpp check_scratch: once for every phase).
 DfJkPlan plan_df_jk(const ThreeCenterEngine& engine, const BasisSet& jk_basis, linalg::Index nocc,
                     const DfJkOptions& options);
 

@@ -291,7 +291,7 @@ double opposite_spin_pair_energy(const OccupiedBlockPair& pair, linalg::ConstMat
 
 // The blocking of a run of `options.precision` on `backend` for a caller that holds the input already (tests,
 // benchmarks): plan_blocks with the input's sizes. The program plans every run before its SCF, from the reference's
-// sizes (app/run.cpp make_memory_plan).
+// sizes (app/mp2_stage.cpp plan_dfmp2).
 BlockPlan plan_for(const DfMp2Input& input, const DfMp2Options& options, const linalg::Backend& backend,
                    double memory_bytes, Mp2Storage storage = Mp2Storage::automatic, int ranks = 1);
 
