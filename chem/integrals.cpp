@@ -123,8 +123,6 @@ linalg::Matrix sum_in_shell_order(const std::vector<linalg::Matrix>& by_shell, l
   return gradient;
 }
 
-int thread_count() { return std::max(1, omp_get_max_threads()); }
-
 // A symmetric matrix over the shell pairs s1 >= s2 of `b`, both triangles filled; `compute(engine, s1, s2)` puts
 // the pair's integrals in the engine's result buffer `component` (0 for one-electron operators and the two-centre
 // metric; the dipole's x, y, z are 1, 2, 3 after the overlap).
