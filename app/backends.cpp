@@ -9,7 +9,7 @@ namespace dfmp2::app {
 
 namespace {
 
-// The ops DF-MP2 will call with these options, each with the element types it needs (chem/dfmp2.hpp).
+// The ops DF-MP2 will call with these options, each with the element types it needs (chem/mp2/dfmp2.hpp).
 std::vector<std::pair<linalg::Op, linalg::DType>> required_ops(const Input& input, chem::Precision precision) {
   using linalg::DType;
   using linalg::Op;

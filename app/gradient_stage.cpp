@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "app/stage.hpp"
-#include "chem/scf.hpp"
+#include "chem/scf/scf.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/kernels.hpp"
 

@@ -19,8 +19,7 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include "chem/basis_set.hpp"
-#include "chem/molecule.hpp"
+#include "chem/system/system.hpp"
 #include "devices/registry.hpp"
 #include "linalg/bytes.hpp"
 #include "linalg/errors.hpp"
@@ -491,7 +490,7 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
     }
     if (const YAML::Node n = scf["precision"]) {
       in.scf.precision = ctx.choice(n, "scf.precision", chem::scf_precision_names(), "precision");
-      // The fp32 exchange is the DF K build of the stored tensor (chem/scf.hpp).
+      // The fp32 exchange is the DF K build of the stored tensor (chem/scf/scf.hpp).
       if (in.scf.precision == chem::ScfPrecision::mixed && in.scf.type != chem::ScfType::df)
         ctx.fail_key(n, "scf.precision", "{key}: mixed applies to scf type df only (the exact J/K is fp64)");
       if (in.scf.precision == chem::ScfPrecision::mixed && in.jk_storage == chem::JkStorage::recompute)

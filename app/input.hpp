@@ -1,46 +1,7 @@
 #pragma once
-// The YAML input of `dfmp2 INPUT.yaml`. Keys (README "Input keys" documents each with type and default):
-//
-//   key          type                    default      meaning
-//   integrals    string (path)           (one of      HDF5 integral file, relative to the YAML file's folder
-//   synthetic    string or mapping        three)      a synthetic problem: small | medium | large, or
-//                                                     {nbasis, nocc, naux, seed} or {shape, seed}
-//   molecule     mapping                              {xyz: "lines" | file: path.xyz, units: angstrom | bohr,
-//                                                     charge: 0, multiplicity: 1}; with basis, aux_basis, scf
-//   basis        string                  (required)   orbital basis (library name or .gbs path)
-//   aux_basis    string                  <basis>-ri   MP2 fitting basis
-//   reference    rhf | uhf | rohf        rhf for      the SCF reference (molecule input); DF-UMP2 for uhf,
-//                                        singlets,    ROHF-MBPT(2) for rohf
-//                                        else uhf
-//   scf          mapping                              {type: df | exact, jk_basis (<basis>-jkfit), e_convergence
-//                                                     1e-8, d_convergence 1e-8, max_iterations 100, guess: sad | core,
-//                                                     jk_storage: auto | memory | scratch | recompute}
-//   save_integrals path, true or false   false        integral file written after the SCF, for reruns (true:
-//                                                     <input>.h5 beside the input)
-//   frozen_core  bool or integer >= 0    false        true: Psi4's rule (previous noble-gas shell); n: n orbitals
-//   interaction  mapping                 (none)       {bsse: cp | nocp | both}: the interaction energy of the
-//                                                     molecule's fragments (molecule input of two or more)
-//   driver       energy | gradient |     energy       gradient: also the analytic DF-MP2 gradient (closed-shell
-//                hessian                              RHF molecule input), the relaxed density's dipole; hessian:
-//                                                     also the Hessian from gradients, frequencies, normal modes
-//   backends     list of strings         the faster   backends to run, in order; the first one's energies are
-//                                        CPU backend  the reported result (devices/registry.hpp default_backend)
-//   precision    string, list or mapping fp64         fp64, fp32, mixed, bf16 or bf16x3 (device models); a list runs
-//                                                     each backend in each; a mapping gives each backend its own
-//   metric       string or mapping       cholesky     cholesky | eigh | newton-schulz, or {method, threshold (eigh),
-//                                                     tolerance and max_iterations (newton-schulz)}
-//   screening    bool or mapping         false        {threshold: 1e-12, block: 32, compare: false}: block screening
-//                                                     of (P|mn) (AO-form input); compare also runs unscreened
-//   memory       size string or bytes    half the     bound on the peak resident memory; the memory plan of every
-//                                        available    phase is made within it
-//   scratch      string (folder)         $TMPDIR or /tmp  scratch files of phases that do not fit in memory
-//   mp2_storage  auto | memory | scratch auto         where the DF-MP2 tensors live (scratch: read block by block)
-//   threads      integer >= 1            all cores    threads for the backends and the pair-energy reduction
-//   device       mapping                 see README   device models: compile_cache, host_fallback, trn1/trn2 overrides
-//   cost         bool or mapping         true with a  {instances: file, cpu_instance: name}: each run's DF-MP2 energy
-//                                        device model priced in seconds, dollars and kWh (app/cost.hpp)
-//   output       string (path)           (none)       results file (QCSchema JSON), relative to the YAML file's
-//                                                     folder; --json on the command line overrides it
+// The YAML input of `dfmp2 INPUT.yaml`. Its keys are listed once in code (`input_keys()`, app/input.cpp) and
+// documented once, with type, default and meaning, in the README's "Input keys" table; ReadInput.ReadmeListsEveryKey
+// (tests/unit/test_input.cpp) fails when the two lists differ. Each key's field in `Input` below says what it holds.
 #include <map>
 #include <optional>
 #include <string>
@@ -48,10 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chem/df_jk.hpp"
-#include "chem/dfmp2.hpp"
-#include "chem/scf.hpp"
-#include "chem/synthetic.hpp"
+#include "chem/scf/scf.hpp"
+#include "chem/mp2/mp2.hpp"
 #include "devices/device_options.hpp"
 #include "devices/registry.hpp"
 #include "app/instances.hpp"

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "app/stage.hpp"
-#include "chem/interaction.hpp"
+#include "chem/mp2/mp2.hpp"
 #include "linalg/errors.hpp"
 
 namespace dfmp2::app {
@@ -85,8 +85,7 @@ std::vector<InteractionPart> interaction_parts(const Calculation& calc, std::siz
   const MoleculeRun& m = *r.molecule();
   const BackendRun& complex = calc.runs.at(run);
   std::vector<InteractionPart> parts;
-  auto beta = [](const Reference& ref) { return ref.open_shell() ? ref.nocc_beta : ref.nocc; };
-  parts.push_back({"complex", 0, false, r.nbf, r.nocc, beta(r), r.nfrozen, &m.scf, &complex.result, m.scf_seconds});
+  parts.push_back({"complex", 0, false, r.nbf, r.nocc, r.beta_occupied(), r.nfrozen, &m.scf, &complex.result, m.scf_seconds});
   for (std::size_t k = 0; k < r.ghosted.size(); ++k) {
     const GhostedFragment& g = r.ghosted[k];
     parts.push_back({fmt::format("fragment {}", g.fragment + 1), g.fragment + 1, false, r.nbf, g.nocc,
@@ -96,7 +95,7 @@ std::vector<InteractionPart> interaction_parts(const Calculation& calc, std::siz
   for (const OwnBasisFragment& o : calc.own_basis) {
     const Reference& f = o.calc->reference;
     const MoleculeRun& fm = *f.molecule();
-    parts.push_back({fmt::format("fragment {}", o.fragment + 1), o.fragment + 1, true, f.nbf, f.nocc, beta(f),
+    parts.push_back({fmt::format("fragment {}", o.fragment + 1), o.fragment + 1, true, f.nbf, f.nocc, f.beta_occupied(),
                      f.nfrozen, &fm.scf, &o.calc->runs.at(run).result, fm.scf_seconds + fm.integral_seconds,
                      o.calc->runs.at(run).wall_seconds});
   }

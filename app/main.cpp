@@ -26,7 +26,7 @@
 #include "app/results.hpp"
 #include "app/yaml_file.hpp"
 #include "app/run.hpp"
-#include "chem/temporary_files.hpp"
+#include "chem/io/io.hpp"
 #include "devices/registry.hpp"
 #include "linalg/comm.hpp"
 #include "linalg/dense_grid.hpp"

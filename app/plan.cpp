@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "chem/scratch.hpp"
+#include "chem/io/io.hpp"
 #include "linalg/name_table.hpp"
 
 namespace dfmp2::app {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "linalg/errors.hpp"
-#include "chem/dfmp2.hpp"
+#include "chem/mp2/mp2.hpp"
 #include "linalg/bytes.hpp"
 
 namespace dfmp2::app {

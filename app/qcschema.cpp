@@ -14,7 +14,7 @@
 
 #include "app/results.hpp"
 #include "app/yaml_file.hpp"
-#include "chem/molecule.hpp"
+#include "chem/system/system.hpp"
 #include "linalg/errors.hpp"
 
 namespace dfmp2::app {
@@ -483,10 +483,12 @@ Input read_qcschema_input(const std::string& path, int node_ranks) {
     if (name != "qcschema_input") qc.fail(n, "schema_name", fmt::format("expected 'qcschema_input', got '{}'", name));
   }
   const std::string driver = lower(qc.text(qc.require(root, "driver", "driver", "energy"), "driver", "a string"));
-  if (driver != "energy" && driver != "gradient" && driver != "hessian") {
+  // The drivers are the YAML input's (driver_names): a new driver is known here without a change.
+  const std::vector<std::string> drivers = linalg::names_of(driver_names());
+  if (std::find(drivers.begin(), drivers.end(), driver) == drivers.end()) {
     qc.fail(root["driver"], "driver",
-            fmt::format("'{}' is not supported; dfmp2 computes energies, DF-MP2 gradients and Hessians (driver: "
-                        "energy, gradient or hessian)", driver));
+            fmt::format("'{}' is not supported; dfmp2 computes energies, DF-MP2 gradients and Hessians (driver: {})",
+                        driver, fmt::join(drivers, ", ")));
   }
   const YAML::Node model = qc.require(root, "model", "model", "{method: mp2, basis: ...}");
   if (!model.IsMap()) qc.fail(model, "model", fmt::format("expected a mapping {{method, basis}}, got {}", YamlReader::kind(model)));

@@ -212,21 +212,15 @@ const MoleculeRun* Reference::molecule() const { return source_of<MoleculeRun>(s
 MoleculeRun* Reference::molecule() { return source_of<MoleculeRun>(source); }
 
 std::vector<chem::SpinSpace> Reference::mp2_spaces() const {
-  std::vector<chem::SpinSpace> spaces{{nocc, nocc - nfrozen, nmo - nocc}};
-  if (open_shell()) spaces.push_back({nocc_beta, nocc_beta - nfrozen, nmo - nocc_beta});
+  std::vector<chem::SpinSpace> spaces = chem::system_spaces(0, open_shell(), nmo, nfrozen, nocc, nocc_beta);
   for (std::size_t k = 0; k < ghosted.size(); ++k) {
-    for (chem::SpinSpace sp : ghosted[k].mp2_spaces(nmo)) {
-      sp.system = static_cast<int>(k + 1);
-      spaces.push_back(sp);
-    }
+    for (const chem::SpinSpace& sp : ghosted[k].mp2_spaces(static_cast<int>(k + 1), nmo)) spaces.push_back(sp);
   }
   return spaces;
 }
 
-std::vector<chem::SpinSpace> GhostedFragment::mp2_spaces(linalg::Index nmo) const {
-  std::vector<chem::SpinSpace> spaces{{nocc, nocc - nfrozen, nmo - nocc}};
-  if (scf_reference != chem::ScfReference::rhf) spaces.push_back({nocc_beta, nocc_beta - nfrozen, nmo - nocc_beta});
-  return spaces;
+std::vector<chem::SpinSpace> GhostedFragment::mp2_spaces(int system, linalg::Index nmo) const {
+  return chem::system_spaces(system, scf_reference != chem::ScfReference::rhf, nmo, nfrozen, nocc, nocc_beta);
 }
 
 std::vector<chem::Mp2System> Reference::mp2_systems() const {

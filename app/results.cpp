@@ -11,9 +11,8 @@
 
 #include "app/cost.hpp"
 #include "app/report.hpp"
-#include "chem/basis_set.hpp"
-#include "chem/scratch.hpp"
-#include "chem/temporary_files.hpp"
+#include "chem/system/system.hpp"
+#include "chem/io/io.hpp"
 #include "devices/calibration.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
@@ -117,7 +116,7 @@ nlohmann::json properties(const Calculation& calc, const BackendRun& run) {
   if (calc.input.molecule) p["calcinfo_natom"] = calc.input.molecule->atoms.size();
   p["calcinfo_nmo"] = f.nmo;
   p["calcinfo_nalpha"] = f.nocc;
-  p["calcinfo_nbeta"] = f.open_shell() ? f.nocc_beta : f.nocc;
+  p["calcinfo_nbeta"] = f.beta_occupied();
   return p;
 }
 

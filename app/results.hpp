@@ -19,7 +19,7 @@ void check_output_path(const std::string& path, const std::string& key = "output
 // Every file a `dfmp2 INPUT` run will write (the results file `output`, `save_integrals`): each checked as above,
 // and none of them may be another of them or a file the run reads (the input, the integral or molecule file).
 void check_output_paths(const Input& input, const std::optional<std::string>& output);
-// Writes to a temporary beside `path` and renames it into place (chem/temporary_files.hpp); OutputError naming
+// Writes to a temporary beside `path` and renames it into place (chem/io/temporary_files.hpp); OutputError naming
 // `key` when it cannot.
 void write_atomically(const std::string& path, const std::string& text, const std::string& key = "output");
 

@@ -12,15 +12,11 @@
 #include "app/input.hpp"
 #include "app/plan.hpp"
 #include "app/resident.hpp"
-#include "chem/df_jk.hpp"
-#include "chem/dfmp2.hpp"
-#include "chem/dfmp2_gradient.hpp"
-#include "chem/vibrations.hpp"
-#include "chem/integral_file.hpp"
-#include "chem/integrals.hpp"
-#include "chem/interaction.hpp"
-#include "chem/scf.hpp"
-#include "chem/synthetic.hpp"
+#include "chem/scf/scf.hpp"
+#include "chem/mp2/mp2.hpp"
+#include "chem/gradient/gradient.hpp"
+#include "chem/io/io.hpp"
+#include "chem/integrals/integrals.hpp"
 #include "devices/neuron/native_pipeline.hpp"
 #include "linalg/comm.hpp"
 #include "linalg/kernel_log.hpp"
@@ -83,7 +79,7 @@ struct GhostedFragment {
   int nfrozen = 0;
   chem::ScfResult scf;  // once the complex's SCF has run
   double scf_seconds = 0;
-  std::vector<chem::SpinSpace> mp2_spaces(linalg::Index nmo) const;
+  std::vector<chem::SpinSpace> mp2_spaces(int system, linalg::Index nmo) const;
 };
 
 // The reference state DF-MP2 starts from, whichever input made it: an integral file (`integrals:`), a synthetic
@@ -98,6 +94,8 @@ struct Reference {
   chem::ScfReference scf_reference = chem::ScfReference::rhf;
   linalg::Index nocc_beta = 0;
   bool open_shell() const { return scf_reference != chem::ScfReference::rhf; }
+  // Occupied orbitals of the beta electrons, whatever the reference (RHF's are its doubly occupied ones).
+  linalg::Index beta_occupied() const { return open_shell() ? nocc_beta : nocc; }
   // The spaces DF-MP2 correlates (chem::SpinSpace): one, or alpha and beta; then the ghosted fragments' (their
   // systems numbered from 1).
   std::vector<chem::SpinSpace> mp2_spaces() const;
@@ -180,7 +178,7 @@ struct Calculation {
   std::optional<HessianRun> hessian;        // driver: hessian
 };
 
-// An interaction energy, complex minus fragments (chem/interaction.hpp).
+// An interaction energy, complex minus fragments (chem/mp2/interaction.hpp).
 using chem::InteractionEnergy;
 // One calculation of an interaction energy (the complex, a fragment in the complex's basis or in its own), with
 // its SCF and the DF-MP2 result of one run (backend and precision).

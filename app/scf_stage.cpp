@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "app/stage.hpp"
-#include "chem/scratch.hpp"
+#include "chem/io/io.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/kernels.hpp"
 

@@ -35,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import psi4_compare as pc  # noqa: E402  (the cluster, machine notes and timing helpers)
 
-BOHR_PER_ANGSTROM = 1.0 / 0.52917721067  # chem/molecule.hpp kBohrPerAngstrom
+BOHR_PER_ANGSTROM = 1.0 / 0.52917721067  # chem/system/molecule.hpp kBohrPerAngstrom
 CONVERGENCE = 1e-8
 
 

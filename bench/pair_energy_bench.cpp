@@ -1,4 +1,4 @@
-// bench_pair_energy: the DF-MP2 pair-energy step (step 4 of chem/dfmp2.hpp) on a synthetic fitted tensor, timed
+// bench_pair_energy: the DF-MP2 pair-energy step (step 4 of chem/mp2/dfmp2.hpp) on a synthetic fitted tensor, timed
 // against the machine's own DGEMM rate on the same backend in the same run.
 //
 //   ratio = (pair-step flops / median pair-step wall time) / (2 N^3 / median DGEMM time)
@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/input.hpp"
-#include "chem/dfmp2.hpp"
+#include "chem/mp2/dfmp2.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/kernel_log.hpp"

@@ -10,9 +10,9 @@
 #include <iostream>
 
 #include "app/input.hpp"
-#include "chem/basis_set.hpp"
-#include "chem/integrals.hpp"
-#include "chem/scf.hpp"
+#include "chem/system/basis_set.hpp"
+#include "chem/integrals/integrals.hpp"
+#include "chem/scf/scf.hpp"
 #include "linalg/errors.hpp"
 
 int main(int argc, char** argv) {

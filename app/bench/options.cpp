@@ -11,7 +11,7 @@
 #include "app/bench/bench.hpp"
 #include "app/yaml_file.hpp"
 #include "app/yaml_reader.hpp"
-#include "chem/synthetic.hpp"
+#include "chem/mp2/mp2.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
 

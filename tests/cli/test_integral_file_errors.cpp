@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "../support/test_support.hpp"
-#include "chem/integral_file.hpp"
+#include "chem/io/integral_file.hpp"
 #include "linalg/errors.hpp"
 
 namespace {

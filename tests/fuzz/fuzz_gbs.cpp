@@ -1,7 +1,7 @@
-// libFuzzer target: the basis set file reader (chem/basis_set.cpp, Psi4's .gbs format), for one atom whose element
+// libFuzzer target: the basis set file reader (chem/system/basis_set.cpp, Psi4's .gbs format), for one atom whose element
 // the first byte picks (H to Kr), with the angular-momentum limit of orbital basis sets.
-#include "chem/basis_set.hpp"
-#include "chem/integrals.hpp"
+#include "chem/system/basis_set.hpp"
+#include "chem/integrals/integrals.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,4 +1,4 @@
-// libFuzzer target: the integral file reader (chem/integral_file.cpp IntegralFile::open and the first read). The
+// libFuzzer target: the integral file reader (chem/io/integral_file.cpp IntegralFile::open and the first read). The
 // fuzzer's bytes become the file's contents through HDF5's own API, so that every attribute and dataset the reader
 // takes is reached with fuzzed values: the root attributes, small datasets of any values (NaN and Inf included) and
 // sizes, and the metadata strings (the molecule's xyz lines, charge, basis names). The HDF5 container itself is not
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "chem/integral_file.hpp"
+#include "chem/io/integral_file.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 
 namespace {

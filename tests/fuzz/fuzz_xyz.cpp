@@ -1,11 +1,11 @@
-// libFuzzer target: xyz lines (chem/molecule.cpp parse_xyz_lines) with Psi4's fragment and ghost syntax, the
+// libFuzzer target: xyz lines (chem/system/molecule.cpp parse_xyz_lines) with Psi4's fragment and ghost syntax, the
 // completion of the fragments' charges and multiplicities (given a complex's charge and multiplicity or not, from
 // the first bytes), the geometry checks and the frozen-core count.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <optional>
 
-#include "chem/molecule.hpp"
+#include "chem/system/molecule.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

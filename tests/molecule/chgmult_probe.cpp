@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chem/molecule.hpp"
+#include "chem/system/molecule.hpp"
 #include "linalg/errors.hpp"
 
 namespace {

@@ -133,7 +133,7 @@ TRIMER_XYZ = DIMER_XYZ + """
 
 
 def every_storage_rank_thread(args, c):
-    """DF-MP2 through its block source (chem/occupied_blocks.hpp) with the blocks in memory and on scratch, on 1, 2 and
+    """DF-MP2 through its block source (chem/mp2/occupied_blocks.hpp) with the blocks in memory and on scratch, on 1, 2 and
     3 ranks, with 1 and 2 threads, on the water dimer and trimer (each SCF run once, its integrals saved): every
     combination's MP2 energies within 1e-12 Eh of the first, and every pair computed once."""
     with tempfile.TemporaryDirectory(prefix="dfmp2-mpi-") as d:

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "chem/three_index_source.hpp"
+#include "chem/integrals/three_index_source.hpp"
 #include "devices/registry.hpp"
 #include "linalg/matrix_view.hpp"
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "chem/basis_set.hpp"
-#include "chem/molecule.hpp"
+#include "chem/system/basis_set.hpp"
+#include "chem/system/molecule.hpp"
 #include "linalg/errors.hpp"
 #include "../support/test_support.hpp"
 

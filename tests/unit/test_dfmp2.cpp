@@ -4,10 +4,11 @@
 #include <Eigen/Cholesky>
 #include <omp.h>
 
+#include <map>
 #include <random>
 
 #include "../support/test_support.hpp"
-#include "chem/dfmp2.hpp"
+#include "chem/mp2/dfmp2.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
 
@@ -495,12 +496,12 @@ TEST(Mp2Layout, TwoSpacesPairEveryBlockOnce) {
       const auto [bi, bj] = l.pair_blocks[k];
       EXPECT_GE(bi, bj);
       const auto& p = l.pairs[k];
-      EXPECT_EQ(p.spin_i, l.occupied_spin[static_cast<std::size_t>(bi)]);
-      EXPECT_EQ(p.spin_j, l.occupied_spin[static_cast<std::size_t>(bj)]);
+      EXPECT_EQ(p.space_i, l.occupied_spin[static_cast<std::size_t>(bi)]);
+      EXPECT_EQ(p.space_j, l.occupied_spin[static_cast<std::size_t>(bj)]);
       EXPECT_EQ(p.i0, l.occupied[static_cast<std::size_t>(bi)].first);
       EXPECT_EQ(p.j0, l.occupied[static_cast<std::size_t>(bj)].first);
-      cross += !p.same_spin();
-      EXPECT_FALSE(!p.same_spin() && p.diagonal());  // beta block 0 with alpha block 0 is not a diagonal pair
+      cross += !p.same_space();
+      EXPECT_FALSE(!p.same_space() && p.diagonal());  // beta block 0 with alpha block 0 is not a diagonal pair
     }
     EXPECT_EQ(cross, 6);  // 2 beta blocks x 3 alpha blocks
   }
@@ -537,6 +538,34 @@ TEST(DfMp2Systems, EachSystemGetsTheEnergiesOfItsOwnRun) {
   EXPECT_EQ(spaces[1].system, 1);
   EXPECT_EQ(spaces[2].system, 1);
   EXPECT_EQ(spaces[3].nact, q.nocc - 2);
+  // Each space says its spin, each pair its kind: the closed shells' spaces hold both spins, the open shell's an
+  // alpha and a beta space; pairs within them are closed-shell or same-spin pairs, across them opposite-spin.
+  using dfmp2::chem::PairKind;
+  using dfmp2::chem::SpaceSpin;
+  EXPECT_EQ(spaces[0].spin, SpaceSpin::both);
+  EXPECT_EQ(spaces[1].spin, SpaceSpin::alpha);
+  EXPECT_EQ(spaces[2].spin, SpaceSpin::beta);
+  EXPECT_EQ(spaces[3].spin, SpaceSpin::both);
+  {
+    const auto l = dfmp2::chem::make_layout(source, 7, spaces, 2, 1, 0);
+    std::map<PairKind, int> kinds;
+    for (const auto& pair : l.pairs) {
+      const PairKind expected = pair.space_i != pair.space_j ? PairKind::opposite_spin
+                                : pair.space_i == 1 || pair.space_i == 2 ? PairKind::same_spin
+                                                                          : PairKind::closed_shell;
+      EXPECT_EQ(pair.kind, expected);
+      ++kinds[pair.kind];
+    }
+    EXPECT_EQ(kinds.size(), 3u);
+  }
+  // A plan records the spaces it was made for; run on other ones it is refused.
+  {
+    auto fewer = spaces;
+    fewer.pop_back();
+    const auto plan = dfmp2::chem::plan_blocks(dfmp2::chem::ThreeIndexForm::ao, p.nbf, fewer, p.naux, 1e9);
+    EXPECT_EQ(plan.spaces, fewer);
+    EXPECT_THROW(dfmp2::chem::run_dfmp2(systems, plan, {}, kernels), std::logic_error);
+  }
   for (const double memory : {1e9, 8.0 * (9 * 9 * 31 + 31 * 31 + 4 * 14 * 28 + 4 * 81 + 200)}) {
     SCOPED_TRACE(::testing::Message() << "memory " << memory);
     const auto plan = dfmp2::chem::plan_blocks(dfmp2::chem::ThreeIndexForm::ao, p.nbf, spaces, p.naux, memory,
@@ -554,7 +583,7 @@ TEST(DfMp2Systems, EachSystemGetsTheEnergiesOfItsOwnRun) {
       EXPECT_EQ(together[s].nfrozen, systems[s].nfrozen);
     }
     const auto l = dfmp2::chem::make_layout(source, plan.aux_block, spaces, plan.occupied_block, 2, 0);
-    for (const auto& pair : l.pairs) EXPECT_EQ(spaces[pair.spin_i].system, spaces[pair.spin_j].system);
+    for (const auto& pair : l.pairs) EXPECT_EQ(spaces[pair.space_i].system, spaces[pair.space_j].system);
     if (memory < 1e6) EXPECT_GT(together[0].block_pairs, 6);
   }
 }

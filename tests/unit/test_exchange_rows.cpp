@@ -1,4 +1,4 @@
-// The DF exchange's row lists (chem/exchange_rows.hpp): gathered row by row over the stored pairs only, K is the
+// The DF exchange's row lists (chem/scf/exchange_rows.hpp): gathered row by row over the stored pairs only, K is the
 // dense K of the unpacked tensor, and rows are grouped only with rows of the same partners.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 #include <Eigen/Dense>
 
-#include "chem/exchange_rows.hpp"
+#include "chem/scf/exchange_rows.hpp"
 
 namespace {
 

@@ -8,15 +8,15 @@
 #include <string>
 #include <utility>
 
-#include "chem/basis_set.hpp"
-#include "chem/df_jk.hpp"
-#include "chem/dfmp2.hpp"
-#include "chem/dfmp2_gradient.hpp"
-#include "chem/integrals.hpp"
-#include "chem/molecule.hpp"
-#include "chem/scf.hpp"
-#include "chem/scf_gradient.hpp"
-#include "chem/vibrations.hpp"
+#include "chem/system/basis_set.hpp"
+#include "chem/scf/df_jk.hpp"
+#include "chem/mp2/dfmp2.hpp"
+#include "chem/gradient/dfmp2_gradient.hpp"
+#include "chem/integrals/integrals.hpp"
+#include "chem/system/molecule.hpp"
+#include "chem/scf/scf.hpp"
+#include "chem/gradient/scf_gradient.hpp"
+#include "chem/gradient/vibrations.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
 

@@ -3,6 +3,7 @@
 #include <array>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "../support/test_support.hpp"
@@ -142,7 +143,25 @@ TEST(ReadInput, DefaultsAndResolvedPaths) {
   }
 }
 
-// Every one of the 18 top-level keys and every sub-key, each with a value other than its default, and where each
+// The keys the parser takes (input_keys()) are the README's "Input keys" table's, no more and no fewer: the code and
+// the documentation are the two places a key is listed, and they cannot drift apart.
+TEST(ReadInput, ReadmeListsEveryKey) {
+  std::ifstream readme(std::string(DFMP2_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(readme.good());
+  std::set<std::string> documented;
+  bool in_table = false;
+  for (std::string line; std::getline(readme, line);) {
+    if (line.rfind("### ", 0) == 0) in_table = line == "### Input keys";
+    if (!in_table || line.rfind("| `", 0) != 0) continue;
+    const std::size_t end = line.find('`', 3);
+    documented.insert(line.substr(3, end - 3));
+  }
+  const auto& keys = dfmp2::app::input_keys();
+  EXPECT_EQ(documented, std::set<std::string>(keys.begin(), keys.end()));
+  EXPECT_EQ(keys.size(), documented.size()) << "a key listed twice in input_keys()";
+}
+
+// Every one of the top-level keys and every sub-key, each with a value other than its default, and where each
 // lands in Input (three inputs: integrals, molecule and synthetic exclude each other).
 TEST(ReadInput, EveryKey) {
   namespace app = dfmp2::app;

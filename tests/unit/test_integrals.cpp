@@ -1,4 +1,4 @@
-// Integrals (chem/integrals.hpp) against Psi4 1.3.2 (Debian) and against naive contractions of our own integrals.
+// Integrals (chem/integrals/integrals.hpp) against Psi4 1.3.2 (Debian) and against naive contractions of our own integrals.
 //
 // The Psi4 numbers are properties that do not depend on the order or sign convention of the functions inside a
 // shell (traces, Frobenius norms, eigenvalues, contractions with S^-1), so they hold for libint2's ordering too.
@@ -22,11 +22,11 @@
 #include <utility>
 #include <vector>
 
-#include "chem/basis_set.hpp"
-#include "chem/integrals.hpp"
-#include "chem/molecule.hpp"
-#include "chem/df_jk.hpp"
-#include "chem/scf.hpp"
+#include "chem/system/basis_set.hpp"
+#include "chem/integrals/integrals.hpp"
+#include "chem/system/molecule.hpp"
+#include "chem/scf/df_jk.hpp"
+#include "chem/scf/scf.hpp"
 #include "devices/registry.hpp"
 #include "linalg/comm.hpp"
 #include "linalg/dense_grid.hpp"

@@ -4,7 +4,7 @@
 #include <optional>
 #include <vector>
 
-#include "chem/molecule.hpp"
+#include "chem/system/molecule.hpp"
 #include "linalg/errors.hpp"
 
 namespace {

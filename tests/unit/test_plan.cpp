@@ -8,7 +8,7 @@
 #include "app/run.hpp"
 #include "app/stage.hpp"
 #include "devices/neuron/native_pipeline.hpp"
-#include "chem/dfmp2.hpp"
+#include "chem/mp2/dfmp2.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
 #include "../support/test_support.hpp"

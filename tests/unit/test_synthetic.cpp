@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "chem/dfmp2.hpp"
-#include "chem/synthetic.hpp"
+#include "chem/mp2/dfmp2.hpp"
+#include "chem/mp2/synthetic.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/kernel_log.hpp"

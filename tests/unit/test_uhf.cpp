@@ -12,12 +12,12 @@
 #include <fstream>
 #include <string>
 
-#include "chem/basis_set.hpp"
-#include "chem/df_jk.hpp"
-#include "chem/dfmp2.hpp"
-#include "chem/integrals.hpp"
-#include "chem/molecule.hpp"
-#include "chem/scf.hpp"
+#include "chem/system/basis_set.hpp"
+#include "chem/scf/df_jk.hpp"
+#include "chem/mp2/dfmp2.hpp"
+#include "chem/integrals/integrals.hpp"
+#include "chem/system/molecule.hpp"
+#include "chem/scf/scf.hpp"
 #include "devices/registry.hpp"
 #include "linalg/errors.hpp"
 

@@ -1,0 +1,67 @@
+#pragma once
+// The analytic gradient of the closed-shell DF-MP2 energy (RHF reference with DF or exact J/K, frozen core allowed),
+// in the Lagrangian form of Weigend and Haeser (Theor. Chem. Acc. 97, 331 (1997)).
+//
+// Notation: i, j active occupied; I frozen; a, b virtual; P, Q the RI basis with metric J = L L^T; B = L^-1 (P|ia)
+// the fitted integrals; t_ij^ab = (ia|jb) / (e_i + e_j - e_a - e_b) and T_ij^ab = 2 t_ij^ab - t_ij^ba, so that
+// E = sum_ijab (ia|jb) T_ij^ab.
+//
+//  1. Amplitudes, pair by pair, give the unrelaxed density P_ij = -2 sum_kab t_ik^ab T_jk^ab,
+//     P_ab = 2 sum_ijc t_ij^ac T_ij^bc, and the three-index amplitudes G^Q_ia = sum_jb T_ij^ab B^Q_jb.
+//  2. The energy's explicit dependence on the integrals: with Gamma = L^-T G (back in the RI basis),
+//     4 sum d(P|mn)/dR (C_i Gamma^P_ia C_a)_mn - 2 sum d(P|Q)/dR V_PQ, V = L^-T (B G^T) L^-1.
+//  3. Its dependence on the orbitals, X_pq = dE/dU_pq for the orbital change dC = C U: from the three-index
+//     integrals (Y = 4 (P|pr) Gamma^P), from the Fock matrix's occupied and virtual blocks (2 P_pq e_p), and from the
+//     Fock matrix's dependence on the density (C^T G[P] C_o, G[M] = 4 J[M] - 2 K[M] with the SCF's J and K).
+//  4. The Z-vector equations (e_a - e_i) z_ai + [C_v^T G[Z] C_o]_ai = -(X_ai - X_ia) (frozen core: first the
+//     frozen-active rotations, z_Ij = -(X_Ij - X_jI) / (e_I - e_j), which the Lagrangian couples in), solved by
+//     preconditioned conjugate gradients; Z = (C_v z C_o^T + C_o z^T C_v^T) / 2.
+//  5. The relaxed density P (unrelaxed blocks plus z/2 in the occupied-virtual and frozen-active blocks) and the
+//     energy-weighted density W enter like the SCF's (chem::rhf_gradient's DensityCorrection); the rest is step 2.
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "chem/system/basis_set.hpp"
+#include "chem/system/molecule.hpp"
+#include "chem/scf/scf.hpp"
+#include "linalg/kernels.hpp"
+
+namespace dfmp2::chem {
+
+struct DfMp2Gradient {
+  linalg::Matrix gradient;      // SCF + MP2, natoms x 3, Eh/bohr
+  linalg::Matrix scf_gradient;  // the SCF's alone
+  // The energy from the gradient's own amplitudes (equal to the energy run's): opposite- and same-spin parts.
+  double opposite_spin = 0, same_spin = 0;
+  double correlation() const { return opposite_spin + same_spin; }
+  // Dipole moments (a.u., origin 0): the SCF's and the MP2 relaxed density's (nuclei included).
+  std::array<double, 3> scf_dipole{}, relaxed_dipole{};
+  linalg::Matrix relaxed_density;  // AO: the SCF's density plus the MP2 relaxed correction
+  int zvector_iterations = 0;
+  double zvector_residual = 0;     // largest |residual| of the Z-vector equations at the end
+  std::vector<std::pair<std::string, double>> seconds;  // per step, in order
+};
+
+struct DfMp2GradientInput {
+  const Molecule* molecule = nullptr;
+  const BasisSet* basis = nullptr;
+  const BasisSet* ri_basis = nullptr;  // the DF-MP2 fitting basis
+  const BasisSet* jk_basis = nullptr;  // the SCF's J/K fitting basis; null for an exact SCF
+  const ScfResult* scf = nullptr;      // converged RHF
+  int nfrozen = 0;
+  JkBuilder* jk = nullptr;             // the SCF's J/K (its compute_symmetric builds the orbital response's G[M])
+};
+
+// Throws std::logic_error for an open-shell SCF; NumericalError when the Z-vector equations do not converge.
+DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& input, linalg::Kernels& kernels);
+
+// What rhf_dfmp2_gradient holds at its peak beyond the SCF's J/K (bytes): the fitted integrals and three-index
+// amplitudes (naux nocc nvir, three times), the pair amplitudes of one occupied orbital with all (2 nocc nvir^2),
+// the DF two-electron derivative's half-transformed integrals (2 naux_jk nbf nocc) and nbf^2 matrices. For the
+// memory plan.
+double dfmp2_gradient_bytes(linalg::Index nbf, linalg::Index nocc, linalg::Index nfrozen, linalg::Index naux,
+                            linalg::Index naux_jk);
+
+}  // namespace dfmp2::chem

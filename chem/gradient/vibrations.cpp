@@ -1,0 +1,128 @@
+#include "chem/gradient/vibrations.hpp"
+
+#include <fmt/format.h>
+
+#include <Eigen/Dense>
+#include <array>
+#include <cmath>
+
+#include "linalg/errors.hpp"
+
+namespace dfmp2::chem {
+
+using linalg::Index;
+using linalg::Matrix;
+using linalg::Vector;
+
+namespace {
+
+// AME2016 masses of the most abundant isotopes, H (1) to Kr (36), in amu.
+constexpr std::array<double, 36> kIsotopicMass = {
+    1.00782503223,  4.00260325413, 7.0160034366,  9.012183065,   11.00930536,   12.0,          14.00307400443,
+    15.99491461957, 18.99840316273, 19.9924401762, 22.989769282,  23.985041697,  26.98153853,   27.97692653465,
+    30.97376199842, 31.9720711744, 34.968852682,  39.9623831237, 38.9637064864, 39.962590863,  44.95590828,
+    47.94794198,    50.94395704,   51.94050623,   54.93804391,   55.93493633,   58.93319429,   57.93534241,
+    62.92959772,    63.92914201,   68.9255735,    73.921177761,  74.92159457,   79.9165218,    78.9183376,
+    83.9114977282};
+
+// sqrt(Eh / (amu bohr^2)) as a wavenumber: CODATA 2014 hartree, atomic mass unit, bohr and speed of light.
+double wavenumber_per_sqrt_au() {
+  constexpr double kHartreeJoule = 4.359744650e-18, kAmuKilogram = 1.660539040e-27, kBohrMetre = 0.52917721067e-10;
+  constexpr double kLightCentimetrePerSecond = 2.99792458e10;
+  return std::sqrt(kHartreeJoule / (kAmuKilogram * kBohrMetre * kBohrMetre)) / (2.0 * M_PI * kLightCentimetrePerSecond);
+}
+
+double coordinate(const Atom& atom, int x) {
+  return (x == 0 ? atom.x : x == 1 ? atom.y : atom.z) * kBohrPerAngstrom;
+}
+
+}  // namespace
+
+double isotopic_mass(int z) {
+  if (z < 1 || z > static_cast<int>(kIsotopicMass.size())) {
+    throw UnsupportedError(fmt::format("vibrations: no isotopic mass for element {} (dfmp2 has H to Kr)", z));
+  }
+  return kIsotopicMass[static_cast<std::size_t>(z - 1)];
+}
+
+Matrix finite_difference_hessian(const Molecule& molecule, const std::function<Matrix(const Molecule&, int)>& gradient,
+                                 double step) {
+  const auto n = static_cast<Index>(3 * molecule.atoms.size());
+  Matrix hessian(n, n);
+  for (Index k = 0; k < n; ++k) {
+    Matrix sides[2];
+    for (int side = 0; side < 2; ++side) {
+      Molecule displaced = molecule;
+      Atom& atom = displaced.atoms[static_cast<std::size_t>(k / 3)];
+      double& position = k % 3 == 0 ? atom.x : k % 3 == 1 ? atom.y : atom.z;
+      position += (side == 0 ? step : -step) / kBohrPerAngstrom;
+      sides[side] = gradient(displaced, static_cast<int>(2 * k + side));
+    }
+    const Matrix column = (sides[0] - sides[1]) / (2.0 * step);  // natoms x 3
+    for (Index j = 0; j < n; ++j) hessian(j, k) = column(j / 3, j % 3);
+  }
+  return 0.5 * (hessian + hessian.transpose());
+}
+
+Vibrations harmonic_analysis(const Molecule& molecule, const Matrix& hessian) {
+  const auto natoms = static_cast<Index>(molecule.atoms.size());
+  const Index n = 3 * natoms;
+  Vector sqrt_mass(n);
+  double total = 0;
+  Eigen::Vector3d centre = Eigen::Vector3d::Zero();
+  for (Index a = 0; a < natoms; ++a) {
+    const Atom& atom = molecule.atoms[static_cast<std::size_t>(a)];
+    if (atom.ghost) throw InputError("vibrations: a ghost atom has no mass; frequencies need real atoms only");
+    const double m = isotopic_mass(atom.atomic_number);
+    sqrt_mass.segment(3 * a, 3).setConstant(std::sqrt(m));
+    total += m;
+    for (int x = 0; x < 3; ++x) centre(x) += m * coordinate(atom, x);
+  }
+  centre /= total;
+
+  // Translations and rotations about the centre of mass, in mass-weighted coordinates; their span (rank 5 for a
+  // linear molecule, else 6) is projected out by working in its orthogonal complement.
+  Matrix rigid = Matrix::Zero(n, 6);
+  for (Index a = 0; a < natoms; ++a) {
+    const Atom& atom = molecule.atoms[static_cast<std::size_t>(a)];
+    const Eigen::Vector3d r(coordinate(atom, 0) - centre(0), coordinate(atom, 1) - centre(1),
+                            coordinate(atom, 2) - centre(2));
+    const double s = sqrt_mass(3 * a);
+    for (int x = 0; x < 3; ++x) {
+      rigid(3 * a + x, x) = s;
+      const Eigen::Vector3d axis = Eigen::Vector3d::Unit(x);
+      const Eigen::Vector3d turn = axis.cross(r);
+      for (int y = 0; y < 3; ++y) rigid(3 * a + y, 3 + x) = s * turn(y);
+    }
+  }
+  const Eigen::JacobiSVD<Matrix> svd(rigid, Eigen::ComputeFullU);
+  const Vector& sv = svd.singularValues();
+  int projected = 0;
+  for (Index k = 0; k < sv.size(); ++k)
+    if (sv(k) > 1e-6 * sv(0)) ++projected;
+  const Matrix internal = svd.matrixU().rightCols(n - projected);  // orthonormal, orthogonal to the rigid motions
+
+  Vibrations v;
+  v.projected = projected;
+  if (internal.cols() == 0) {  // a single atom: three translations and nothing that vibrates
+    v.frequencies.resize(0);
+    v.modes.resize(n, 0);
+    v.reduced_masses.resize(0);
+    return v;
+  }
+  const Matrix weighted = sqrt_mass.cwiseInverse().asDiagonal() * hessian * sqrt_mass.cwiseInverse().asDiagonal();
+  const Eigen::SelfAdjointEigenSolver<Matrix> eig(internal.transpose() * weighted * internal);
+  const double scale = wavenumber_per_sqrt_au();
+  v.frequencies = eig.eigenvalues().unaryExpr(
+      [scale](double l) { return (l < 0 ? -1.0 : 1.0) * std::sqrt(std::abs(l)) * scale; });
+  const Matrix cartesian = sqrt_mass.cwiseInverse().asDiagonal() * internal * eig.eigenvectors();
+  v.modes = cartesian;
+  v.reduced_masses.resize(cartesian.cols());
+  for (Index k = 0; k < cartesian.cols(); ++k) {
+    v.reduced_masses(k) = 1.0 / cartesian.col(k).squaredNorm();
+    v.modes.col(k).normalize();
+  }
+  return v;
+}
+
+}  // namespace dfmp2::chem

@@ -1,0 +1,95 @@
+// The J/K builder interface's defaults (chem/scf/jk_builder.hpp) and the exact J/K builder's construction.
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "chem/scf/scf_detail.hpp"
+#include "linalg/bytes.hpp"
+#include "linalg/errors.hpp"
+
+namespace dfmp2::chem {
+
+using linalg::ConstMatrixView;
+using linalg::Index;
+using linalg::Matrix;
+using linalg::MatrixView;
+using linalg::Stopwatch;
+using linalg::Trans;
+using linalg::Vector;
+using scf_detail::ExactJk;
+
+void JkBuilder::compute_response(const Matrix& m, const Matrix& c, Matrix& j, Matrix& kc) {
+  Matrix k;
+  compute_symmetric(m, j, k);
+  kc = k * c;
+}
+
+void JkBuilder::compute_rotation_response(const Matrix& l, const Matrix& c_occ, Matrix& j, Matrix& kc) {
+  const Matrix half = l * c_occ.transpose();
+  compute_response(0.5 * (half + half.transpose()), c_occ, j, kc);
+}
+
+void JkBuilder::compute_symmetric(const Matrix& m, Matrix& j, Matrix& k) {
+  const Index n = m.rows();
+  j.setZero(n, n);
+  k.setZero(n, n);
+  const Eigen::SelfAdjointEigenSolver<Matrix> eig(0.5 * (m + m.transpose()));
+  const double negligible = 1e-14 * std::max(1.0, eig.eigenvalues().cwiseAbs().maxCoeff());
+  for (const double sign : {1.0, -1.0}) {
+    std::vector<Index> part;
+    for (Index x = 0; x < n; ++x)
+      if (sign * eig.eigenvalues()(x) > negligible) part.push_back(x);
+    const Index chunk = std::max<Index>(1, std::min<Index>(max_columns(), n));
+    for (std::size_t first = 0; first < part.size(); first += static_cast<std::size_t>(chunk)) {
+      const std::size_t last = std::min(part.size(), first + static_cast<std::size_t>(chunk));
+      Matrix c(n, static_cast<Index>(last - first));
+      for (std::size_t x = first; x < last; ++x)
+        c.col(static_cast<Index>(x - first)) = eig.eigenvectors().col(part[x]) * std::sqrt(sign * eig.eigenvalues()(part[x]));
+      Matrix jp, kp;
+      compute(c, jp, kp, false, kResponseDensity);
+      j += sign * jp;
+      k += sign * kp;
+    }
+  }
+}
+
+double exact_jk_minimum_bytes(const BasisSet& basis, int threads) {
+  return FourCenterJk::fixed_bytes(basis, threads);
+}
+
+std::unique_ptr<JkBuilder> make_exact_jk(const BasisSet& basis, double memory_bytes, linalg::Kernels& kernels,
+                                         ExactJkPlan& plan, linalg::Comm* comm) {
+  const double fixed = exact_jk_minimum_bytes(basis, omp_get_max_threads());
+  if (memory_bytes < fixed) {
+    throw PhaseTooLarge("SCF J/K (exact)", fixed,
+                        fmt::format("the exact J/K needs {}, {} is left for it", linalg::format_bytes(fixed),
+                                    linalg::format_bytes(memory_bytes)));
+  }
+  auto jk = std::make_unique<ExactJk>(basis, memory_bytes - fixed, &kernels, comm);
+  const auto& st = jk->four().stats();
+  // Over every rank's bras.
+  double counts[2] = {st.integrals, st.cached_integrals};
+  if (comm != nullptr) comm->sum(counts, 2);
+  plan.integrals = counts[0];
+  plan.cached_integrals = counts[1];
+  plan.cache_bytes = st.cache_bytes;
+  plan.memory_bytes = fixed + st.cache_bytes;
+  if (st.cached_integrals >= st.integrals) {
+    plan.storage = "semi-direct";
+    plan.reason = fmt::format("all {:.3g} integrals kept in memory", st.integrals);
+  } else if (st.cached_integrals == 0) {
+    plan.storage = "direct";
+    plan.reason = fmt::format("no memory left for the {:.3g} integrals; each build computes them", st.integrals);
+  } else {
+    plan.storage = "semi-direct";
+    plan.reason = fmt::format("{:.3g} of {:.3g} integrals kept in memory, the rest computed each build",
+                              st.cached_integrals, st.integrals);
+  }
+  return jk;
+}
+
+}  // namespace dfmp2::chem

@@ -1,0 +1,72 @@
+#pragma once
+// What the SCF iterations ask of a J/K build, and the exact (four-centre) builder. The density-fitted builder is in
+// chem/scf/df_jk.hpp; both are made by the SCF stage from the input's scf.type (README "SCF").
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "chem/system/basis_set.hpp"
+#include "linalg/comm.hpp"
+#include "linalg/kernels.hpp"
+#include "linalg/matrix_view.hpp"
+
+namespace dfmp2::chem {
+
+class JkBuilder {
+ public:
+  virtual ~JkBuilder() = default;
+  // J[D] and K[D] for D = C_occ diag(weights) C_occ^T; `c_occ` columns already carry sqrt(weight). With
+  // fp32_exchange, K is built in fp32 (only by a builder whose has_fp32_exchange() is true; the SCF asks first).
+  // `density` numbers the densities an SCF builds from each iteration (UHF: 0 alpha, 1 beta): a builder that keeps
+  // state from one build to the next (the exact J/K's incremental builds) keeps it per density.
+  virtual void compute(const linalg::Matrix& c_occ, linalg::Matrix& j, linalg::Matrix& k, bool fp32_exchange = false,
+                       int density = 0) = 0;
+  virtual bool has_fp32_exchange() const { return false; }
+  // J[M] and K[M] of a symmetric M that need not be a density: a gradient's orbital response (the MP2 density, the
+  // Z-vector's trial vectors) is indefinite. This default splits M by its eigenvalues into C+ C+^T - C- C-^T and
+  // builds each part with compute() in chunks of at most max_columns() orbitals (the SCF's occupied count, which
+  // its memory plan allows), as density kResponseDensity so that a builder's per-density state of the SCF is kept.
+  virtual void compute_symmetric(const linalg::Matrix& m, linalg::Matrix& j, linalg::Matrix& k);
+  virtual linalg::Index max_columns() const { return std::numeric_limits<linalg::Index>::max(); }
+  // J[M] and K[M] C for a symmetric M and a block of orbitals C: what a gradient's orbital response reads of the
+  // Fock matrix's change (its products with the occupied orbitals). The DF builder with a stored tensor does it in
+  // one pass over B (K[M] C = sum_Q B_Q M (B_Q C)); this default is compute_symmetric's K times C.
+  virtual void compute_response(const linalg::Matrix& m, const linalg::Matrix& c, linalg::Matrix& j,
+                                linalg::Matrix& kc);
+  // The same for M = (L C_o^T + C_o L^T) / 2, an occupied-virtual rotation's change of the density (L = C_v z):
+  // the Z-vector's products. The DF builder with a stored tensor keeps X_Q = B_Q C_o from its first call and forms
+  // K[M] C_o = 1/2 sum_Q [(B_Q L)(C_o^T X_Q) + X_Q ((B_Q L)^T C_o)], about half the flops of a build; this default
+  // is compute_response.
+  virtual void compute_rotation_response(const linalg::Matrix& l, const linalg::Matrix& c_occ, linalg::Matrix& j,
+                                         linalg::Matrix& kc);
+  // Frees what compute_rotation_response keeps between calls (the Z-vector is solved).
+  virtual void release_response() {}
+  static constexpr int kResponseDensity = 2;
+};
+
+// Density-fitted J/K within a memory budget: chem/scf/df_jk.hpp.
+
+// What the exact J/K holds, decided before any four-centre integral is computed.
+struct ExactJkPlan {
+  std::string storage;          // "semi-direct" (some or all integrals kept; `reason` says how many) or "direct"
+  double memory_bytes = 0;      // peak held: shell pairs, accumulators, the integral cache
+  double cache_bytes = 0;       // of which the integral cache
+  double integrals = 0;         // integrals of the unique quartets that pass the Schwarz screening
+  double cached_integrals = 0;  // of which kept in memory
+  std::string reason;
+};
+
+// Exact J/K from four-centre integrals (chem/integrals/integrals.hpp FourCenterJk), integral-direct or semi-direct: the
+// integrals that fit in `memory_bytes` beside the J/K's own matrices are computed on the first build and reused.
+// Builds after the first are incremental: J[D] = J[D_prev] + J[D - D_prev], the same for K, so the density
+// screening skips most quartets near convergence; every kExactFullBuildEvery builds J and K are rebuilt from D.
+// Throws PhaseTooLarge when `memory_bytes` cannot hold the J/K's fixed part.
+inline constexpr int kExactFullBuildEvery = 8;
+// With `comm`, the bra shell pairs are shared among the ranks (each caches its own within `memory_bytes`) and J and
+// K are summed over them; `plan` then counts every rank's integrals.
+std::unique_ptr<JkBuilder> make_exact_jk(const BasisSet& basis, double memory_bytes, linalg::Kernels& kernels,
+                                         ExactJkPlan& plan, linalg::Comm* comm = nullptr);
+// What make_exact_jk needs at least (no cache), for the memory plan.
+double exact_jk_minimum_bytes(const BasisSet& basis, int threads);
+
+}  // namespace dfmp2::chem
