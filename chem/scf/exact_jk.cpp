@@ -13,14 +13,7 @@
 
 namespace dfmp2::chem {
 
-using linalg::ConstMatrixView;
-using linalg::Index;
-using linalg::Matrix;
-using linalg::MatrixView;
-using linalg::Stopwatch;
-using linalg::Trans;
-using linalg::Vector;
-using scf_detail::ExactJk;
+using namespace scf_detail;
 
 void JkBuilder::compute_response(const Matrix& m, const Matrix& c, Matrix& j, Matrix& kc) {
   Matrix k;

@@ -9,13 +9,6 @@
 
 namespace dfmp2::chem::scf_detail {
 
-using linalg::ConstMatrixView;
-using linalg::Index;
-using linalg::Matrix;
-using linalg::MatrixView;
-using linalg::Stopwatch;
-using linalg::Trans;
-using linalg::Vector;
 
 // The occupied columns scaled by sqrt(weight), so that D = c c^T.
 namespace {

@@ -11,13 +11,6 @@
 
 namespace dfmp2::chem::scf_detail {
 
-using linalg::ConstMatrixView;
-using linalg::Index;
-using linalg::Matrix;
-using linalg::MatrixView;
-using linalg::Stopwatch;
-using linalg::Trans;
-using linalg::Vector;
 
 // The eigenvalues and eigenvectors (in place) of the symmetric `a`: the backend's eigh on every rank, or on the ranks'
 // grid when `options` gives one and the order reaches its limit (the vectors gathered, so every rank has the same

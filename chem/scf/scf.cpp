@@ -13,11 +13,6 @@
 
 namespace dfmp2::chem {
 
-using linalg::Index;
-using linalg::Matrix;
-using linalg::Stopwatch;
-using linalg::Trans;
-using linalg::Vector;
 using namespace scf_detail;
 
 namespace {

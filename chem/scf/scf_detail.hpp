@@ -1,6 +1,8 @@
 #pragma once
 // Inside the SCF room (chem/scf/): what its files share. The iterations (scf.cpp), the guess (guess.cpp), the
-// orbitals' linear algebra (orbitals.cpp) and the exact J/K (exact_jk.cpp). Not included outside chem/scf/.
+// orbitals' linear algebra (orbitals.cpp) and the J/K builders (exact_jk.cpp, df_jk.cpp, df_jk_plan.cpp). Not
+// included outside chem/scf/.
+#include <Eigen/Dense>
 #include <deque>
 #include <string>
 #include <vector>
