@@ -34,7 +34,7 @@ rank; --replicated models dfmp2 before the distributed factorisations (issue 28)
                   (nact nvir naux^2) / P, on the grid at pdtrsm's measured share of the local rate and with the
                   factor broadcast once per round (a round: one block per holder)
   MP2 pairs       the GEMMs ((nact nvir)^2 naux flops) and the reduction ((nact nvir)^2 / 2 elements): dfmp2's own
-                  schedule (chem/mp2/dfmp2.cpp make_layout: largest first to the less loaded holder, or to any rank less
+                  schedule (chem/mp2/layout.cpp make_layout: largest first to the less loaded holder, or to any rank less
                   loaded by more than the pair's cost, which fetches both blocks; --replicated: holders only), run
                   here pair by pair where it has at most 200,000 pairs, and for larger ones its balanced limit (every
                   rank an even share, a pair's blocks fetched as often as with the old rule plus twice per pair on a
@@ -82,7 +82,7 @@ _SCHEDULES = {}
 
 
 def schedule(nact, nb, ranks, every_rank=True):
-    """dfmp2's pair schedule (chem/mp2/dfmp2.cpp make_layout), simulated: per rank its pair cost (in units of nb^2
+    """dfmp2's pair schedule (chem/mp2/layout.cpp make_layout), simulated: per rank its pair cost (in units of nb^2
     orbital pairs) and the blocks it fetches. Blocks are held in contiguous runs (b * ranks // nbo); pairs largest
     first to the less loaded holder (a tie: I's when I + J is odd), or, with `every_rank`, to the least loaded rank
     when that is less loaded by more than the pair's cost. A rank fetches a partner it does not hold once per pair

@@ -1,6 +1,6 @@
 #pragma once
 // Molecular integrals over Gaussian shells, computed with libint2. This header does not include libint2 (its
-// header costs ~25 s per translation unit); chem/integrals/integrals.cpp is the only file that does.
+// header costs ~25 s per translation unit); only the files of chem/integrals/ do, through libint_support.hpp.
 //
 // Layouts: matrices are column-major nbf x nbf (symmetric, both triangles filled). Functions are in shell order
 // (BasisSet::shell_offsets), with libint2's standard ordering inside a shell: s; p as x, y, z (shells with l < 2

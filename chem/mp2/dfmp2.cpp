@@ -3,22 +3,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <numeric>
 #include <cmath>
 #include <functional>
-#include <future>
 #include <map>
 #include <memory>
 #include <optional>
 #include <type_traits>
 
-#include "linalg/bytes.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/sparse.hpp"
-#include "chem/integrals/distribution.hpp"
 #include "chem/mp2/mp2_detail.hpp"
 #include "chem/mp2/occupied_blocks.hpp"
-#include "chem/io/scratch.hpp"
 
 namespace dfmp2::chem {
 

@@ -38,15 +38,14 @@ FUNCTION_LIMITS = {"run_calculation": 40}
 
 # Over a limit when the limit came in (issue 43), at most this large until split: (kind, path, name) -> lines.
 DEBT = {
-    ("file", "app/bench/bench.cpp", ""): 930,
+    ("file", "app/bench/bench.cpp", ""): 929,
     ("file", "app/python/module.cpp", ""): 674,
-    ("file", "chem/mp2/dfmp2.cpp", ""): 615,
-    ("file", "app/input.cpp", ""): 1059,
-    ("file", "chem/scf/df_jk.cpp", ""): 675,
+    ("file", "app/input.cpp", ""): 1058,
+    ("file", "chem/scf/df_jk.cpp", ""): 673,
     ("file", "chem/io/integral_file.cpp", ""): 655,
     ("class", "chem/scf/df_jk.cpp", "BlockedDfJk"): 631,
     ("class", "devices/neuron/neuron_backend.cpp", "NeuronBackend"): 370,
-    ("class", "chem/mp2/occupied_blocks.hpp", "OccupiedBlocks"): 317,
+    ("class", "chem/mp2/occupied_blocks.hpp", "OccupiedBlocks"): 316,
     ("function", "devices/neuron/calibration.cpp", "run_calibration"): 135,
     ("function", "app/input.cpp", "input_from_mapping"): 133,
     ("function", "app/python/module.cpp", "PYBIND11_MODULE"): 130,
