@@ -132,4 +132,13 @@ class Kernels {
   std::map<std::string, MatmulMode> step_modes_;
 };
 
+// alpha op(A) op(B) as a new matrix, through the backend, timed under `step`: the method's dense products (the SCF's,
+// the gradient's) belong in the kernel table with the rest.
+inline Matrix product(Kernels& kernels, const std::string& step, const Matrix& a, Trans ta, const Matrix& b, Trans tb,
+                      double alpha = 1.0) {
+  Matrix out(ta == Trans::no ? a.rows() : a.cols(), tb == Trans::no ? b.cols() : b.rows());
+  kernels.gemm<double>(step, ta, tb, alpha, view(a), view(b), 0.0, view(out));
+  return out;
+}
+
 }  // namespace dfmp2::linalg

@@ -25,6 +25,8 @@ using linalg::Vector;
 namespace {
 
 const std::string kStep = "mp2_gradient";
+// Auxiliary functions whose AO integrals (P|mn) are computed and contracted at once.
+constexpr Index kAuxBlock = 64;
 
 // The orbital spaces, in the SCF's order: frozen [0, nf), active [nf, no), virtual [no, nmo).
 struct Spaces {
@@ -48,12 +50,21 @@ Spaces spaces_of(const ScfResult& scf, int nfrozen) {
   return s;
 }
 
+// Every dense product of the gradient goes through the run's backend and into its kernel table under kStep.
+using linalg::product;
+
+// L M R^T: a matrix taken from one orbital basis to another (MO blocks to AO, say).
+Matrix sandwich(Kernels& kernels, const Matrix& left, const Matrix& m, const Matrix& right) {
+  return product(kernels, kStep, product(kernels, kStep, left, Trans::no, m, Trans::no), Trans::no, right, Trans::yes);
+}
+
 // G[M] C_o, G[M] = 4 J[M] - 2 K[M]: the change of the Fock matrix (times 2) for a symmetric change M of C_o C_o^T,
 // times the occupied orbitals: all the orbital response reads of it.
-Matrix fock_response(JkBuilder& jk, const Matrix& m, const Matrix& c_occ) {
+Matrix fock_response(JkBuilder& jk, const Matrix& m, const Matrix& c_occ, Kernels& kernels) {
   Matrix j, kc;
   jk.compute_response(m, c_occ, j, kc);
-  return 4.0 * j * c_occ - 2.0 * kc;
+  kernels.gemm<double>(kStep, Trans::no, Trans::no, 4.0, linalg::view(j), linalg::view(c_occ), -2.0, linalg::view(kc));
+  return kc;
 }
 
 // B = L^-1 (P|ia) for every occupied i (the frozen ones too: the frozen-active Lagrangian reads them), column
@@ -65,27 +76,36 @@ struct FittedIntegrals {
 
 FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, const Spaces& s, Kernels& kernels) {
   FittedIntegrals f;
-  const Matrix metric = coulomb_metric(ri);
-  const Eigen::LLT<Matrix> llt(metric);
-  if (llt.info() != Eigen::Success) throw NumericalError("DF-MP2 gradient: the RI metric is not positive definite");
-  f.factor = llt.matrixL();
-  const Index naux = metric.rows(), nbf = basis.nbf();
+  f.factor = coulomb_metric(ri);  // then its Cholesky factor L, in the lower triangle (the solves read only that)
+  try {
+    kernels.cholesky(kStep, linalg::Uplo::lower, linalg::view(f.factor));
+  } catch (const NumericalError& e) {
+    throw NumericalError(fmt::format("DF-MP2 gradient: the RI metric of '{}': {}", ri.name, e.what()));
+  }
+  const Index naux = f.factor.rows(), nbf = basis.nbf();
   f.ov.resize(naux, s.no * s.nv);
   f.oo.resize(naux, s.no * s.no);
   const ThreeCenterEngine engine(ri, basis);
   std::vector<double> block;
-  for (const auto& range : engine.blocks(64)) {
+  for (const auto& range : engine.blocks(kAuxBlock)) {
     const Index p0 = range.first, p1 = range.second;  // plain locals: clang refuses structured bindings in OpenMP regions
-    block.resize(static_cast<std::size_t>((p1 - p0) * nbf * nbf));
+    const Index np = p1 - p0;
+    block.resize(static_cast<std::size_t>(np * nbf * nbf));
     engine.compute_square(p0, p1, block.data());
-#pragma omp parallel for schedule(dynamic)
-    for (Index p = p0; p < p1; ++p) {
-      const Eigen::Map<const Matrix> pmn(block.data() + (p - p0) * nbf * nbf, nbf, nbf);
-      const Matrix half = pmn * s.c_occ;
-      const Matrix ai = s.c_vir.transpose() * half, ij = s.c_occ.transpose() * half;
-      f.ov.row(p) = Eigen::Map<const Eigen::RowVectorXd>(ai.data(), ai.size());
-      f.oo.row(p) = Eigen::Map<const Eigen::RowVectorXd>(ij.data(), ij.size());
-    }
+    // The block's (P|mn) side by side are nbf x (nbf np); symmetric in m and n, so (P|mn) C_o for every P of the
+    // block is one GEMM with the block transposed: `half`, (nbf np) x no, row P nbf + n.
+    Matrix half(nbf * np, s.no);
+    kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{block.data(), nbf, nbf * np, nbf},
+                         linalg::view(s.c_occ), 0.0, linalg::view(half));
+    // Then C_v^T and C_o^T times each P's nbf rows of it, batched: one nv x no and one no x no matrix per P.
+    const ConstMatrixView half_p{half.data(), nbf, s.no, nbf * np};
+    Matrix ai(s.nv * s.no, np), ij(s.no * s.no, np);
+    kernels.gemm_batched<double>(kStep, Trans::yes, Trans::no, np, {0, nbf, s.nv * s.no}, 1.0, linalg::view(s.c_vir),
+                                 half_p, 0.0, MatrixView{ai.data(), s.nv, s.no, s.nv});
+    kernels.gemm_batched<double>(kStep, Trans::yes, Trans::no, np, {0, nbf, s.no * s.no}, 1.0, linalg::view(s.c_occ),
+                                 half_p, 0.0, MatrixView{ij.data(), s.no, s.no, s.no});
+    f.ov.middleRows(p0, np) = ai.transpose();
+    f.oo.middleRows(p0, np) = ij.transpose();
   }
   for (Matrix* m : {&f.ov, &f.oo})
     kernels.trsm(kStep, linalg::Side::left, linalg::Uplo::lower, Trans::no, linalg::Diag::non_unit, 1.0,
@@ -149,8 +169,9 @@ struct FittedLagrangian {
 FittedLagrangian fitted_lagrangian(const FittedIntegrals& f, const Amplitudes& a, const Spaces& s, Kernels& kernels) {
   const Index naux = f.ov.rows(), na = s.na, nv = s.nv, no = s.no, nf = s.nf;
   FittedLagrangian l;
-  l.y_oo = 4.0 * Eigen::Map<const Matrix>(f.ov.data(), naux * nv, no).transpose() *
-           Eigen::Map<const Matrix>(a.g.data(), naux * nv, na);
+  l.y_oo.resize(no, na);
+  kernels.gemm<double>(kStep, Trans::yes, Trans::no, 4.0, ConstMatrixView{f.ov.data(), naux * nv, no, naux * nv},
+                       ConstMatrixView{a.g.data(), naux * nv, na, naux * nv}, 0.0, linalg::view(l.y_oo));
   l.y_vv = Matrix::Zero(nv, nv);
   l.y_ov = Matrix::Zero(no, nv);
   for (Index i = 0; i < na; ++i) {
@@ -173,24 +194,29 @@ FittedLagrangian fitted_lagrangian(const FittedIntegrals& f, const Amplitudes& a
 
 // Y's virtual-active block, 4 sum_P (P|ab) Gamma^P_ib, through the AO integrals (the fitted (P|ab) are never
 // formed): Yo = 4 sum_P (P|mn) (C_v Gamma^P^T) and Y_vo = C_v^T Yo. `gamma_t` holds Gamma^P in column P as nv x na.
-Matrix virtual_active_lagrangian(const BasisSet& ri, const BasisSet& basis, const Matrix& gamma_t, const Spaces& s) {
+Matrix virtual_active_lagrangian(const BasisSet& ri, const BasisSet& basis, const Matrix& gamma_t, const Spaces& s,
+                                 Kernels& kernels) {
   const Index nbf = basis.nbf();
   const ThreeCenterEngine engine(ri, basis);
   Matrix yo = Matrix::Zero(nbf, s.na);
   std::vector<double> block;
-  for (const auto& range : engine.blocks(64)) {
+  for (const auto& range : engine.blocks(kAuxBlock)) {
     const Index p0 = range.first, p1 = range.second;  // plain locals: clang refuses structured bindings in OpenMP regions
-    block.resize(static_cast<std::size_t>((p1 - p0) * nbf * nbf));
+    const Index np = p1 - p0;
+    block.resize(static_cast<std::size_t>(np * nbf * nbf));
     engine.compute_square(p0, p1, block.data());
-    // The block's auxiliary functions side by side: (C_v Gamma^P^T) stacked as (nbf (p1 - p0)) x na.
-    Matrix back(nbf * (p1 - p0), s.na);
-#pragma omp parallel for
-    for (Index p = p0; p < p1; ++p)
-      back.middleRows((p - p0) * nbf, nbf) = s.c_vir * Eigen::Map<const Matrix>(gamma_t.col(p).data(), s.nv, s.na);
-    // sum_P (P|mn) back_P: the block's integrals as nbf x (nbf (p1 - p0)), n fastest within each P.
-    yo.noalias() += 4.0 * Eigen::Map<const Matrix>(block.data(), nbf, nbf * (p1 - p0)) * back;
+    // C_v Gamma^P for the block's P in one GEMM (the Gamma^P are side by side in gamma_t's columns), then stacked
+    // P above P as (nbf np) x na, so that sum_P (P|mn) (C_v Gamma^P) is one GEMM with the block's integrals as
+    // nbf x (nbf np), n fastest within each P.
+    Matrix side(nbf, s.na * np);
+    kernels.gemm<double>(kStep, Trans::no, Trans::no, 1.0, linalg::view(s.c_vir),
+                         ConstMatrixView{gamma_t.col(p0).data(), s.nv, s.na * np, s.nv}, 0.0, linalg::view(side));
+    Matrix back(nbf * np, s.na);
+    for (Index p = 0; p < np; ++p) back.middleRows(p * nbf, nbf) = side.middleCols(p * s.na, s.na);
+    kernels.gemm<double>(kStep, Trans::no, Trans::no, 4.0, ConstMatrixView{block.data(), nbf, nbf * np, nbf},
+                         linalg::view(back), 1.0, linalg::view(yo));
   }
-  return s.c_vir.transpose() * yo;
+  return product(kernels, kStep, s.c_vir, Trans::yes, yo, Trans::no);
 }
 
 // Step 4: (e_a - e_i) z_ai + [C_v^T G[Z] C_o]_ai = rhs_ai by conjugate gradients preconditioned with the
@@ -198,12 +224,17 @@ Matrix virtual_active_lagrangian(const BasisSet& ri, const BasisSet& basis, cons
 // a stable RHF. The gradient is first order in the residual with a small prefactor: on benzene cc-pVDZ, 1e-8 moves
 // it by 2.0e-10 Eh/bohr from the 1e-10 result (1e-7: 2.0e-9), at two fewer iterations.
 constexpr double kZvectorConvergence = 1e-8;
-Matrix solve_zvector(JkBuilder& jk, const Spaces& s, const Matrix& rhs, DfMp2Gradient& out) {
+Matrix solve_zvector(JkBuilder& jk, const Spaces& s, const Matrix& rhs, DfMp2Gradient& out, Kernels& kernels) {
   const Matrix delta = s.e.tail(s.nv).replicate(1, s.no) - s.e.head(s.no).transpose().replicate(s.nv, 1);
   auto apply = [&](const Matrix& z) {
     Matrix j, kc;
-    jk.compute_rotation_response(s.c_vir * z, s.c_occ, j, kc);
-    return Matrix(delta.cwiseProduct(z) + s.c_vir.transpose() * (4.0 * j * s.c_occ - 2.0 * kc));
+    jk.compute_rotation_response(product(kernels, kStep, s.c_vir, Trans::no, z, Trans::no), s.c_occ, j, kc);
+    kernels.gemm<double>(kStep, Trans::no, Trans::no, 4.0, linalg::view(j), linalg::view(s.c_occ), -2.0,
+                         linalg::view(kc));
+    Matrix applied = delta.cwiseProduct(z);
+    kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, linalg::view(s.c_vir), linalg::view(kc), 1.0,
+                         linalg::view(applied));
+    return applied;
   };
   Matrix z = rhs.cwiseQuotient(delta);
   Matrix r = rhs - apply(z);
@@ -260,14 +291,17 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
     gamma_t = amp.g.transpose();
     amp.g.resize(0, 0);
   }
-  x.block(no, nf, nv, na) = virtual_active_lagrangian(*in.ri_basis, *in.basis, gamma_t, s);
+  x.block(no, nf, nv, na) = virtual_active_lagrangian(*in.ri_basis, *in.basis, gamma_t, s, kernels);
   lap("lagrangian");
 
   // Step 3: the Fock matrix's part of X.
-  const Matrix p_unrelaxed = s.c_act * amp.p_oo * s.c_act.transpose() + s.c_vir * amp.p_vv * s.c_vir.transpose();
+  const Matrix p_unrelaxed =
+      sandwich(kernels, s.c_act, amp.p_oo, s.c_act) + sandwich(kernels, s.c_vir, amp.p_vv, s.c_vir);
   x.block(nf, nf, na, na) += 2.0 * s.e.segment(nf, na).asDiagonal() * amp.p_oo;
   x.block(no, no, nv, nv) += 2.0 * s.e.tail(nv).asDiagonal() * amp.p_vv;
-  x.leftCols(no) += s.c.transpose() * fock_response(*in.jk, p_unrelaxed, s.c_occ);
+  kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, linalg::view(s.c),
+                       linalg::view(fock_response(*in.jk, p_unrelaxed, s.c_occ, kernels)), 1.0,
+                       MatrixView{x.data(), nmo, no, nmo});
 
   // Step 4: the frozen-active rotations, then the Z-vector.
   Matrix z_frozen(nf, na);
@@ -275,10 +309,12 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
     for (Index j = 0; j < na; ++j) z_frozen(i, j) = -(x(i, nf + j) - x(nf + j, i)) / (s.e(i) - s.e(nf + j));
   Matrix lagrangian = x.block(no, 0, nv, no) - x.block(0, no, no, nv).transpose();
   if (nf > 0) {
-    const Matrix m = s.c.leftCols(nf) * z_frozen * s.c_act.transpose();
-    lagrangian += s.c_vir.transpose() * fock_response(*in.jk, 0.5 * (m + m.transpose()), s.c_occ);
+    const Matrix m = sandwich(kernels, s.c.leftCols(nf), z_frozen, s.c_act);
+    kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, linalg::view(s.c_vir),
+                         linalg::view(fock_response(*in.jk, 0.5 * (m + m.transpose()), s.c_occ, kernels)), 1.0,
+                         linalg::view(lagrangian));
   }
-  const Matrix z = solve_zvector(*in.jk, s, -lagrangian, out);
+  const Matrix z = solve_zvector(*in.jk, s, -lagrangian, out, kernels);
   in.jk->release_response();
   lap("z-vector");
 
@@ -287,7 +323,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   rotations.block(no, 0, nv, no) = 0.5 * z;
   rotations.block(0, nf, nf, na) = 0.5 * z_frozen;
   rotations = (rotations + rotations.transpose()).eval();
-  const Matrix rotations_ao = s.c * rotations * s.c.transpose();
+  const Matrix rotations_ao = sandwich(kernels, s.c, rotations, s.c);
   Matrix p_mo = rotations;
   p_mo.block(nf, nf, na, na) += amp.p_oo;
   p_mo.block(no, no, nv, nv) += amp.p_vv;
@@ -297,17 +333,21 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   for (Index i = 0; i < nf; ++i)
     for (Index j = 0; j < na; ++j)
       w(i, nf + j) = w(nf + j, i) = 0.5 * (x(nf + j, i) + z_frozen(i, j) * s.e(nf + j));
-  w.topLeftCorner(no, no) += 0.5 * s.c_occ.transpose() * fock_response(*in.jk, rotations_ao, s.c_occ);
+  kernels.gemm<double>(kStep, Trans::yes, Trans::no, 0.5, linalg::view(s.c_occ),
+                       linalg::view(fock_response(*in.jk, rotations_ao, s.c_occ, kernels)), 1.0,
+                       MatrixView{w.data(), no, no, nmo});
   w.block(no, no, nv, nv) = 0.5 * xs.block(no, no, nv, nv);
   w.block(no, 0, nv, no) = 0.5 * (x.block(0, no, no, nv).transpose() + z * s.e.head(no).asDiagonal());
   w.block(0, no, no, nv) = w.block(no, 0, nv, no).transpose();
-  const DensityCorrection correction{s.c * p_mo * s.c.transpose(), s.c * w * s.c.transpose()};
+  const DensityCorrection correction{sandwich(kernels, s.c, p_mo, s.c), sandwich(kernels, s.c, w, s.c)};
   lap("densities");
 
   // The gradient: the SCF's form with the corrected densities, and the non-separable three-index and metric terms.
   const std::vector<Matrix> separable = rhf_gradients(*in.molecule, *in.basis, in.jk_basis, scf, {correction}, kernels);
   out.scf_gradient = separable[0];
   lap("separable");
+  // (The three-index derivative's densities are made inside the integral code's threads, where the kernel log
+  // cannot follow: their small products stay Eigen's until that contraction is blocked over auxiliary shells.)
   const Matrix three_index =
       three_center_gradient(*in.ri_basis, *in.basis, natoms, [&](Index p0, Index p1, double* r) {
         for (Index p = p0; p < p1; ++p) {
@@ -319,7 +359,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   out.gradient = separable[1] + three_index + metric_gradient(*in.ri_basis, natoms, -2.0 * v);
   lap("non-separable");
 
-  const Matrix scf_density = 2.0 * s.c_occ * s.c_occ.transpose();
+  const Matrix scf_density = product(kernels, kStep, s.c_occ, Trans::no, s.c_occ, Trans::yes, 2.0);
   out.relaxed_density = scf_density + correction.density;
   out.scf_dipole = dipole_moment(*in.molecule, *in.basis, scf_density);
   out.relaxed_dipole = dipole_moment(*in.molecule, *in.basis, out.relaxed_density);
@@ -332,8 +372,12 @@ double dfmp2_gradient_bytes(Index nbf, Index nocc, Index nfrozen, Index naux, In
   const double pairs = 3.0 * na * nv * nv;
   // The separable pass's half-transformed integrals, or the Z-vector's kept B_Q C_o (and one block's products).
   const double separable = 2.0 * double(naux_jk) * double(nbf) * no;
+  // A block of AO integrals (P|mn) and its products: the half-transformed rows and the (ia) and (ij) blocks, or
+  // C_v Gamma^P twice (side by side, then stacked).
+  const double block = double(kAuxBlock) * (double(nbf) * double(nbf) + std::max(double(nbf) * no + (nv + no) * no,
+                                                                              2.0 * double(nbf) * na));
   const double matrices = 12.0 * double(nbf) * double(nbf) + double(naux) * double(naux);
-  return 8.0 * (three_index + std::max(pairs, separable) + matrices);
+  return 8.0 * (three_index + std::max({pairs, separable, block}) + matrices);
 }
 
 }  // namespace dfmp2::chem

@@ -56,14 +56,6 @@ Matrix orthogonaliser(const Matrix& s, linalg::Kernels* kernels, const ScfOption
   return vectors * w.cwiseInverse().cwiseSqrt().asDiagonal() * vectors.transpose();
 }
 
-// op(A) op(B) through the backend, timed under `step` (the SCF's dense products belong in its timing table).
-Matrix product(linalg::Kernels& kernels, const std::string& step, const Matrix& a, Trans ta, const Matrix& b,
-               Trans tb) {
-  Matrix out(ta == Trans::no ? a.rows() : a.cols(), tb == Trans::no ? b.cols() : b.rows());
-  kernels.gemm<double>(step, ta, tb, 1.0, linalg::view(a), linalg::view(b), 0.0, linalg::view(out));
-  return out;
-}
-
 // The orbital gradient DIIS extrapolates with: X^T (F D S - S D F) X, in the orthonormal basis. On the ranks'
 // grid when the order reaches its limit (pdgemm and pdtran; S D F = (F D S)^T for symmetric F, D and S), each rank
 // holding its tiles, the result gathered.

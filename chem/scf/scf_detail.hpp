@@ -146,9 +146,7 @@ void symmetric_eigen(Matrix& a, Vector& eps, linalg::Kernels& kernels, const Scf
 // Symmetric orthogonaliser X = S^-1/2 (its eigenproblem on the ranks' grid when `options` gives one and the order
 // reaches its limit).
 Matrix orthogonaliser(const Matrix& s, linalg::Kernels* kernels = nullptr, const ScfOptions* options = nullptr);
-// op(A) op(B) through the backend, timed under `step` (the SCF's dense products belong in its timing table).
-Matrix product(linalg::Kernels& kernels, const std::string& step, const Matrix& a, Trans ta, const Matrix& b,
-               Trans tb);
+using linalg::product;  // op(A) op(B) through the backend, in the kernel table
 // The orbital gradient DIIS extrapolates with: X^T (F D S - S D F) X, in the orthonormal basis.
 Matrix orbital_gradient(const Matrix& fock, const Matrix& d, const Matrix& s, const Matrix& x, linalg::Kernels& kernels,
                         const ScfOptions& options);
