@@ -257,6 +257,26 @@ Matrix solve_zvector(JkBuilder& jk, const Spaces& s, const Matrix& rhs, DfMp2Gra
                                    "(largest residual {:.2e})", kMaxIterations, out.zvector_residual));
 }
 
+// The energy-weighted density W (MO basis) from X = dE/dU, the Z-vector, the frozen-active rotations and their
+// AO form (whose Fock response enters the occupied block).
+Matrix energy_weighted_density(const Matrix& x, const Matrix& z, const Matrix& z_frozen, const Matrix& rotations_ao,
+                               const Spaces& s, JkBuilder& jk, Kernels& kernels) {
+  const Index nf = s.nf, no = s.no, na = s.na, nv = s.nv, nmo = s.nmo;
+  const Matrix xs = 0.5 * (x + x.transpose());
+  Matrix w = Matrix::Zero(nmo, nmo);
+  w.topLeftCorner(no, no) = 0.5 * xs.topLeftCorner(no, no);
+  for (Index i = 0; i < nf; ++i)
+    for (Index j = 0; j < na; ++j)
+      w(i, nf + j) = w(nf + j, i) = 0.5 * (x(nf + j, i) + z_frozen(i, j) * s.e(nf + j));
+  kernels.gemm<double>(kStep, Trans::yes, Trans::no, 0.5, linalg::view(s.c_occ),
+                       linalg::view(fock_response(jk, rotations_ao, s.c_occ, kernels)), 1.0,
+                       MatrixView{w.data(), no, no, nmo});
+  w.block(no, no, nv, nv) = 0.5 * xs.block(no, no, nv, nv);
+  w.block(no, 0, nv, no) = 0.5 * (x.block(0, no, no, nv).transpose() + z * s.e.head(no).asDiagonal());
+  w.block(0, no, no, nv) = w.block(no, 0, nv, no).transpose();
+  return w;
+}
+
 }  // namespace
 
 DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels) {
@@ -327,18 +347,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   Matrix p_mo = rotations;
   p_mo.block(nf, nf, na, na) += amp.p_oo;
   p_mo.block(no, no, nv, nv) += amp.p_vv;
-  const Matrix xs = 0.5 * (x + x.transpose());
-  Matrix w = Matrix::Zero(nmo, nmo);
-  w.topLeftCorner(no, no) = 0.5 * xs.topLeftCorner(no, no);
-  for (Index i = 0; i < nf; ++i)
-    for (Index j = 0; j < na; ++j)
-      w(i, nf + j) = w(nf + j, i) = 0.5 * (x(nf + j, i) + z_frozen(i, j) * s.e(nf + j));
-  kernels.gemm<double>(kStep, Trans::yes, Trans::no, 0.5, linalg::view(s.c_occ),
-                       linalg::view(fock_response(*in.jk, rotations_ao, s.c_occ, kernels)), 1.0,
-                       MatrixView{w.data(), no, no, nmo});
-  w.block(no, no, nv, nv) = 0.5 * xs.block(no, no, nv, nv);
-  w.block(no, 0, nv, no) = 0.5 * (x.block(0, no, no, nv).transpose() + z * s.e.head(no).asDiagonal());
-  w.block(0, no, no, nv) = w.block(no, 0, nv, no).transpose();
+  const Matrix w = energy_weighted_density(x, z, z_frozen, rotations_ao, s, *in.jk, kernels);
   const DensityCorrection correction{sandwich(kernels, s.c, p_mo, s.c), sandwich(kernels, s.c, w, s.c)};
   lap("densities");
 
