@@ -11,14 +11,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "chem/integrals/distribution.hpp"
+#include "chem/io/scratch.hpp"
 #include "chem/scf/exchange_rows.hpp"
 #include "chem/integrals/integrals.hpp"
-#include "chem/io/block_store.hpp"
 #include "linalg/bytes.hpp"
 #include "linalg/errors.hpp"
 
