@@ -2,6 +2,8 @@
 // energy runs; and the Hessian, from gradients at displaced geometries (README "Gradients and Hessians").
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "app/stage.hpp"
 #include "chem/scf/scf.hpp"
 #include "linalg/errors.hpp"
@@ -12,7 +14,7 @@ namespace dfmp2::app {
 namespace {
 
 // driver: gradient. Its phase comes after DF-MP2 and holds the SCF's J/K (set up again, as planned for the SCF)
-// beside its own tensors (chem::dfmp2_gradient_bytes) and the SCF's matrices.
+// beside the SCF's matrices and its own blocks (chem::plan_dfmp2_gradient), in memory or on scratch.
 void plan_gradient(const Input& input, Calculation& calc) {
   MemoryPlan& plan = calc.memory;
   const Reference& r = calc.reference;
@@ -20,13 +22,16 @@ void plan_gradient(const Input& input, Calculation& calc) {
   const bool df = input.scf.type == chem::ScfType::df;
   const double jk = df ? m.jk_plan.memory_bytes : m.exact_plan.memory_bytes;
   const double held = plan.baseline + scf_matrix_bytes(r.nbf, input.scf.diis_vectors, false) + jk;
-  const double need = chem::dfmp2_gradient_bytes(r.nbf, r.nocc, r.nfrozen, r.naux, df ? m.jk_basis.nbf() : 0);
-  within_memory(plan, held, [&] {
-    if (held + need > plan.budget) throw PhaseTooLarge(phase_name(Phase::mp2_gradient), need, "");
-    return 0;
+  chem::DfMp2GradientSizes sizes{r.nbf, r.nocc, r.nfrozen, r.naux, df ? m.jk_basis.nbf() : 0, 0, input.threads};
+  for (const chem::Shell& shell : m.aux_basis.shells) sizes.largest_aux_shell = std::max<linalg::Index>(sizes.largest_aux_shell, shell.size());
+  plan.gradient = within_memory(plan, held, [&] {
+    return chem::plan_dfmp2_gradient(sizes, plan.budget - held, input.mp2_storage);
   });
-  plan.phases.push_back({Phase::mp2_gradient, "memory", "one occupied orbital's pairs at a time", need + jk, 0,
-                         "fitted integrals and three-index amplitudes in memory, beside the SCF's J/K set up again"});
+  const chem::DfMp2GradientPlan& g = plan.gradient;
+  plan.phases.push_back({Phase::mp2_gradient, g.on_scratch ? "scratch" : "memory",
+                         fmt::format("occupied block {}, aux block {}", g.occupied_block, g.aux_block),
+                         g.memory_bytes + jk, g.scratch_bytes,
+                         g.reason + ", beside the SCF's J/K set up again"});
 }
 
 // driver: gradient, after the energy runs: the SCF's J/K set up again as planned, then chem::rhf_dfmp2_gradient on
@@ -59,6 +64,8 @@ void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& co
   in.scf = &m.scf;
   in.nfrozen = calc.reference.nfrozen;
   in.jk = jk.get();
+  in.plan = calc.memory.gradient;
+  in.scratch_folder = calc.memory.scratch_folder;
   g.result = chem::rhf_dfmp2_gradient(in, kernels);
   g.seconds = clock.seconds();
   say(fmt::format("  MP2 gradient done ({:.2f} s; Z-vector {} iterations, largest residual {:.1e})", g.seconds,

@@ -7,8 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "linalg/errors.hpp"
+#include "chem/gradient/gradient.hpp"
 #include "chem/mp2/mp2.hpp"
+#include "linalg/errors.hpp"
 #include "linalg/bytes.hpp"
 
 namespace dfmp2::app {
@@ -43,6 +44,7 @@ struct MemoryPlan {
     chem::BlockPlan blocks;
   };
   std::vector<Mp2Run> mp2_runs;
+  chem::DfMp2GradientPlan gradient;  // driver: gradient: the DF-MP2 gradient's blocks and storage
   // An interaction energy's counterpoise calculations: what the complex and the fragments in its basis share (the
   // phases above plan them together); empty otherwise.
   std::string shared;

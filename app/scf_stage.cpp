@@ -89,9 +89,6 @@ struct ScfJk {
 };
 
 
-// driver: gradient. Its phase comes after DF-MP2 and holds the SCF's J/K (set up again, as planned for the SCF)
-// beside its own tensors (chem::dfmp2_gradient_bytes) and the SCF's matrices.
-
 // The SCF J/K's row of the memory plan, within what the plan leaves it beside the SCF's matrices (and the DF
 // engine): the same budget on every rank, since the plan's baseline is the largest of any rank.
 ScfJk plan_scf_jk(const Input& input, linalg::Backend& backend, linalg::Comm& comm, Calculation& calc) {

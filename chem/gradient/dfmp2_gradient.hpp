@@ -25,6 +25,7 @@
 
 #include "chem/system/basis_set.hpp"
 #include "chem/system/molecule.hpp"
+#include "chem/mp2/dfmp2.hpp"
 #include "chem/scf/scf.hpp"
 #include "linalg/kernels.hpp"
 
@@ -44,6 +45,29 @@ struct DfMp2Gradient {
   std::vector<std::pair<std::string, double>> seconds;  // per step, in order
 };
 
+// How the gradient holds its three-index tensors (the fitted (P|ia) and (P|ji) of the active orbitals, then the
+// three-index amplitudes Gamma): in blocks of active occupied orbitals, in memory or in a scratch file, as the energy
+// holds its own; and how many auxiliary functions' AO integrals (P|mn) its AO passes compute at once.
+struct DfMp2GradientPlan {
+  linalg::Index occupied_block = 0;  // active occupied orbitals per block; 0: all in one
+  linalg::Index aux_block = 64;
+  bool on_scratch = false;
+  double memory_bytes = 0;   // the gradient's peak, beside the SCF's J/K and matrices
+  double scratch_bytes = 0;  // its scratch file at its largest
+  std::string reason;        // why this storage and these blocks
+};
+
+struct DfMp2GradientSizes {
+  linalg::Index nbf = 0, nocc = 0, nfrozen = 0, naux = 0;
+  linalg::Index naux_jk = 0;            // the SCF's J/K fitting basis (0: exact SCF)
+  linalg::Index largest_aux_shell = 0;  // functions of the RI basis's largest shell
+  int threads = 1;
+};
+
+// The plan within `budget` bytes: in memory with the largest blocks that fit, else on scratch (`storage` may ask for
+// either); PhaseTooLarge with the least `budget` that would do when even one orbital per block does not fit.
+DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& sizes, double budget, Mp2Storage storage);
+
 struct DfMp2GradientInput {
   const Molecule* molecule = nullptr;
   const BasisSet* basis = nullptr;
@@ -52,16 +76,12 @@ struct DfMp2GradientInput {
   const ScfResult* scf = nullptr;      // converged RHF
   int nfrozen = 0;
   JkBuilder* jk = nullptr;             // the SCF's J/K (its compute_symmetric builds the orbital response's G[M])
+  DfMp2GradientPlan plan;              // made by plan_dfmp2_gradient
+  std::string scratch_folder;          // where its tensors go when the plan puts them on scratch
 };
 
 // Throws std::logic_error for an open-shell SCF; NumericalError when the Z-vector equations do not converge.
 DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& input, linalg::Kernels& kernels);
 
-// What rhf_dfmp2_gradient holds at its peak beyond the SCF's J/K (bytes): the fitted integrals and three-index
-// amplitudes (naux nocc nvir, three times), the pair amplitudes of one occupied orbital with all (2 nocc nvir^2),
-// the DF two-electron derivative's half-transformed integrals (2 naux_jk nbf nocc) and nbf^2 matrices. For the
-// memory plan.
-double dfmp2_gradient_bytes(linalg::Index nbf, linalg::Index nocc, linalg::Index nfrozen, linalg::Index naux,
-                            linalg::Index naux_jk);
 
 }  // namespace dfmp2::chem

@@ -93,6 +93,20 @@ class BlockStore {
     }
     file_->write(packed, static_cast<std::size_t>(r * ncols), offset_[slot(b)] + static_cast<std::size_t>(col0 * r));
   }
+  // Columns [col0, col0 + ncols) of block b into `into`, whose columns are `ld` apart (one contiguous span of the
+  // block: a slab of auxiliary functions across the blocks is one read per block). Thread-safe.
+  void read_columns(Index b, Index col0, Index ncols, W* into, Index ld) const {
+    const Index r = rows(b);
+    const std::size_t first = offset_[slot(b)] + static_cast<std::size_t>(col0 * r);
+    if (ld == r || in_memory()) {
+      if (ld == r) read_span(first, static_cast<std::size_t>(r * ncols), into);
+      else for (Index j = 0; j < ncols; ++j) std::copy_n(memory_.get() + first + j * r, r, into + j * ld);
+      return;
+    }
+    std::vector<W> packed(static_cast<std::size_t>(r * ncols));
+    read_span(first, packed.size(), packed.data());
+    for (Index j = 0; j < ncols; ++j) std::copy_n(packed.data() + j * r, r, into + j * ld);
+  }
   // The whole block b to or from `data` (rows(b) x cols, contiguous). Thread-safe for reads.
   void write(Index b, const W* from) { write_columns(b, 0, cols_, from, rows(b)); }
   void read(Index b, W* into) const { read_span(offset_[slot(b)], block_size(b), into); }

@@ -79,8 +79,10 @@ struct Rhf {
     const auto plan = chem::plan_for(input, options, kernels.backend(), 2.0 * (1 << 30));
     return chem::run_dfmp2(input, plan, options, kernels).correlation();
   }
-  chem::DfMp2Gradient mp2_gradient(int nfrozen) {
+  chem::DfMp2Gradient mp2_gradient(int nfrozen, const chem::DfMp2GradientPlan& plan = {}) {
     chem::DfMp2GradientInput in;
+    in.plan = plan;
+    in.scratch_folder = ::testing::TempDir();
     in.molecule = &molecule;
     in.basis = &orbital;
     in.ri_basis = &ri;
@@ -201,6 +203,64 @@ TEST(DfMp2Gradient, MatchesFiniteDifferencesOnAmmoniaAndAWaterDimer) {
     });
     expect_gradient_near(g.gradient, numeric, 1e-6, "finite differences");
   }
+}
+
+// The gradient's three-index tensors cut into blocks of 1, 2 or 3 active orbitals (uneven: 9 or 8 of them), with
+// AO blocks of one shell, in memory and on scratch: the gradient and energy of one block in memory, to 1e-12.
+TEST(DfMp2Gradient, BlocksAndScratchGiveTheSameGradient) {
+  const Molecule dimer = chem::parse_xyz_lines("O 0.0 0.05 0.117790\nH 0.0 0.755453 -0.471161\nH 0.03 -0.70 -0.50\n"
+                                               "O 0.1 0.0 3.0\nH 0.0 0.76 2.45\nH 0.0 -0.74 2.40\n", "dimer");
+  Rhf rhf(dimer, true);
+  for (const int nfrozen : {0, 2}) {
+    const chem::DfMp2Gradient whole = rhf.mp2_gradient(nfrozen);
+    for (const bool scratch : {false, true}) {
+      for (const int block : {1, 2, 3}) {
+        SCOPED_TRACE(testing::Message() << "frozen " << nfrozen << ", block " << block << (scratch ? ", scratch" : ""));
+        chem::DfMp2GradientPlan plan;
+        plan.occupied_block = block;
+        plan.aux_block = 1;  // one shell at a time
+        plan.on_scratch = scratch;
+        const chem::DfMp2Gradient g = rhf.mp2_gradient(nfrozen, plan);
+        expect_gradient_near(g.gradient, whole.gradient, 1e-12, "one block in memory");
+        EXPECT_NEAR(g.correlation(), whole.correlation(), 1e-13);
+        EXPECT_NEAR(g.relaxed_dipole[2], whole.relaxed_dipole[2], 1e-12);
+      }
+    }
+  }
+}
+
+// The plan: in memory with one block when it fits; fewer orbitals per block, then scratch, as `memory` shrinks; the
+// least memory named when nothing fits; mp2_storage obeyed. (An exact SCF: no DF two-electron derivative, which is
+// held whole, to dominate the peak.)
+TEST(DfMp2Gradient, PlanFitsItsBlocksToMemory) {
+  const chem::DfMp2GradientSizes sizes{384, 80, 16, 1344, 0, 7, 2};
+  const auto all = chem::plan_dfmp2_gradient(sizes, 64e9, chem::Mp2Storage::automatic);
+  EXPECT_FALSE(all.on_scratch);
+  EXPECT_EQ(all.occupied_block, 64);
+  EXPECT_EQ(all.aux_block, 64);
+  EXPECT_EQ(all.scratch_bytes, 0.0);
+  const auto scratch = chem::plan_dfmp2_gradient(sizes, 64e9, chem::Mp2Storage::scratch);
+  EXPECT_TRUE(scratch.on_scratch);
+  EXPECT_NEAR(scratch.scratch_bytes, 8.0 * 1344 * 64 * (2 * 304 + 80), 1.0);  // B, B_oo and Gamma
+  for (const double fraction : {0.5, 0.25}) {
+    const auto tight = chem::plan_dfmp2_gradient(sizes, fraction * all.memory_bytes, chem::Mp2Storage::automatic);
+    EXPECT_LE(tight.memory_bytes, fraction * all.memory_bytes);
+    EXPECT_TRUE(tight.on_scratch);
+  }
+  try {
+    chem::plan_dfmp2_gradient(sizes, 1e6, chem::Mp2Storage::automatic);
+    ADD_FAILURE() << "1 MB fits";
+  } catch (const dfmp2::PhaseTooLarge& e) {
+    EXPECT_GT(e.needed(), 1e6);
+    EXPECT_LT(e.needed(), 0.25 * all.memory_bytes);
+    const auto least = chem::plan_dfmp2_gradient(sizes, e.needed(), chem::Mp2Storage::automatic);
+    EXPECT_EQ(least.occupied_block, 1);
+  }
+  EXPECT_THROW(chem::plan_dfmp2_gradient(sizes, 0.5 * all.memory_bytes, chem::Mp2Storage::memory),
+               dfmp2::PhaseTooLarge);
+  // With a DF-SCF, its two-electron derivative's half-transformed integrals (2 naux_jk nbf nocc) are a floor.
+  const chem::DfMp2GradientSizes df{384, 80, 16, 1344, 1900, 7, 2};
+  EXPECT_GE(chem::plan_dfmp2_gradient(df, 64e9, chem::Mp2Storage::scratch).memory_bytes, 8.0 * 2 * 1900 * 384 * 80);
 }
 
 // Against Psi4 1.3.2 (gradient('mp2') and properties('mp2', properties=['dipole']), scf_type df, mp2_type df,

@@ -1,0 +1,280 @@
+// The DF-MP2 gradient's three-index tensors by block of active occupied orbitals (gradient_detail.hpp), and the plan
+// that sizes those blocks within `memory` (dfmp2_gradient.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "chem/gradient/gradient_detail.hpp"
+#include "chem/integrals/integrals.hpp"
+#include "linalg/errors.hpp"
+
+namespace dfmp2::chem {
+
+namespace gradient_detail {
+
+using linalg::ConstMatrixView;
+using linalg::Diag;
+using linalg::MatrixView;
+using linalg::Side;
+using linalg::Trans;
+using linalg::Uplo;
+
+std::vector<std::pair<Index, Index>> active_blocks(Index nactive, Index block) {
+  std::vector<std::pair<Index, Index>> out;
+  if (nactive == 0) return out;
+  if (block <= 0) block = nactive;
+  // As even as the block size allows: the blocks' sizes differ by one at most.
+  const Index count = (nactive + block - 1) / block;
+  for (Index b = 0; b < count; ++b) out.emplace_back(b * nactive / count, (b + 1) * nactive / count);
+  return out;
+}
+
+namespace {
+
+// A store with `per_orbital` rows for each active orbital of each block, one column per auxiliary function.
+std::unique_ptr<Store> make_store(const std::vector<std::pair<Index, Index>>& blocks, Index per_orbital, Index naux,
+                                  const DfMp2GradientPlan& plan, const std::string& folder, const std::string& what) {
+  std::vector<Index> ids, rows;
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    ids.push_back(static_cast<Index>(b));
+    rows.push_back((blocks[b].second - blocks[b].first) * per_orbital);
+  }
+  return std::make_unique<Store>(ids, rows, naux, plan.on_scratch ? &folder : nullptr, what);
+}
+
+// Block b of `store`: in place in memory, else read from scratch into `buffer`.
+const double* load(const Store& store, Index b, std::vector<double>& buffer) {
+  if (store.in_memory()) return store.data(b);
+  buffer.resize(static_cast<std::size_t>(store.rows(b) * store.cols()));
+  store.read(b, buffer.data());
+  return buffer.data();
+}
+
+// Each block's rows A (one per (i a), a column per auxiliary function) to A L^-T, in place or through scratch.
+void fit_rows(Store& store, Index blocks, const Matrix& factor, Kernels& kernels) {
+  std::vector<double> buffer;
+  for (Index b = 0; b < blocks; ++b) {
+    if (store.in_memory()) {
+      kernels.trsm(kStep, Side::right, Uplo::lower, Trans::yes, Diag::non_unit, 1.0, linalg::view(factor), store.view(b));
+      continue;
+    }
+    load(store, b, buffer);
+    kernels.trsm(kStep, Side::right, Uplo::lower, Trans::yes, Diag::non_unit, 1.0, linalg::view(factor),
+                 MatrixView{buffer.data(), store.rows(b), store.cols(), store.rows(b)});
+    store.write(b, buffer.data());
+  }
+}
+
+}  // namespace
+
+FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, const Spaces& s,
+                                 const DfMp2GradientPlan& plan, const std::string& scratch_folder, Kernels& kernels) {
+  FittedIntegrals f;
+  f.factor = coulomb_metric(ri);  // then its Cholesky factor L, in the lower triangle (the solves read only that)
+  try {
+    kernels.cholesky(kStep, Uplo::lower, linalg::view(f.factor));
+  } catch (const NumericalError& e) {
+    throw NumericalError(fmt::format("DF-MP2 gradient: the RI metric of '{}': {}", ri.name, e.what()));
+  }
+  const Index naux = f.factor.rows(), nbf = basis.nbf(), na = s.na, nv = s.nv, no = s.no;
+  f.blocks = active_blocks(na, plan.occupied_block);
+  f.ov = make_store(f.blocks, nv, naux, plan, scratch_folder, "mp2-gradient-ov");
+  f.oo = make_store(f.blocks, no, naux, plan, scratch_folder, "mp2-gradient-oo");
+  const ThreeCenterEngine engine(ri, basis);
+  std::vector<double> block;
+  for (const auto& range : engine.blocks(plan.aux_block)) {
+    const Index p0 = range.first, np = range.second - range.first;
+    block.resize(static_cast<std::size_t>(np * nbf * nbf));
+    engine.compute_square(p0, p0 + np, block.data());
+    // The block's (P|mn) side by side are nbf x (nbf np); symmetric in m and n, so (P|mn) C_o for every P of the
+    // block is one GEMM with the block transposed: `half`, (nbf np) x no, row P nbf + n.
+    Matrix half(nbf * np, no);
+    kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{block.data(), nbf, nbf * np, nbf},
+                         linalg::view(s.c_occ), 0.0, linalg::view(half));
+    // Then C_v^T and C_o^T times each P's nbf rows of its active columns, batched: (P|ia) as nv x na and (P|ji) as
+    // no x na per P, which are the rows (i a) and (i j) of the stores' column P.
+    const ConstMatrixView half_p{half.data() + s.nf * nbf * np, nbf, na, nbf * np};
+    Matrix ai(nv * na, np), ij(no * na, np);
+    kernels.gemm_batched<double>(kStep, Trans::yes, Trans::no, np, {0, nbf, nv * na}, 1.0, linalg::view(s.c_vir),
+                                 half_p, 0.0, MatrixView{ai.data(), nv, na, nv});
+    kernels.gemm_batched<double>(kStep, Trans::yes, Trans::no, np, {0, nbf, no * na}, 1.0, linalg::view(s.c_occ),
+                                 half_p, 0.0, MatrixView{ij.data(), no, na, no});
+    for (std::size_t b = 0; b < f.blocks.size(); ++b) {
+      const Index i0 = f.blocks[b].first;
+      f.ov->write_columns(static_cast<Index>(b), p0, np, ai.data() + i0 * nv, nv * na);
+      f.oo->write_columns(static_cast<Index>(b), p0, np, ij.data() + i0 * no, no * na);
+    }
+  }
+  const auto count = static_cast<Index>(f.blocks.size());
+  fit_rows(*f.ov, count, f.factor, kernels);
+  fit_rows(*f.oo, count, f.factor, kernels);
+  return f;
+}
+
+// For each active k (a block K of them at a time, its rows of B, B_oo and G held), the pair amplitudes with every
+// active i, block I by block I as the store streams them: t_ki^ab in t_row(a, i nv + b), kept for the whole row
+// since P_ij pairs t_ki with T_kj across blocks; T_ki^ab = 2 t_ki^ab - t_ki^ba in `tile` for block I only. Then
+// E = sum (ka|ib) T_ki^ab, P_ab = 2 sum t_ki^ac T_ki^bc, P_ij = -2 sum t_ki^ab T_kj^ab, G_ka^Q = sum T_ki^ab B_ib^Q.
+AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan,
+                             const std::string& scratch_folder, Kernels& kernels) {
+  const Index naux = f.factor.rows(), na = s.na, nv = s.nv, no = s.no;
+  AmplitudePass out;
+  out.p_oo = Matrix::Zero(na, na);
+  out.p_vv = Matrix::Zero(nv, nv);
+  out.y_vv = Matrix::Zero(nv, nv);
+  out.y_ov = Matrix::Zero(no, nv);
+  out.v = Matrix::Zero(naux, naux);
+  out.gamma = make_store(f.blocks, nv, naux, plan, scratch_folder, "mp2-gradient-gamma");
+  const Vector e_act = s.e.segment(s.nf, na), e_vir = s.e.tail(nv);
+  Index largest = 0;
+  std::vector<Index> order;
+  for (std::size_t b = 0; b < f.blocks.size(); ++b) {
+    largest = std::max(largest, f.blocks[b].second - f.blocks[b].first);
+    order.push_back(static_cast<Index>(b));
+  }
+  Matrix t_row(nv, na * nv), tile(nv, largest * nv), g;
+  std::vector<double> ov_buffer, oo_buffer;
+  for (const Index K : order) {
+    const Index k0 = f.blocks[static_cast<std::size_t>(K)].first, nk = f.ov->rows(K) / nv;
+    const Index rows = nk * nv;
+    const double* b_K = load(*f.ov, K, ov_buffer);
+    const double* oo_K = load(*f.oo, K, oo_buffer);
+    g.setZero(rows, naux);  // G's rows (k a) of block K
+    for (Index kk = 0; kk < nk; ++kk) {
+      const Index k = k0 + kk;
+      const ConstMatrixView b_k{b_K + kk * nv, nv, naux, rows};
+      const MatrixView g_k{g.data() + kk * nv, nv, naux, rows};
+      f.ov->for_each(order, [&](Index I, const double* b_I) {
+        const Index i0 = f.blocks[static_cast<std::size_t>(I)].first, cols = f.ov->rows(I), ni = cols / nv;
+        const ConstMatrixView b_i{b_I, cols, naux, cols};
+        kernels.gemm(kStep, Trans::no, Trans::yes, 1.0, b_k, b_i, 0.0, MatrixView{tile.data(), nv, cols, nv});
+        double os = 0, ss = 0;
+#pragma omp parallel for reduction(+ : os, ss)
+        for (Index i = 0; i < ni; ++i) {
+          double* t = t_row.data() + (i0 + i) * nv * nv;  // t_ki^ab at a + b nv
+          double* kt = tile.data() + i * nv * nv;         // (ka|ib), replaced by T_ki^ab
+          for (Index b = 0; b < nv; ++b)
+            for (Index a = 0; a < nv; ++a)
+              t[b * nv + a] = kt[b * nv + a] / (e_act(k) + e_act(i0 + i) - e_vir(a) - e_vir(b));
+          for (Index b = 0; b < nv; ++b) {
+            for (Index a = 0; a < nv; ++a) {
+              const double kab = kt[b * nv + a], tab = t[b * nv + a], tba = t[a * nv + b];
+              kt[b * nv + a] = 2.0 * tab - tba;
+              os += kab * tab;
+              ss += kab * (tab - tba);
+            }
+          }
+        }
+        out.opposite_spin += os;
+        out.same_spin += ss;
+        const ConstMatrixView t_i{t_row.data() + i0 * nv * nv, nv, cols, nv}, tt_i{tile.data(), nv, cols, nv};
+        kernels.gemm(kStep, Trans::no, Trans::yes, 2.0, t_i, tt_i, 1.0, linalg::view(out.p_vv));
+        // P_ij for every i up to this block's end and j in it (the rest is its mirror: P_ij is symmetric).
+        kernels.gemm(kStep, Trans::yes, Trans::no, -2.0, ConstMatrixView{t_row.data(), nv * nv, i0 + ni, nv * nv},
+                     ConstMatrixView{tile.data(), nv * nv, ni, nv * nv}, 1.0,
+                     MatrixView{out.p_oo.data() + i0 * na, i0 + ni, ni, na});
+        kernels.gemm(kStep, Trans::no, Trans::no, 1.0, tt_i, b_i, 1.0, g_k);
+      });
+      // y_vv(b, a) = 4 sum_Q B_kb^Q G_ka^Q and y_ov(j, a) = 4 sum_Q B_kj^Q G_ka^Q, summed over k.
+      kernels.gemm(kStep, Trans::no, Trans::yes, 4.0, b_k, ConstMatrixView(g_k), 1.0, linalg::view(out.y_vv));
+      kernels.gemm(kStep, Trans::no, Trans::yes, 4.0, ConstMatrixView{oo_K + kk * no, no, naux, nk * no},
+                   ConstMatrixView(g_k), 1.0, linalg::view(out.y_ov));
+    }
+    // The metric's V = sum_ka B_ka G_ka^T, then Gamma = G L^-1 for the AO passes.
+    kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{b_K, rows, naux, rows}, linalg::view(g), 1.0,
+                 linalg::view(out.v));
+    kernels.trsm(kStep, Side::right, Uplo::lower, Trans::no, Diag::non_unit, 1.0, linalg::view(f.factor),
+                 linalg::view(g));
+    out.gamma->write(K, g.data());
+  }
+  f.ov.reset();
+  f.oo.reset();
+  for (std::size_t J = 0; J < f.blocks.size(); ++J)  // the lower blocks from the upper ones
+    for (Index j = f.blocks[J].first; j < f.blocks[J].second; ++j)
+      for (Index i = f.blocks[J].second; i < na; ++i) out.p_oo(i, j) = out.p_oo(j, i);
+  out.v = 0.5 * (out.v + out.v.transpose()).eval();
+  kernels.trsm(kStep, Side::left, Uplo::lower, Trans::yes, Diag::non_unit, 1.0, linalg::view(f.factor),
+               linalg::view(out.v));
+  kernels.trsm(kStep, Side::right, Uplo::lower, Trans::no, Diag::non_unit, 1.0, linalg::view(f.factor),
+               linalg::view(out.v));
+  return out;
+}
+
+void read_gamma(const Store& gamma, const std::vector<std::pair<Index, Index>>& blocks, Index nv, Index p0, Index np,
+                double* out) {
+  const Index rows = blocks.empty() ? 0 : blocks.back().second * nv;
+  for (std::size_t b = 0; b < blocks.size(); ++b)
+    gamma.read_columns(static_cast<Index>(b), p0, np, out + blocks[b].first * nv, rows);
+}
+
+}  // namespace gradient_detail
+
+using linalg::Index;
+
+namespace {
+
+// The gradient's peak (bytes) with blocks of `n` active orbitals and AO blocks of `m` auxiliary functions, its
+// three-index tensors in memory or on scratch; the passes run one after another, each beside what it keeps.
+struct GradientBytes {
+  double peak = 0, scratch = 0;
+};
+
+GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bool scratch) {
+  const double nbf = double(z.nbf), no = double(z.nocc), na = double(z.nocc - z.nfrozen), nv = double(z.nbf - z.nocc);
+  const double naux = double(z.naux);
+  const double ov = naux * na * nv, oo = naux * na * no;  // B and Gamma; B_oo
+  const double in_memory = scratch ? 0.0 : 1.0;
+  // Matrices of nbf^2 (orbitals, X, densities, W and their AO forms) and of naux^2 (the metric's factor, V).
+  const double fixed = 14.0 * nbf * nbf + 2.0 * naux * naux;
+  // The AO block (P|mn) and its products: half-transformed rows, (P|ia) and (P|ji); or Gamma^P's slab and
+  // C_v Gamma^P twice (side by side, then stacked).
+  const double ao = m * nbf * nbf + std::max(m * nbf * no + m * na * (nv + no), m * na * nv + 2.0 * m * nbf * na);
+  const double transform = in_memory * (ov + oo) + ao + (scratch ? n * std::max(nv, no) * naux : 0.0);
+  // The amplitudes: t for one k with every i, T for one block, the block's rows of B, B_oo and G (B and B_oo read
+  // from scratch, and the next block of B read while one is used).
+  const double pass = na * nv * nv + n * nv * nv + n * nv * naux +
+                      (scratch ? n * (nv + no) * naux + 2.0 * n * nv * naux : in_memory * (2.0 * ov + oo));
+  // The three-index derivatives: on each thread one auxiliary shell's density and Gamma slab.
+  const double shell = double(std::max<Index>(z.largest_aux_shell, 1));
+  const double derivative = double(z.threads) * (shell * (2.0 * nbf * nbf + na * nv) + 2.0 * nbf * nbf);
+  const double gamma_held = in_memory * ov + ao;
+  // The SCF-like separable part (its fitted half-transformed integrals whole) and the Z-vector's kept B_Q C_o.
+  const double separable = 2.0 * double(z.naux_jk) * nbf * no;
+  GradientBytes out;
+  out.peak = 8.0 * (fixed + std::max({transform, pass, gamma_held + derivative, separable}));
+  out.scratch = scratch ? 8.0 * (2.0 * ov + oo) : 0.0;
+  return out;
+}
+
+}  // namespace
+
+DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& z, double budget, Mp2Storage storage) {
+  const Index na = z.nocc - z.nfrozen;
+  // Candidate AO blocks: 64 auxiliary functions, fewer when memory is short (never below one shell).
+  std::vector<Index> aux_blocks;
+  for (Index m = 64; m >= 8; m /= 2) aux_blocks.push_back(std::max(m, z.largest_aux_shell));
+  DfMp2GradientPlan least;
+  for (const bool scratch : {false, true}) {
+    if ((scratch && storage == Mp2Storage::memory) || (!scratch && storage == Mp2Storage::scratch)) continue;
+    // Block sizes that cut the active orbitals evenly, largest first.
+    for (Index count = 1; count <= std::max<Index>(na, 1); ++count) {
+      const Index n = std::max<Index>((na + count - 1) / count, 1);
+      if (count > 1 && n == (na + count - 2) / (count - 1)) continue;  // the same size as one fewer block
+      for (const Index m : aux_blocks) {
+        const GradientBytes bytes = gradient_bytes(z, double(n), double(m), scratch);
+        DfMp2GradientPlan plan{n, m, scratch, bytes.peak, bytes.scratch, ""};
+        if (least.memory_bytes == 0 || plan.memory_bytes < least.memory_bytes) least = plan;
+        if (bytes.peak > budget) continue;
+        plan.reason = storage != Mp2Storage::automatic ? "asked for (mp2_storage)"
+                      : scratch ? "its three-index tensors do not fit in memory beside the blocks"
+                                : "its three-index tensors fit in memory";
+        return plan;
+      }
+    }
+  }
+  throw PhaseTooLarge(fmt::format("MP2 gradient ({} storage)", least.on_scratch ? "scratch" : "memory"),
+                      least.memory_bytes, "the MP2 gradient's smallest blocks do not fit");
+}
+
+}  // namespace dfmp2::chem
