@@ -13,25 +13,51 @@ namespace dfmp2::app {
 
 namespace {
 
-// driver: gradient. Its phase comes after DF-MP2 and holds the SCF's J/K (set up again, as planned for the SCF)
-// beside the SCF's matrices and its own blocks (chem::plan_dfmp2_gradient), in memory or on scratch.
-void plan_gradient(const Input& input, Calculation& calc) {
+// driver: gradient. Its phase comes after DF-MP2 and holds the SCF's J/K (set up again for the orbital response)
+// beside the SCF's matrices and its own blocks (chem::plan_dfmp2_gradient), in memory or on scratch. The J/K is set
+// up as the SCF planned it when the gradient's blocks fit beside it; otherwise, with a DF-SCF, it is planned again
+// within what the gradient's smallest blocks leave (on scratch or recomputed, say) before the gradient takes the rest.
+void plan_gradient(const Input& input, linalg::Comm& comm, Calculation& calc) {
   MemoryPlan& plan = calc.memory;
   const Reference& r = calc.reference;
-  const MoleculeRun& m = *r.molecule();
+  MoleculeRun& m = *calc.reference.molecule();
   const bool df = input.scf.type == chem::ScfType::df;
-  const double jk = df ? m.jk_plan.memory_bytes : m.exact_plan.memory_bytes;
-  const double held = plan.baseline + scf_matrix_bytes(r.nbf, input.scf.diis_vectors, false) + jk;
+  const double base = plan.baseline + scf_matrix_bytes(r.nbf, input.scf.diis_vectors, false);
   chem::DfMp2GradientSizes sizes{r.nbf, r.nocc, r.nfrozen, r.naux, df ? m.jk_basis.nbf() : 0, 0, input.threads};
-  for (const chem::Shell& shell : m.aux_basis.shells) sizes.largest_aux_shell = std::max<linalg::Index>(sizes.largest_aux_shell, shell.size());
-  plan.gradient = within_memory(plan, held, [&] {
-    return chem::plan_dfmp2_gradient(sizes, plan.budget - held, input.mp2_storage);
-  });
+  for (const chem::BasisSet* fitting : {&m.aux_basis, &m.jk_basis})
+    for (const chem::Shell& shell : fitting->shells)
+      sizes.largest_aux_shell = std::max<linalg::Index>(sizes.largest_aux_shell, shell.size());
+  auto gradient_beside = [&](double jk) {
+    return chem::plan_dfmp2_gradient(sizes, plan.budget - base - jk, input.mp2_storage);
+  };
+  m.gradient_jk_plan = m.jk_plan;
+  double jk = df ? m.jk_plan.memory_bytes : m.exact_plan.memory_bytes;
+  try {
+    plan.gradient = gradient_beside(jk);
+  } catch (const PhaseTooLarge& e) {
+    const double jk_budget = plan.budget - base - e.needed();
+    if (!df || jk_budget <= 0) throw ResourceError(too_small_message(plan, base + jk, e));
+    const chem::ThreeCenterEngine engine(m.jk_basis, m.basis);
+    try {
+      m.gradient_jk_plan = chem::plan_df_jk(engine, m.jk_basis, r.nocc,
+                                            df_jk_options(input, jk_budget, m.jk_basis.nbf(), comm));
+    } catch (const PhaseTooLarge&) {
+      throw ResourceError(too_small_message(plan, base + jk, e));
+    }
+    jk = m.gradient_jk_plan.memory_bytes;
+    plan.gradient = within_memory(plan, base + jk, [&] { return gradient_beside(jk); });
+  }
   const chem::DfMp2GradientPlan& g = plan.gradient;
+  const bool replanned = df && m.gradient_jk_plan.memory_bytes != m.jk_plan.memory_bytes;
+  const std::string jk_note =
+      !replanned ? ", beside the SCF's J/K set up again"
+                 : fmt::format(", beside the SCF's J/K planned again within {} ({}, aux block {})",
+                               linalg::format_bytes(jk), chem::jk_storage_name(m.gradient_jk_plan.storage),
+                               m.gradient_jk_plan.aux_block);
   plan.phases.push_back({Phase::mp2_gradient, g.on_scratch ? "scratch" : "memory",
                          fmt::format("occupied block {}, aux block {}", g.occupied_block, g.aux_block),
-                         g.memory_bytes + jk, g.scratch_bytes,
-                         g.reason + ", beside the SCF's J/K set up again"});
+                         g.memory_bytes + jk, g.scratch_bytes + (df ? m.gradient_jk_plan.scratch_bytes : 0.0),
+                         g.reason + jk_note});
 }
 
 // driver: gradient, after the energy runs: the SCF's J/K set up again as planned, then chem::rhf_dfmp2_gradient on
@@ -50,7 +76,9 @@ void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& co
   std::unique_ptr<chem::JkBuilder> jk;
   if (input.scf.type == chem::ScfType::df) {
     jk = chem::make_df_jk(std::make_unique<chem::ThreeCenterEngine>(m.jk_basis, m.basis), m.jk_basis,
-                          calc.reference.nocc, kernels, df_jk_options(input, m.jk_plan.memory_bytes, m.jk_basis.nbf(), comm), m.jk_plan);
+                          calc.reference.nocc, kernels,
+                          df_jk_options(input, m.gradient_jk_plan.memory_bytes, m.jk_basis.nbf(), comm),
+                          m.gradient_jk_plan);
   } else {
     chem::ExactJkPlan plan;
     jk = chem::make_exact_jk(m.basis, m.exact_plan.memory_bytes, kernels, plan, &comm);
@@ -102,7 +130,7 @@ void run_hessian(const Input& input, linalg::Comm& comm, Calculation& calc,
 
 class GradientStage final : public Stage {
  public:
-  void plan(StageContext& c) override { c.comm.checked([&] { plan_gradient(c.input, c.calc); }); }
+  void plan(StageContext& c) override { c.comm.checked([&] { plan_gradient(c.input, c.comm, c.calc); }); }
   void run(StageContext& c) override {
     run_gradient(c.input, *c.backends.scf, c.comm, c.calc, c.progress);
   }

@@ -49,6 +49,7 @@ struct MoleculeRun {
   chem::BasisSet basis, aux_basis, jk_basis;
   chem::ScfResult scf;
   chem::DfJkPlan jk_plan;                            // DF-SCF only
+  chem::DfJkPlan gradient_jk_plan;                   // the same for the gradient's orbital response (app/gradient_stage.cpp)
   chem::ExactJkPlan exact_plan;                      // exact SCF only
   linalg::Matrix metric;                             // (P|Q) over the MP2 fitting basis
   std::unique_ptr<chem::DirectThreeIndex> ao_3index;  // (P|mn) over the MP2 fitting basis, computed as it is read

@@ -76,7 +76,7 @@ Matrix active_lagrangian(const BasisSet& ri, const BasisSet& basis, const Amplit
     block.resize(static_cast<std::size_t>(np * nbf * nbf));
     engine.compute_square(p0, p0 + np, block.data());
     slab.resize(s.na * s.nv, np);
-    gradient_detail::read_gamma(*amp.gamma, blocks, s.nv, p0, np, slab.data());
+    gradient_detail::read_slab(*amp.gamma, static_cast<Index>(blocks.size()), p0, np, slab.data());
     // C_v Gamma^P for the block's P in one GEMM (the Gamma^P side by side in the slab's columns), then stacked
     // P above P as (nbf np) x na, so that sum_P (P|mn) (C_v Gamma^P) is one GEMM with the block's integrals as
     // nbf x (nbf np), n fastest within each P.
@@ -98,7 +98,7 @@ Matrix three_index_gradient(const BasisSet& ri, const BasisSet& basis, Index nat
                             const std::vector<std::pair<Index, Index>>& blocks, const Spaces& s) {
   return three_center_gradient(ri, basis, natoms, [&](Index p0, Index p1, double* r) {
     Matrix slab(s.na * s.nv, p1 - p0);
-    gradient_detail::read_gamma(*amp.gamma, blocks, s.nv, p0, p1 - p0, slab.data());
+    gradient_detail::read_slab(*amp.gamma, static_cast<Index>(blocks.size()), p0, p1 - p0, slab.data());
     for (Index p = p0; p < p1; ++p) {
       const Matrix half =
           s.c_act * Eigen::Map<const Matrix>(slab.col(p - p0).data(), s.nv, s.na).transpose() * s.c_vir.transpose();
@@ -220,6 +220,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
                          linalg::view(fock_response(*in.jk, 0.5 * (m + m.transpose()), s.c_occ, kernels)), 1.0,
                          linalg::view(lagrangian));
   }
+  in.jk->keep_rotation_products(in.plan.keep_response);
   const Matrix z = solve_zvector(*in.jk, s, -lagrangian, out, kernels);
   in.jk->release_response();
   lap("z-vector");
@@ -238,7 +239,9 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   lap("densities");
 
   // The gradient: the SCF's form with the corrected densities, beside the non-separable terms.
-  const std::vector<Matrix> separable = rhf_gradients(*in.molecule, *in.basis, in.jk_basis, scf, {correction}, kernels);
+  const HalfTransformedStorage storage{in.plan.occupied_block, in.plan.on_scratch, in.scratch_folder};
+  const std::vector<Matrix> separable =
+      rhf_gradients(*in.molecule, *in.basis, in.jk_basis, scf, {correction}, kernels, storage);
   out.scf_gradient = separable[0];
   out.gradient += separable[1];
   lap("separable");

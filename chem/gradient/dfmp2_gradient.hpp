@@ -47,11 +47,13 @@ struct DfMp2Gradient {
 
 // How the gradient holds its three-index tensors (the fitted (P|ia) and (P|ji) of the active orbitals, then the
 // three-index amplitudes Gamma): in blocks of active occupied orbitals, in memory or in a scratch file, as the energy
-// holds its own; and how many auxiliary functions' AO integrals (P|mn) its AO passes compute at once.
+// holds its own, and the separable part's half-transformed integrals by the same blocks; how many auxiliary
+// functions' AO integrals (P|mn) its AO passes compute at once; whether the Z-vector keeps its DF products.
 struct DfMp2GradientPlan {
   linalg::Index occupied_block = 0;  // active occupied orbitals per block; 0: all in one
   linalg::Index aux_block = 64;
   bool on_scratch = false;
+  bool keep_response = true;  // the Z-vector's DF products B_Q C_o kept across its iterations (JkBuilder)
   double memory_bytes = 0;   // the gradient's peak, beside the SCF's J/K and matrices
   double scratch_bytes = 0;  // its scratch file at its largest
   std::string reason;        // why this storage and these blocks
@@ -60,7 +62,7 @@ struct DfMp2GradientPlan {
 struct DfMp2GradientSizes {
   linalg::Index nbf = 0, nocc = 0, nfrozen = 0, naux = 0;
   linalg::Index naux_jk = 0;            // the SCF's J/K fitting basis (0: exact SCF)
-  linalg::Index largest_aux_shell = 0;  // functions of the RI basis's largest shell
+  linalg::Index largest_aux_shell = 0;  // functions of the largest shell of the RI and J/K fitting bases
   int threads = 1;
 };
 

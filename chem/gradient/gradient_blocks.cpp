@@ -30,20 +30,16 @@ std::vector<std::pair<Index, Index>> active_blocks(Index nactive, Index block) {
   return out;
 }
 
-namespace {
-
-// A store with `per_orbital` rows for each active orbital of each block, one column per auxiliary function.
 std::unique_ptr<Store> make_store(const std::vector<std::pair<Index, Index>>& blocks, Index per_orbital, Index naux,
-                                  const DfMp2GradientPlan& plan, const std::string& folder, const std::string& what) {
+                                  const std::string* scratch_folder, const std::string& what) {
   std::vector<Index> ids, rows;
   for (std::size_t b = 0; b < blocks.size(); ++b) {
     ids.push_back(static_cast<Index>(b));
     rows.push_back((blocks[b].second - blocks[b].first) * per_orbital);
   }
-  return std::make_unique<Store>(ids, rows, naux, plan.on_scratch ? &folder : nullptr, what);
+  return std::make_unique<Store>(ids, rows, naux, scratch_folder, what);
 }
 
-// Block b of `store`: in place in memory, else read from scratch into `buffer`.
 const double* load(const Store& store, Index b, std::vector<double>& buffer) {
   if (store.in_memory()) return store.data(b);
   buffer.resize(static_cast<std::size_t>(store.rows(b) * store.cols()));
@@ -51,19 +47,36 @@ const double* load(const Store& store, Index b, std::vector<double>& buffer) {
   return buffer.data();
 }
 
-// Each block's rows A (one per (i a), a column per auxiliary function) to A L^-T, in place or through scratch.
-void fit_rows(Store& store, Index blocks, const Matrix& factor, Kernels& kernels) {
+void update_blocks(Store& store, Index count, const std::function<void(MatrixView)>& update) {
   std::vector<double> buffer;
-  for (Index b = 0; b < blocks; ++b) {
+  for (Index b = 0; b < count; ++b) {
     if (store.in_memory()) {
-      kernels.trsm(kStep, Side::right, Uplo::lower, Trans::yes, Diag::non_unit, 1.0, linalg::view(factor), store.view(b));
+      update(store.view(b));
       continue;
     }
     load(store, b, buffer);
-    kernels.trsm(kStep, Side::right, Uplo::lower, Trans::yes, Diag::non_unit, 1.0, linalg::view(factor),
-                 MatrixView{buffer.data(), store.rows(b), store.cols(), store.rows(b)});
+    update(MatrixView{buffer.data(), store.rows(b), store.cols(), store.rows(b)});
     store.write(b, buffer.data());
   }
+}
+
+void read_slab(const Store& store, Index count, Index p0, Index np, double* out) {
+  Index rows = 0;
+  for (Index b = 0; b < count; ++b) rows += store.rows(b);
+  for (Index b = 0, row0 = 0; b < count; row0 += store.rows(b), ++b) store.read_columns(b, p0, np, out + row0, rows);
+}
+
+namespace {
+
+const std::string* folder_of(const DfMp2GradientPlan& plan, const std::string& folder) {
+  return plan.on_scratch ? &folder : nullptr;
+}
+
+// Each block's rows A (one per (i a), a column per auxiliary function) to A L^-T.
+void fit_rows(Store& store, Index count, const Matrix& factor, Kernels& kernels) {
+  update_blocks(store, count, [&](MatrixView rows) {
+    kernels.trsm(kStep, Side::right, Uplo::lower, Trans::yes, Diag::non_unit, 1.0, linalg::view(factor), rows);
+  });
 }
 
 }  // namespace
@@ -79,8 +92,8 @@ FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, cons
   }
   const Index naux = f.factor.rows(), nbf = basis.nbf(), na = s.na, nv = s.nv, no = s.no;
   f.blocks = active_blocks(na, plan.occupied_block);
-  f.ov = make_store(f.blocks, nv, naux, plan, scratch_folder, "mp2-gradient-ov");
-  f.oo = make_store(f.blocks, no, naux, plan, scratch_folder, "mp2-gradient-oo");
+  f.ov = make_store(f.blocks, nv, naux, folder_of(plan, scratch_folder), "mp2-gradient-ov");
+  f.oo = make_store(f.blocks, no, naux, folder_of(plan, scratch_folder), "mp2-gradient-oo");
   const ThreeCenterEngine engine(ri, basis);
   std::vector<double> block;
   for (const auto& range : engine.blocks(plan.aux_block)) {
@@ -125,7 +138,7 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
   out.y_vv = Matrix::Zero(nv, nv);
   out.y_ov = Matrix::Zero(no, nv);
   out.v = Matrix::Zero(naux, naux);
-  out.gamma = make_store(f.blocks, nv, naux, plan, scratch_folder, "mp2-gradient-gamma");
+  out.gamma = make_store(f.blocks, nv, naux, folder_of(plan, scratch_folder), "mp2-gradient-gamma");
   const Vector e_act = s.e.segment(s.nf, na), e_vir = s.e.tail(nv);
   Index largest = 0;
   std::vector<Index> order;
@@ -201,13 +214,6 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
   return out;
 }
 
-void read_gamma(const Store& gamma, const std::vector<std::pair<Index, Index>>& blocks, Index nv, Index p0, Index np,
-                double* out) {
-  const Index rows = blocks.empty() ? 0 : blocks.back().second * nv;
-  for (std::size_t b = 0; b < blocks.size(); ++b)
-    gamma.read_columns(static_cast<Index>(b), p0, np, out + blocks[b].first * nv, rows);
-}
-
 }  // namespace gradient_detail
 
 using linalg::Index;
@@ -220,7 +226,7 @@ struct GradientBytes {
   double peak = 0, scratch = 0;
 };
 
-GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bool scratch) {
+GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bool scratch, bool keep_response) {
   const double nbf = double(z.nbf), no = double(z.nocc), na = double(z.nocc - z.nfrozen), nv = double(z.nbf - z.nocc);
   const double naux = double(z.naux);
   const double ov = naux * na * nv, oo = naux * na * no;  // B and Gamma; B_oo
@@ -239,11 +245,17 @@ GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bo
   const double shell = double(std::max<Index>(z.largest_aux_shell, 1));
   const double derivative = double(z.threads) * (shell * (2.0 * nbf * nbf + na * nv) + 2.0 * nbf * nbf);
   const double gamma_held = in_memory * ov + ao;
-  // The SCF-like separable part (its fitted half-transformed integrals whole) and the Z-vector's kept B_Q C_o.
-  const double separable = 2.0 * double(z.naux_jk) * nbf * no;
+  // The Z-vector: with a DF-SCF, B_Q C_o and C_o^T B_Q C_o kept across its iterations when the plan allows.
+  const double naux_jk = double(z.naux_jk);
+  const double zvector = keep_response ? naux_jk * (nbf + no) * no : 0.0;
+  // The SCF-like separable part: its fitted half-transformed integrals H (nbf no naux_jk) by the same blocks, one
+  // block's C_o^T H and P H beside them, and on each thread a shell's slab of H and its two densities.
+  const double h = nbf * no * naux_jk;
+  const double separable = in_memory * h + n * (2.0 * nbf + no) * naux_jk + (scratch ? n * nbf * naux_jk : 0.0) +
+                           double(z.threads) * shell * (nbf * no + 2.0 * nbf * nbf);
   GradientBytes out;
-  out.peak = 8.0 * (fixed + std::max({transform, pass, gamma_held + derivative, separable}));
-  out.scratch = scratch ? 8.0 * (2.0 * ov + oo) : 0.0;
+  out.peak = 8.0 * (fixed + std::max({transform, pass, gamma_held + derivative, zvector, separable}));
+  out.scratch = scratch ? 8.0 * std::max(2.0 * ov + oo, h) : 0.0;
   return out;
 }
 
@@ -255,21 +267,27 @@ DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& z, double budget
   std::vector<Index> aux_blocks;
   for (Index m = 64; m >= 8; m /= 2) aux_blocks.push_back(std::max(m, z.largest_aux_shell));
   DfMp2GradientPlan least;
+  // In memory before scratch, the Z-vector's kept products before their rebuild each iteration, then the largest
+  // blocks: the first that fits.
   for (const bool scratch : {false, true}) {
     if ((scratch && storage == Mp2Storage::memory) || (!scratch && storage == Mp2Storage::scratch)) continue;
-    // Block sizes that cut the active orbitals evenly, largest first.
-    for (Index count = 1; count <= std::max<Index>(na, 1); ++count) {
-      const Index n = std::max<Index>((na + count - 1) / count, 1);
-      if (count > 1 && n == (na + count - 2) / (count - 1)) continue;  // the same size as one fewer block
-      for (const Index m : aux_blocks) {
-        const GradientBytes bytes = gradient_bytes(z, double(n), double(m), scratch);
-        DfMp2GradientPlan plan{n, m, scratch, bytes.peak, bytes.scratch, ""};
-        if (least.memory_bytes == 0 || plan.memory_bytes < least.memory_bytes) least = plan;
-        if (bytes.peak > budget) continue;
-        plan.reason = storage != Mp2Storage::automatic ? "asked for (mp2_storage)"
-                      : scratch ? "its three-index tensors do not fit in memory beside the blocks"
-                                : "its three-index tensors fit in memory";
-        return plan;
+    for (const bool keep : {true, false}) {
+      if (!keep && z.naux_jk == 0) continue;
+      // Block sizes that cut the active orbitals evenly, largest first.
+      for (Index count = 1; count <= std::max<Index>(na, 1); ++count) {
+        const Index n = std::max<Index>((na + count - 1) / count, 1);
+        if (count > 1 && n == (na + count - 2) / (count - 1)) continue;  // the same size as one fewer block
+        for (const Index m : aux_blocks) {
+          const GradientBytes bytes = gradient_bytes(z, double(n), double(m), scratch, keep);
+          DfMp2GradientPlan plan{n, m, scratch, keep, bytes.peak, bytes.scratch, ""};
+          if (least.memory_bytes == 0 || plan.memory_bytes < least.memory_bytes) least = plan;
+          if (bytes.peak > budget) continue;
+          plan.reason = storage != Mp2Storage::automatic ? "asked for (mp2_storage)"
+                        : scratch ? "its three-index tensors do not fit in memory beside the blocks"
+                                  : "its three-index tensors fit in memory";
+          if (!keep) plan.reason += "; the Z-vector's B_Q C_o rebuilt each iteration";
+          return plan;
+        }
       }
     }
   }

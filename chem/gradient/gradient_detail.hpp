@@ -7,7 +7,10 @@
 //                     column per auxiliary function (so a block's auxiliary slab is one contiguous span)
 //   amplitude_pass    the pair amplitudes of each active k with every active i, block by block, and from them the
 //                     energy, the unrelaxed density's blocks, y_vv, y_ov, the metric's V and Gamma = G L^-1
-//   read_gamma        Gamma for a slab of auxiliary functions across the blocks, for the passes over AO integrals
+//   read_slab         a slab of auxiliary functions across a store's blocks (Gamma for the passes over AO integrals)
+//
+// The SCF-like separable part (scf_gradient.cpp) keeps its fitted half-transformed integrals in the same stores.
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -38,6 +41,17 @@ std::vector<std::pair<Index, Index>> active_blocks(Index nactive, Index block);
 
 using Store = BlockStore<double>;
 
+// A store with `per_orbital` rows for each orbital of each block, one column per auxiliary function: in memory, or
+// in a scratch file in `*scratch_folder` when it is given.
+std::unique_ptr<Store> make_store(const std::vector<std::pair<Index, Index>>& blocks, Index per_orbital, Index naux,
+                                  const std::string* scratch_folder, const std::string& what);
+// Block b of `store`: in place in memory, else read from scratch into `buffer`.
+const double* load(const Store& store, Index b, std::vector<double>& buffer);
+// update(block) on each of the first `count` blocks in turn, in place in memory or read, updated and written back.
+void update_blocks(Store& store, Index count, const std::function<void(linalg::MatrixView)>& update);
+// Columns [p0, p0 + np) of every block into `out`, the blocks' rows one under the other (ld: all their rows).
+void read_slab(const Store& store, Index count, Index p0, Index np, double* out);
+
 struct FittedIntegrals {
   Matrix factor;  // the RI metric's Cholesky factor L (lower triangle)
   std::vector<std::pair<Index, Index>> blocks;
@@ -56,9 +70,5 @@ struct AmplitudePass {
 // Consumes f's tensors (released when the pass ends); keeps its factor.
 AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan,
                              const std::string& scratch_folder, Kernels& kernels);
-
-// Gamma^P for P in [p0, p0 + np) into `out`, (na nv) x np: column P is Gamma^P as nv x na (row a, column i).
-void read_gamma(const Store& gamma, const std::vector<std::pair<Index, Index>>& blocks, Index nv, Index p0, Index np,
-                double* out);
 
 }  // namespace dfmp2::chem::gradient_detail

@@ -1,9 +1,9 @@
 #include "chem/gradient/scf_gradient.hpp"
 
-#include <Eigen/Cholesky>
 #include <stdexcept>
 #include <vector>
 
+#include "chem/gradient/gradient_detail.hpp"
 #include "chem/integrals/integrals.hpp"
 
 namespace dfmp2::chem {
@@ -15,81 +15,111 @@ namespace {
 
 const std::string kStep = "gradient";
 
+// J^-1 x for the metric's Cholesky factor L (lower triangle): L^-T L^-1 x, in place.
+void solve_metric(const Matrix& factor, Matrix& x, linalg::Kernels& kernels) {
+  if (x.cols() == 0) return;
+  for (const linalg::Trans t : {linalg::Trans::no, linalg::Trans::yes})
+    kernels.trsm(kStep, linalg::Side::left, linalg::Uplo::lower, t, linalg::Diag::non_unit, 1.0, linalg::view(factor),
+                 linalg::view(x));
+}
+
 // The DF form of two_electron_gradients (the header's formula): one pass over (Q|mn) for the fitted densities and
-// the half-transformed H, fitted with the kernels; then one pass over the three-index derivatives for every
-// response, and the metric's. The SCF's own response D/2 takes the cheaper occupied route (B = C_o^T H).
+// the half-transformed H, stored by blocks of occupied orbitals (rows (i m), a column per fitting function) and
+// fitted there; one pass over the blocks for the metric's densities; then one pass over the three-index derivatives
+// for every response, each auxiliary shell reading its slab of H. The SCF's own response D/2 takes the cheaper
+// occupied route (B = C_o^T H).
 std::vector<Matrix> df_two_electron_gradients(const BasisSet& basis, const BasisSet& jk_basis, Index natoms,
                                               const Matrix& c_occ, const std::vector<Matrix>& corrections,
-                                              linalg::Kernels& kernels) {
+                                              linalg::Kernels& kernels, const HalfTransformedStorage& storage) {
   using linalg::ConstMatrixView;
   using linalg::MatrixView;
   using linalg::Trans;
   const Index nbf = basis.nbf(), nocc = c_occ.cols();
   const auto count = static_cast<Index>(corrections.size());
   const Matrix density = 2.0 * c_occ * c_occ.transpose();
-  const Eigen::LLT<Matrix> metric_factor(coulomb_metric(jk_basis));
-  const Matrix factor = metric_factor.matrixL();
+  Matrix factor = coulomb_metric(jk_basis);
+  kernels.cholesky(kStep, linalg::Uplo::lower, linalg::view(factor));
   const Index naux = factor.rows();
   const ThreeCenterEngine engine(jk_basis, basis);
 
-  linalg::Vector gamma_d(naux);
-  Matrix gamma_c(naux, count);
-  Matrix half(nbf * nocc, naux);  // column P: (P|m i), m fastest; fitted in place to H^P = c^P C_o
+  const auto blocks = gradient_detail::active_blocks(nocc, storage.occupied_block);
+  const auto nblocks = static_cast<Index>(blocks.size());
+  const std::unique_ptr<gradient_detail::Store> h = gradient_detail::make_store(
+      blocks, nbf, naux, storage.on_scratch ? &storage.scratch_folder : nullptr, "gradient-half");
+  Matrix fitted_d(naux, 1), fitted_c(naux, count);
   std::vector<double> block;
   for (const auto& range : engine.blocks(64)) {
-    const Index p0 = range.first, p1 = range.second;  // plain locals: clang refuses structured bindings in OpenMP regions
-    block.resize(static_cast<std::size_t>((p1 - p0) * nbf * nbf));
-    engine.compute_square(p0, p1, block.data());
+    const Index p0 = range.first, np = range.second - range.first;
+    block.resize(static_cast<std::size_t>(np * nbf * nbf));
+    engine.compute_square(p0, p0 + np, block.data());
 #pragma omp parallel for
-    for (Index p = p0; p < p1; ++p) {
-      const Eigen::Map<const Matrix> pmn(block.data() + (p - p0) * nbf * nbf, nbf, nbf);
-      gamma_d(p) = pmn.cwiseProduct(density).sum();
-      for (Index k = 0; k < count; ++k) gamma_c(p, k) = pmn.cwiseProduct(corrections[std::size_t(k)]).sum();
-      Eigen::Map<Matrix>(half.col(p).data(), nbf, nocc).noalias() = pmn * c_occ;
+    for (Index p = 0; p < np; ++p) {
+      const Eigen::Map<const Matrix> pmn(block.data() + p * nbf * nbf, nbf, nbf);
+      fitted_d(p0 + p) = pmn.cwiseProduct(density).sum();
+      for (Index k = 0; k < count; ++k) fitted_c(p0 + p, k) = pmn.cwiseProduct(corrections[std::size_t(k)]).sum();
     }
+    // (P|mn) C_o for every P of the block in one GEMM ((P|mn) is symmetric): (nbf np) x nocc, row P nbf + m; then
+    // each P's nbf x nocc as one column (i m) of the store.
+    Matrix half(nbf * np, nocc), columns(nbf * nocc, np);
+    kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{block.data(), nbf, nbf * np, nbf},
+                         linalg::view(c_occ), 0.0, linalg::view(half));
+    for (Index p = 0; p < np; ++p)
+      Eigen::Map<Matrix>(columns.col(p).data(), nbf, nocc) = half.middleRows(p * nbf, nbf);
+    for (Index b = 0; b < nblocks; ++b)
+      h->write_columns(b, p0, np, columns.data() + blocks[std::size_t(b)].first * nbf, nbf * nocc);
   }
   block = {};
-  for (const Trans t : {Trans::yes, Trans::no})  // H J^-1 = H L^-T L^-1
-    kernels.trsm(kStep, linalg::Side::right, linalg::Uplo::lower, t, linalg::Diag::non_unit, 1.0,
-                 linalg::view(factor), linalg::view(half));
-  const linalg::Vector fitted_d = metric_factor.solve(gamma_d);
-  // No corrections (the SCF's own gradient): nothing to solve, and Eigen's triangular solve of an empty right-hand
-  // side binds a reference to its null data (UndefinedBehaviorSanitizer stops there).
-  const Matrix fitted_c = count > 0 ? Matrix(metric_factor.solve(gamma_c)) : Matrix(naux, 0);
-  const ConstMatrixView h_wide{half.data(), nbf, nocc * naux, nbf};         // H as nbf x (nocc naux)
-  const ConstMatrixView h_tall{half.data(), nbf * nocc, naux, nbf * nocc};  // H as (nbf nocc) x naux
+  gradient_detail::update_blocks(*h, nblocks, [&](MatrixView rows) {  // H J^-1 = H L^-T L^-1
+    for (const Trans t : {Trans::yes, Trans::no})
+      kernels.trsm(kStep, linalg::Side::right, linalg::Uplo::lower, t, linalg::Diag::non_unit, 1.0,
+                   linalg::view(factor), rows);
+  });
+  solve_metric(factor, fitted_d, kernels);
+  solve_metric(factor, fitted_c, kernels);
 
-  // The SCF's metric density: B^P = C_o^T H^P, V0 = sum_ij B^P_ij B^Q_ij - 1/2 d_D d_D^T.
-  Matrix occupied(nocc, nocc * naux), v0(naux, naux);
-  kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, linalg::view(c_occ), h_wide, 0.0, linalg::view(occupied));
-  const ConstMatrixView b_tall{occupied.data(), nocc * nocc, naux, nocc * nocc};
-  kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, b_tall, b_tall, 0.0, linalg::view(v0));
-  v0 -= 0.5 * fitted_d * fitted_d.transpose();
+  // The metric's densities, block by block: the SCF's V0 = sum_ij B^P_ij B^Q_ij - 1/2 d_D d_D^T with
+  // B^P = C_o^T H^P; each correction's V = V0 + sum_mi H^P_mi (P H^Q)_mi - 1/2 (d_P d_D^T + d_D d_P^T).
+  Matrix v0 = -0.5 * fitted_d * fitted_d.transpose();
+  std::vector<Matrix> v(static_cast<std::size_t>(count), Matrix::Zero(naux, naux));
+  std::vector<double> buffer;
+  Matrix occupied, corrected;
+  for (Index b = 0; b < nblocks; ++b) {
+    const Index rows = h->rows(b), ni = rows / nbf;
+    const double* h_b = gradient_detail::load(*h, b, buffer);
+    occupied.resize(nocc * ni, naux);
+    for (Index i = 0; i < ni; ++i)
+      kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, linalg::view(c_occ), ConstMatrixView{h_b + i * nbf, nbf, naux, rows},
+                   0.0, MatrixView{occupied.data() + i * nocc, nocc, naux, nocc * ni});
+    kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, linalg::view(occupied), linalg::view(occupied), 1.0,
+                 linalg::view(v0));
+    for (Index k = 0; k < count; ++k) {
+      corrected.resize(rows, naux);
+      for (Index i = 0; i < ni; ++i)
+        kernels.gemm(kStep, Trans::no, Trans::no, 1.0, linalg::view(corrections[std::size_t(k)]),
+                     ConstMatrixView{h_b + i * nbf, nbf, naux, rows}, 0.0,
+                     MatrixView{corrected.data() + i * nbf, nbf, naux, rows});
+      kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{h_b, rows, naux, rows},
+                   linalg::view(corrected), 1.0, linalg::view(v[std::size_t(k)]));
+    }
+  }
   std::vector<Matrix> gradients = {metric_gradient(jk_basis, natoms, v0)};
-  // Each correction P: V = V0 + sum_mi H^P_mi (P H^Q)_mi - 1/2 (d_P d_D^T + d_D d_P^T), with P H kept for the
-  // three-index pass.
-  std::vector<Matrix> corrected_half;
   for (Index k = 0; k < count; ++k) {
-    Matrix& ph = corrected_half.emplace_back(nbf, nocc * naux);
-    kernels.gemm(kStep, Trans::no, Trans::no, 1.0, linalg::view(corrections[std::size_t(k)]), h_wide, 0.0,
-                 linalg::view(ph));
-    Matrix v = v0;
-    kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, h_tall, ConstMatrixView{ph.data(), nbf * nocc, naux, nbf * nocc},
-                 1.0, linalg::view(v));
-    v -= 0.5 * (fitted_c.col(k) * fitted_d.transpose() + fitted_d * fitted_c.col(k).transpose());
-    gradients.push_back(metric_gradient(jk_basis, natoms, v));
+    Matrix& vk = v[std::size_t(k)];
+    vk += v0 - 0.5 * (fitted_c.col(k) * fitted_d.transpose() + fitted_d * fitted_c.col(k).transpose());
+    gradients.push_back(metric_gradient(jk_basis, natoms, vk));
   }
   const std::vector<Matrix> three_index = three_center_gradients(
       jk_basis, basis, natoms, static_cast<int>(count + 1), [&](Index p0, Index p1, double* out) {
         const Index np = p1 - p0;
+        Matrix slab(nbf * nocc, np);
+        gradient_detail::read_slab(*h, nblocks, p0, np, slab.data());
         for (Index p = p0; p < p1; ++p) {
           // The SCF's: d_D^P D - 2 C_o B^P C_o^T.
-          const Eigen::Map<const Matrix> b(occupied.data() + p * nocc * nocc, nocc, nocc);
+          const Eigen::Map<const Matrix> hp(slab.col(p - p0).data(), nbf, nocc);
           Eigen::Map<Matrix> r0(out + (p - p0) * nbf * nbf, nbf, nbf);
-          r0.noalias() = fitted_d(p) * density - 2.0 * c_occ * b * c_occ.transpose();
+          r0.noalias() = fitted_d(p) * density - 2.0 * c_occ * (c_occ.transpose() * hp) * c_occ.transpose();
           for (Index k = 0; k < count; ++k) {
-            const Eigen::Map<const Matrix> ph(corrected_half[std::size_t(k)].data() + p * nbf * nocc, nbf, nocc);
-            const Matrix ph_c = ph * c_occ.transpose();
+            const Matrix ph_c = corrections[std::size_t(k)] * hp * c_occ.transpose();
             Eigen::Map<Matrix> r(out + ((k + 1) * np + p - p0) * nbf * nbf, nbf, nbf);
             r = r0 + fitted_d(p) * corrections[std::size_t(k)] + fitted_c(p, k) * density - ph_c - ph_c.transpose();
           }
@@ -103,8 +133,9 @@ std::vector<Matrix> df_two_electron_gradients(const BasisSet& basis, const Basis
 
 std::vector<Matrix> two_electron_gradients(const BasisSet& basis, const BasisSet* jk_basis, Index natoms,
                                            const Matrix& c_occ, const std::vector<Matrix>& corrections,
-                                           linalg::Kernels& kernels) {
-  if (jk_basis != nullptr) return df_two_electron_gradients(basis, *jk_basis, natoms, c_occ, corrections, kernels);
+                                           linalg::Kernels& kernels, const HalfTransformedStorage& storage) {
+  if (jk_basis != nullptr)
+    return df_two_electron_gradients(basis, *jk_basis, natoms, c_occ, corrections, kernels, storage);
   const Matrix density = 2.0 * c_occ * c_occ.transpose();
   std::vector<Matrix> responses = {0.5 * density};
   for (const Matrix& c : corrections) responses.push_back(0.5 * density + c);
@@ -113,7 +144,7 @@ std::vector<Matrix> two_electron_gradients(const BasisSet& basis, const BasisSet
 
 std::vector<Matrix> rhf_gradients(const Molecule& molecule, const BasisSet& basis, const BasisSet* jk_basis,
                                   const ScfResult& scf, const std::vector<DensityCorrection>& corrections,
-                                  linalg::Kernels& kernels) {
+                                  linalg::Kernels& kernels, const HalfTransformedStorage& storage) {
   if (scf.open_shell()) throw std::logic_error("rhf_gradient: an open-shell SCF");
   const auto natoms = static_cast<Index>(molecule.atoms.size());
   const Matrix c_occ = scf.mo_coefficients.leftCols(scf.nocc);
@@ -122,7 +153,7 @@ std::vector<Matrix> rhf_gradients(const Molecule& molecule, const BasisSet& basi
       2.0 * c_occ * scf.orbital_energies.head(scf.nocc).asDiagonal() * c_occ.transpose();
   std::vector<Matrix> densities;
   for (const DensityCorrection& c : corrections) densities.push_back(c.density);
-  std::vector<Matrix> gradients = two_electron_gradients(basis, jk_basis, natoms, c_occ, densities, kernels);
+  std::vector<Matrix> gradients = two_electron_gradients(basis, jk_basis, natoms, c_occ, densities, kernels, storage);
   const Matrix nuclear = nuclear_repulsion_gradient(molecule);
   gradients[0] += one_electron_gradient(basis, molecule, density, energy_weighted) + nuclear;
   for (std::size_t k = 0; k < corrections.size(); ++k) {

@@ -14,6 +14,7 @@
 // derivative of sum P_mn (mn|P)[J^-1]_PQ (Q|ls) [D_ls - 1/2 ...] through the three-index integrals and the metric.
 // With exact J and K, libint2's four-centre first derivatives (chem::four_center_gradients).
 #include <array>
+#include <string>
 #include <vector>
 
 #include "chem/system/basis_set.hpp"
@@ -24,15 +25,24 @@
 
 namespace dfmp2::chem {
 
+// Where the DF two-electron derivative keeps its fitted half-transformed integrals H^P = c^P C_o (nbf x nocc for
+// each fitting function): by blocks of `occupied_block` occupied orbitals (0: one block), in memory, or in a scratch
+// file in `scratch_folder` when `on_scratch` (the DF-MP2 gradient's plan decides, chem/gradient/dfmp2_gradient.hpp).
+struct HalfTransformedStorage {
+  linalg::Index occupied_block = 0;
+  bool on_scratch = false;
+  std::string scratch_folder;
+};
+
 // d/dR of sum_mn P_mn [J(D) - 1/2 K(D)]_mn, D = 2 C_o C_o^T (`c_occ`: the SCF's occupied orbitals) held fixed,
 // for P = D/2 (the SCF's) and then for P = D/2 + each of `corrections` (symmetric): one gradient each, in one pass
 // over the derivative integrals. J and K fitted with `jk_basis` (its dense algebra on `kernels`), or exact when it is
-// null. The DF form holds the fitted half-transformed integrals (naux x nbf x nocc) and, per correction, their
-// product with it.
+// null. The DF form keeps H as `storage` says, and one block's products beside it.
 std::vector<linalg::Matrix> two_electron_gradients(const BasisSet& basis, const BasisSet* jk_basis,
                                                    linalg::Index natoms, const linalg::Matrix& c_occ,
                                                    const std::vector<linalg::Matrix>& corrections,
-                                                   linalg::Kernels& kernels);
+                                                   linalg::Kernels& kernels,
+                                                   const HalfTransformedStorage& storage = {});
 
 // A correlated method's additions to the RHF densities: its relaxed one-particle density and energy-weighted
 // density (AO, symmetric).
@@ -47,7 +57,7 @@ linalg::Matrix rhf_gradient(const Molecule& molecule, const BasisSet& basis, con
 // separable part), all in one pass over the derivative integrals.
 std::vector<linalg::Matrix> rhf_gradients(const Molecule& molecule, const BasisSet& basis, const BasisSet* jk_basis,
                                           const ScfResult& scf, const std::vector<DensityCorrection>& corrections,
-                                          linalg::Kernels& kernels);
+                                          linalg::Kernels& kernels, const HalfTransformedStorage& storage = {});
 
 // The dipole moment (a.u., origin at 0) of the nuclei of `molecule` and the electrons of density `density`.
 std::array<double, 3> dipole_moment(const Molecule& molecule, const BasisSet& basis, const linalg::Matrix& density);

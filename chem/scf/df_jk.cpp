@@ -103,10 +103,8 @@ class BlockedDfJk final : public JkBuilder {
   }
 
   void compute_rotation_response(const Matrix& l, const Matrix& c_occ, Matrix& j, Matrix& kc) override {
-    if (plan_.storage == JkStorage::recompute || c_occ.cols() > plan_.nocc || l.cols() > plan_.nocc) {
-      JkBuilder::compute_rotation_response(l, c_occ, j, kc);
-      return;
-    }
+    if (!keep_rotation_products_ || plan_.storage == JkStorage::recompute || std::max(c_occ.cols(), l.cols()) > plan_.nocc)
+      return JkBuilder::compute_rotation_response(l, c_occ, j, kc);
     const Index nocc = c_occ.cols(), ncol = l.cols();
     const auto& pm = engine_->packed_m();
     const auto& pn = engine_->packed_n();

@@ -41,7 +41,13 @@ class JkBuilder {
                                          linalg::Matrix& kc);
   // Frees what compute_rotation_response keeps between calls (the Z-vector is solved).
   virtual void release_response() {}
+  // Whether compute_rotation_response may keep X_Q between calls (naux nbf nocc): a gradient whose memory plan has
+  // no room for them says no, and each call is then compute_response.
+  void keep_rotation_products(bool keep) { keep_rotation_products_ = keep; }
   static constexpr int kResponseDensity = 2;
+
+ protected:
+  bool keep_rotation_products_ = true;
 };
 
 // Density-fitted J/K within a memory budget: chem/scf/df_jk.hpp.

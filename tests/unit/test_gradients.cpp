@@ -205,8 +205,9 @@ TEST(DfMp2Gradient, MatchesFiniteDifferencesOnAmmoniaAndAWaterDimer) {
   }
 }
 
-// The gradient's three-index tensors cut into blocks of 1, 2 or 3 active orbitals (uneven: 9 or 8 of them), with
-// AO blocks of one shell, in memory and on scratch: the gradient and energy of one block in memory, to 1e-12.
+// The gradient's three-index tensors (and the separable part's half-transformed integrals) cut into blocks of 1, 2
+// or 3 orbitals (uneven), with AO blocks of one shell, in memory and on scratch, the Z-vector's DF products kept or
+// rebuilt: the gradient and energy of one block in memory, to 1e-12.
 TEST(DfMp2Gradient, BlocksAndScratchGiveTheSameGradient) {
   const Molecule dimer = chem::parse_xyz_lines("O 0.0 0.05 0.117790\nH 0.0 0.755453 -0.471161\nH 0.03 -0.70 -0.50\n"
                                                "O 0.1 0.0 3.0\nH 0.0 0.76 2.45\nH 0.0 -0.74 2.40\n", "dimer");
@@ -220,6 +221,7 @@ TEST(DfMp2Gradient, BlocksAndScratchGiveTheSameGradient) {
         plan.occupied_block = block;
         plan.aux_block = 1;  // one shell at a time
         plan.on_scratch = scratch;
+        plan.keep_response = block != 2;  // the Z-vector's DF products rebuilt each iteration
         const chem::DfMp2Gradient g = rhf.mp2_gradient(nfrozen, plan);
         expect_gradient_near(g.gradient, whole.gradient, 1e-12, "one block in memory");
         EXPECT_NEAR(g.correlation(), whole.correlation(), 1e-13);
