@@ -66,6 +66,7 @@ TEST(Gradient, StoragesAndBackendsAgree) {
   for (const std::string variant :
        {"scf: {e_convergence: 1e-10, d_convergence: 1e-10, jk_storage: scratch}\n",
         "scf: {e_convergence: 1e-10, d_convergence: 1e-10, jk_storage: recompute}\n",
+        "scf: {e_convergence: 1e-10, d_convergence: 1e-10}\nmp2_storage: scratch\n",
         "scf: {e_convergence: 1e-10, d_convergence: 1e-10}\nbackends: [eigen]\n",
         "scf: {e_convergence: 1e-10, d_convergence: 1e-10}\nbackends: [openblas]\n",
         "scf: {e_convergence: 1e-10, d_convergence: 1e-10}\nbackends: [trn1]\n"}) {
@@ -75,6 +76,12 @@ TEST(Gradient, StoragesAndBackendsAgree) {
     // With only a device model named, the energy runs on it (fp32) and the gradient on the host, which the report says.
     if (variant.find("trn1") != std::string::npos)
       EXPECT_NE(other.report.find("the device models have no fp64"), std::string::npos);
+    if (variant.find("mp2_storage: scratch") != std::string::npos) {  // the gradient's blocks on scratch too
+      bool on_scratch = false;
+      for (const auto& phase : other.json["extras"]["dfmp2"]["memory_plan"]["phases"])
+        if (phase["phase"] == "MP2 gradient") on_scratch = phase["storage"] == "scratch";
+      EXPECT_TRUE(on_scratch);
+    }
   }
 }
 

@@ -91,6 +91,9 @@ CASES = {
     "dimer_gradient": molecule(DIMER_XYZ, "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
                                           "driver: gradient\n"),
     "water_exact_gradient": molecule(WATER_XYZ, "scf: {type: exact, d_convergence: 1e-9}\ndriver: gradient\n"),
+    # The gradient's blocks (and the energy's) in every rank's own scratch file.
+    "dimer_gradient_scratch": molecule(DIMER_XYZ, "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
+                                                  "mp2_storage: scratch\ndriver: gradient\n"),
     # The distributed factorisations (linalg/dense_grid.hpp) switched on at every size: the JK and MP2 metrics
     # (computed by tiles, factored, and the fitting's row solves), the SCF's eigenproblems, on grids of 1 to 8 ranks;
     # ELPA (the default) and ScaLAPACK; J/K in memory and recomputed (J^-1 c as row solves), DF-MP2 on scratch;
