@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "app/stage.hpp"
 #include "chem/scf/scf.hpp"
+#include "linalg/comm.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/kernels.hpp"
 
@@ -117,13 +119,30 @@ void run_hessian(const Input& input, linalg::Comm& comm, Calculation& calc,
   displaced_input.output.reset();
   displaced_input.save_integrals.reset();
   linalg::Stopwatch clock;
-  h.hessian = chem::finite_difference_hessian(*input.molecule, [&](const chem::Molecule& displaced, int k) {
-    displaced_input.molecule = displaced;
-    const Calculation c = run_calculation(displaced_input, comm);
-    say(fmt::format("  displacement {:3} of {}: E = {:.12f} Eh", k + 1, h.displacements,
-                    *c.reference.scf_energy + c.runs.front().result.correlation()));
-    return c.gradient->result.gradient;
-  }, h.step);
+  // The displaced geometries spread over the ranks, each a calculation of its own on one rank, and their gradients
+  // summed: every displaced gradient is the one a single process computes, whatever the rank count.
+  const std::vector<chem::Molecule> displaced = chem::hessian_displacements(*input.molecule, h.step);
+  const auto natoms = static_cast<linalg::Index>(input.molecule->atoms.size());
+  const std::size_t per = static_cast<std::size_t>(3 * natoms) + 1;  // a gradient and its energy
+  std::vector<double> shared(displaced.size() * per, 0.0);
+  linalg::SerialComm alone("one displaced geometry per rank");
+  linalg::Comm& each = comm.size() > 1 ? static_cast<linalg::Comm&>(alone) : comm;
+  comm.checked([&] {
+    for (std::size_t k = std::size_t(comm.rank()); k < displaced.size(); k += std::size_t(comm.size())) {
+      displaced_input.molecule = displaced[k];
+      const Calculation c = run_calculation(displaced_input, each);
+      double* out = shared.data() + k * per;
+      Eigen::Map<linalg::Matrix>(out, natoms, 3) = c.gradient->result.gradient;
+      out[per - 1] = *c.reference.scf_energy + c.runs.front().result.correlation();
+    }
+  });
+  comm.sum(shared.data(), shared.size());
+  std::vector<linalg::Matrix> gradients;
+  for (std::size_t k = 0; k < displaced.size(); ++k) {
+    gradients.emplace_back(Eigen::Map<const linalg::Matrix>(shared.data() + k * per, natoms, 3));
+    say(fmt::format("  displacement {:3} of {}: E = {:.12f} Eh", k + 1, h.displacements, shared[k * per + per - 1]));
+  }
+  h.hessian = chem::hessian_from_gradients(gradients, h.step);
   h.vibrations = chem::harmonic_analysis(*input.molecule, h.hessian);
   h.seconds = clock.seconds();
 }

@@ -140,7 +140,7 @@ struct GradientRun {
 };
 
 // driver: hessian. The Hessian from central differences of analytic gradients (each displaced geometry a gradient
-// calculation of its own, every rank taking part in each), and its harmonic analysis.
+// calculation of its own, spread over the ranks, each displaced calculation on one rank), and its harmonic analysis.
 struct HessianRun {
   linalg::Matrix hessian;  // 3 natoms x 3 natoms, Eh/bohr^2
   chem::Vibrations vibrations;

@@ -45,23 +45,35 @@ double isotopic_mass(int z) {
   return kIsotopicMass[static_cast<std::size_t>(z - 1)];
 }
 
-Matrix finite_difference_hessian(const Molecule& molecule, const std::function<Matrix(const Molecule&, int)>& gradient,
-                                 double step) {
-  const auto n = static_cast<Index>(3 * molecule.atoms.size());
+std::vector<Molecule> hessian_displacements(const Molecule& molecule, double step) {
+  std::vector<Molecule> out;
+  for (std::size_t k = 0; k < 3 * molecule.atoms.size(); ++k) {
+    for (const double sign : {1.0, -1.0}) {
+      Molecule& displaced = out.emplace_back(molecule);
+      Atom& atom = displaced.atoms[k / 3];
+      double& position = k % 3 == 0 ? atom.x : k % 3 == 1 ? atom.y : atom.z;
+      position += sign * step / kBohrPerAngstrom;
+    }
+  }
+  return out;
+}
+
+Matrix hessian_from_gradients(const std::vector<Matrix>& gradients, double step) {
+  const auto n = static_cast<Index>(gradients.size() / 2);
   Matrix hessian(n, n);
   for (Index k = 0; k < n; ++k) {
-    Matrix sides[2];
-    for (int side = 0; side < 2; ++side) {
-      Molecule displaced = molecule;
-      Atom& atom = displaced.atoms[static_cast<std::size_t>(k / 3)];
-      double& position = k % 3 == 0 ? atom.x : k % 3 == 1 ? atom.y : atom.z;
-      position += (side == 0 ? step : -step) / kBohrPerAngstrom;
-      sides[side] = gradient(displaced, static_cast<int>(2 * k + side));
-    }
-    const Matrix column = (sides[0] - sides[1]) / (2.0 * step);  // natoms x 3
-    for (Index j = 0; j < n; ++j) hessian(j, k) = column(j / 3, j % 3);
+    const Matrix column = (gradients[std::size_t(2 * k)] - gradients[std::size_t(2 * k + 1)]) / (2.0 * step);
+    for (Index j = 0; j < n; ++j) hessian(j, k) = column(j / 3, j % 3);  // column is natoms x 3
   }
   return 0.5 * (hessian + hessian.transpose());
+}
+
+Matrix finite_difference_hessian(const Molecule& molecule, const std::function<Matrix(const Molecule&, int)>& gradient,
+                                 double step) {
+  const std::vector<Molecule> displaced = hessian_displacements(molecule, step);
+  std::vector<Matrix> gradients;
+  for (std::size_t k = 0; k < displaced.size(); ++k) gradients.push_back(gradient(displaced[k], static_cast<int>(k)));
+  return hessian_from_gradients(gradients, step);
 }
 
 Vibrations harmonic_analysis(const Molecule& molecule, const Matrix& hessian) {

@@ -6,6 +6,7 @@
 // Constants are CODATA 2014 and masses AME2016, as Psi4 1.3 takes them from QCElemental, so that frequencies agree
 // with Psi4's to the finite-difference error.
 #include <functional>
+#include <vector>
 
 #include "chem/system/molecule.hpp"
 #include "linalg/matrix_view.hpp"
@@ -24,6 +25,10 @@ inline constexpr double kHessianStep = 0.005;
 linalg::Matrix finite_difference_hessian(const Molecule& molecule,
                                          const std::function<linalg::Matrix(const Molecule&, int)>& gradient,
                                          double step = kHessianStep);
+// The same in two halves, so that the gradients can be computed anywhere (over MPI ranks): the 6 natoms displaced
+// geometries in that order, and the Hessian from their gradients.
+std::vector<Molecule> hessian_displacements(const Molecule& molecule, double step = kHessianStep);
+linalg::Matrix hessian_from_gradients(const std::vector<linalg::Matrix>& gradients, double step = kHessianStep);
 
 struct Vibrations {
   linalg::Vector frequencies;  // cm^-1, ascending; negative: imaginary

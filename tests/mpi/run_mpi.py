@@ -91,6 +91,9 @@ CASES = {
     "dimer_gradient": molecule(DIMER_XYZ, "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
                                           "driver: gradient\n"),
     "water_exact_gradient": molecule(WATER_XYZ, "scf: {type: exact, d_convergence: 1e-9}\ndriver: gradient\n"),
+    # A Hessian: its displaced geometries spread over the ranks, each a calculation of one rank.
+    "water_hessian": molecule(WATER_XYZ, "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
+                                         "driver: hessian\n"),
     # The gradient's blocks (and the energy's) in every rank's own scratch file.
     "dimer_gradient_scratch": molecule(DIMER_XYZ, "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
                                                   "mp2_storage: scratch\ndriver: gradient\n"),
