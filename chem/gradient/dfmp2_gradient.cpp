@@ -239,7 +239,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   lap("densities");
 
   // The gradient: the SCF's form with the corrected densities, beside the non-separable terms.
-  const HalfTransformedStorage storage{in.plan.occupied_block, in.plan.on_scratch, in.scratch_folder};
+  const HalfTransformedStorage storage{in.plan.occupied_block, in.plan.aux_block, in.plan.on_scratch, in.scratch_folder};
   const std::vector<Matrix> separable =
       rhf_gradients(*in.molecule, *in.basis, in.jk_basis, scf, {correction}, kernels, storage);
   out.scf_gradient = separable[0];

@@ -248,11 +248,14 @@ GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bo
   // The Z-vector: with a DF-SCF, B_Q C_o and C_o^T B_Q C_o kept across its iterations when the plan allows.
   const double naux_jk = double(z.naux_jk);
   const double zvector = keep_response ? naux_jk * (nbf + no) * no : 0.0;
-  // The SCF-like separable part: its fitted half-transformed integrals H (nbf no naux_jk) by the same blocks, one
-  // block's C_o^T H and P H beside them, and on each thread a shell's slab of H and its two densities.
+  // The SCF-like separable part: its fitted half-transformed integrals H (nbf no naux_jk) by the same blocks; while
+  // they are made, a block of (Q|mn) with (Q|mn) C_o twice (computed, then as columns); then one block's C_o^T H and
+  // P H beside them, and on each thread a shell's slab of H and its two densities.
   const double h = nbf * no * naux_jk;
-  const double separable = in_memory * h + n * (2.0 * nbf + no) * naux_jk + (scratch ? n * nbf * naux_jk : 0.0) +
-                           double(z.threads) * shell * (nbf * no + 2.0 * nbf * nbf);
+  const double separable_transform = m * nbf * nbf + 2.0 * m * nbf * no;
+  const double separable = in_memory * h + (scratch ? n * nbf * naux_jk : 0.0) +
+                           std::max(separable_transform, n * (nbf + no) * naux_jk +
+                                                             double(z.threads) * shell * (nbf * no + 2.0 * nbf * nbf));
   GradientBytes out;
   out.peak = 8.0 * (fixed + std::max({transform, pass, gamma_held + derivative, zvector, separable}));
   out.scratch = scratch ? 8.0 * std::max(2.0 * ov + oo, h) : 0.0;

@@ -48,7 +48,7 @@ std::vector<Matrix> df_two_electron_gradients(const BasisSet& basis, const Basis
       blocks, nbf, naux, storage.on_scratch ? &storage.scratch_folder : nullptr, "gradient-half");
   Matrix fitted_d(naux, 1), fitted_c(naux, count);
   std::vector<double> block;
-  for (const auto& range : engine.blocks(64)) {
+  for (const auto& range : engine.blocks(storage.aux_block)) {
     const Index p0 = range.first, np = range.second - range.first;
     block.resize(static_cast<std::size_t>(np * nbf * nbf));
     engine.compute_square(p0, p0 + np, block.data());

@@ -30,6 +30,7 @@ namespace dfmp2::chem {
 // file in `scratch_folder` when `on_scratch` (the DF-MP2 gradient's plan decides, chem/gradient/dfmp2_gradient.hpp).
 struct HalfTransformedStorage {
   linalg::Index occupied_block = 0;
+  linalg::Index aux_block = 64;  // fitting functions whose (Q|mn) are computed at once
   bool on_scratch = false;
   std::string scratch_folder;
 };
