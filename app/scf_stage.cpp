@@ -58,12 +58,14 @@ class TimedJk final : public chem::JkBuilder {
     seconds += clock.seconds();
   }
   void release_response() override { inner_.release_response(); }
-  void compute_rotation_response(const linalg::Matrix& l, const linalg::Matrix& c_occ, linalg::Matrix& j,
-                                 linalg::Matrix& kc) override {
+  linalg::Matrix rotation_hessian(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ, const linalg::Matrix& z,
+                                  linalg::Kernels& kernels) override {
     linalg::Stopwatch clock;
-    inner_.compute_rotation_response(l, c_occ, j, kc);
+    linalg::Matrix out = inner_.rotation_hessian(c_vir, c_occ, z, kernels);
     seconds += clock.seconds();
+    return out;
   }
+  void keep_rotation_products(chem::RotationProducts kept) override { inner_.keep_rotation_products(kept); }
   double seconds = 0;
 
  private:

@@ -115,13 +115,8 @@ constexpr double kZvectorConvergence = 1e-8;
 Matrix solve_zvector(JkBuilder& jk, const Spaces& s, const Matrix& rhs, DfMp2Gradient& out, Kernels& kernels) {
   const Matrix delta = s.e.tail(s.nv).replicate(1, s.no) - s.e.head(s.no).transpose().replicate(s.nv, 1);
   auto apply = [&](const Matrix& z) {
-    Matrix j, kc;
-    jk.compute_rotation_response(product(kernels, kStep, s.c_vir, Trans::no, z, Trans::no), s.c_occ, j, kc);
-    kernels.gemm<double>(kStep, Trans::no, Trans::no, 4.0, linalg::view(j), linalg::view(s.c_occ), -2.0,
-                         linalg::view(kc));
-    Matrix applied = delta.cwiseProduct(z);
-    kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, linalg::view(s.c_vir), linalg::view(kc), 1.0,
-                         linalg::view(applied));
+    Matrix applied = jk.rotation_hessian(s.c_vir, s.c_occ, z, kernels);
+    applied += delta.cwiseProduct(z);
     return applied;
   };
   Matrix z = rhs.cwiseQuotient(delta);
@@ -220,7 +215,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
                          linalg::view(fock_response(*in.jk, 0.5 * (m + m.transpose()), s.c_occ, kernels)), 1.0,
                          linalg::view(lagrangian));
   }
-  in.jk->keep_rotation_products(in.plan.keep_response);
+  in.jk->keep_rotation_products(in.plan.zvector_products);
   const Matrix z = solve_zvector(*in.jk, s, -lagrangian, out, kernels);
   in.jk->release_response();
   lap("z-vector");

@@ -53,7 +53,9 @@ struct DfMp2GradientPlan {
   linalg::Index occupied_block = 0;  // active occupied orbitals per block; 0: all in one
   linalg::Index aux_block = 64;
   bool on_scratch = false;
-  bool keep_response = true;  // the Z-vector's DF products B_Q C_o kept across its iterations (JkBuilder)
+  // What the Z-vector's DF J/K keeps across its iterations (chem/scf/rotation_response.hpp): its fitting basis's
+  // integrals in the orbitals' basis (mo), their occupied blocks only (occupied), or nothing (none).
+  RotationProducts zvector_products = RotationProducts::mo;
   double memory_bytes = 0;   // the gradient's peak, beside the SCF's J/K and matrices
   double scratch_bytes = 0;  // its scratch file at its largest
   std::string reason;        // why this storage and these blocks

@@ -226,7 +226,7 @@ struct GradientBytes {
   double peak = 0, scratch = 0;
 };
 
-GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bool scratch, bool keep_response) {
+GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bool scratch, RotationProducts kept) {
   const double nbf = double(z.nbf), no = double(z.nocc), na = double(z.nocc - z.nfrozen), nv = double(z.nbf - z.nocc);
   const double naux = double(z.naux);
   const double ov = naux * na * nv, oo = naux * na * no;  // B and Gamma; B_oo
@@ -245,9 +245,10 @@ GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bo
   const double shell = double(std::max<Index>(z.largest_aux_shell, 1));
   const double derivative = double(z.threads) * (shell * (2.0 * nbf * nbf + na * nv) + 2.0 * nbf * nbf);
   const double gamma_held = in_memory * ov + ao;
-  // The Z-vector: with a DF-SCF, B_Q C_o and C_o^T B_Q C_o kept across its iterations when the plan allows.
+  // The Z-vector: with a DF-SCF, its fitting basis's integrals in the orbitals' basis kept across its iterations,
+  // as many of them as the plan allows.
   const double naux_jk = double(z.naux_jk);
-  const double zvector = keep_response ? naux_jk * (nbf + no) * no : 0.0;
+  const double zvector = rotation_products_bytes(kept, z.nbf, z.nocc, z.nbf - z.nocc, z.naux_jk) / 8.0;
   // The SCF-like separable part: its fitted half-transformed integrals H (nbf no naux_jk) by the same blocks; while
   // they are made, a block of (Q|mn) with (Q|mn) C_o twice (computed, then as columns); then one block's C_o^T H and
   // P H beside them, and on each thread a shell's slab of H and its two densities.
@@ -274,8 +275,8 @@ DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& z, double budget
   // blocks: the first that fits.
   for (const bool scratch : {false, true}) {
     if ((scratch && storage == Mp2Storage::memory) || (!scratch && storage == Mp2Storage::scratch)) continue;
-    for (const bool keep : {true, false}) {
-      if (!keep && z.naux_jk == 0) continue;
+    for (const RotationProducts keep : {RotationProducts::mo, RotationProducts::occupied, RotationProducts::none}) {
+      if (z.naux_jk == 0 && keep != RotationProducts::none) continue;  // an exact SCF's J/K keeps nothing
       // Block sizes that cut the active orbitals evenly, largest first.
       for (Index count = 1; count <= std::max<Index>(na, 1); ++count) {
         const Index n = std::max<Index>((na + count - 1) / count, 1);
@@ -288,7 +289,9 @@ DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& z, double budget
           plan.reason = storage != Mp2Storage::automatic ? "asked for (mp2_storage)"
                         : scratch ? "its three-index tensors do not fit in memory beside the blocks"
                                   : "its three-index tensors fit in memory";
-          if (!keep) plan.reason += "; the Z-vector's B_Q C_o rebuilt each iteration";
+          if (keep == RotationProducts::occupied) plan.reason += "; the Z-vector's b_vv rebuilt each iteration";
+          if (keep == RotationProducts::none && z.naux_jk > 0)
+            plan.reason += "; the Z-vector's J/K rebuilt each iteration";
           return plan;
         }
       }

@@ -102,63 +102,23 @@ class BlockedDfJk final : public JkBuilder {
     for (Index x = 0; x < npacked_; ++x) j(pm[x], pn[x]) = j(pn[x], pm[x]) = jp(x);
   }
 
-  void compute_rotation_response(const Matrix& l, const Matrix& c_occ, Matrix& j, Matrix& kc) override {
-    if (!keep_rotation_products_ || plan_.storage == JkStorage::recompute || std::max(c_occ.cols(), l.cols()) > plan_.nocc)
-      return JkBuilder::compute_rotation_response(l, c_occ, j, kc);
-    const Index nocc = c_occ.cols(), ncol = l.cols();
-    const auto& pm = engine_->packed_m();
-    const auto& pn = engine_->packed_n();
-    const Matrix half_density = l * c_occ.transpose();
-    Matrix dp(npacked_, 1), jp = Matrix::Zero(npacked_, 1);
-    for (Index x = 0; x < npacked_; ++x)
-      dp(x) = (half_density(pm[x], pn[x]) + half_density(pn[x], pm[x])) * (pm[x] == pn[x] ? 0.5 : 1.0);
-    kc.setZero(nbf_, nocc);
-    const bool cached = rotation_.c_occ.size() == c_occ.size() && rotation_.c_occ == c_occ;
-    if (!cached) {
-      rotation_.c_occ = c_occ;
-      rotation_.x.assign(static_cast<std::size_t>(my_cols_ * nbf_ * nocc), 0.0);
-      rotation_.o.assign(static_cast<std::size_t>(my_cols_ * nocc * nocc), 0.0);
-    }
+  Matrix rotation_hessian(const Matrix& c_vir, const Matrix& c_occ, const Matrix& z, linalg::Kernels& kernels) override {
+    if (rotation_products_ == RotationProducts::none || plan_.storage == JkStorage::recompute || c_occ.cols() > plan_.nocc)
+      return JkBuilder::rotation_hessian(c_vir, c_occ, z, kernels);
+    if (!rotation_ || !rotation_->made_for(c_vir, c_occ))
+      rotation_ = std::make_unique<RotationResponse>(rotation_products_, c_vir, c_occ, my_cols_, kernels_, step_name(ScfStep::jk));
+    Matrix out;
     comm_.checked([&] {
-      Index offset = 0;  // this rank's auxiliary functions before the block
-      auto contract = [&](const double* b, Index q) {
-        coulomb(b, q, dp, jp);
-        const std::vector<double>& squares = unpack(b, q);
-        const ConstMatrixView sq{squares.data(), nbf_, nbf_, nbf_};
-        double* x = rotation_.x.data() + offset * nbf_ * nocc;  // X_Q = B_Q C_o side by side, nbf x (nocc q)
-        double* o = rotation_.o.data() + offset * nocc * nocc;  // C_o^T X_Q side by side, nocc x (nocc q)
-        if (!cached) {
-          kernels_.gemm_batched(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, 1.0, sq,
-                                linalg::view(c_occ), 0.0, MatrixView{x, nbf_, nocc, nbf_});
-          kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, linalg::view(c_occ),
-                        ConstMatrixView{x, nbf_, nocc * q, nbf_}, 0.0, MatrixView{o, nocc, nocc * q, nocc});
-        }
-        Work<double>& w = work<double>();
-        w.half.resize(static_cast<std::size_t>(nbf_ * ncol * q));
-        const MatrixView xl{w.half.data(), nbf_, ncol * q, nbf_};  // B_Q L side by side
-        kernels_.gemm_batched(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * ncol}, 1.0, sq,
-                              linalg::view(l), 0.0, MatrixView{w.half.data(), nbf_, ncol, nbf_});
-        // U = C_o^T (B_Q L) side by side (the transposes of (B_Q L)^T C_o); O_Q is symmetric. So the sums over Q
-        // are GEMMs over the side-by-side blocks: (B L) O^T and X U^T.
-        response_.resize(static_cast<std::size_t>(nocc * ncol * q));
-        const MatrixView u{response_.data(), nocc, ncol * q, nocc};
-        kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, linalg::view(c_occ), xl, 0.0, u);
-        kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::yes, 0.5, xl, ConstMatrixView{o, nocc, nocc * q, nocc},
-                      1.0, linalg::view(kc));
-        kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::yes, 0.5, ConstMatrixView{x, nbf_, nocc * q, nbf_}, u,
-                      1.0, linalg::view(kc));
-        offset += q;
-      };
-      for_each_stored_block(contract);
+      out = rotation_->apply(z, [&](const RotationResponse::SquareVisitor& visit) {
+        for_each_stored_block([&](const double* b, Index q) { visit(unpack(b, q).data(), q); });
+      });
     });
-    summed(step_name(ScfStep::jk), jp.data(), npacked_);
-    summed(step_name(ScfStep::jk), kc.data(), kc.size());
-    j.setZero(nbf_, nbf_);
-    for (Index x = 0; x < npacked_; ++x) j(pm[x], pn[x]) = j(pn[x], pm[x]) = jp(x);
+    summed(step_name(ScfStep::jk), out.data(), out.size());
+    return out;
   }
 
   void release_response() override {
-    rotation_ = {};
+    rotation_.reset();
     response_ = {};
   }
 
@@ -533,12 +493,7 @@ class BlockedDfJk final : public JkBuilder {
 
   // The exchange's work arrays of each element type (the fp32 ones exist only in a mixed-precision SCF).
   std::vector<double> response_;  // compute_response's M (B_Q C), one block's worth
-  // compute_rotation_response's X_Q = B_Q C_o and C_o^T X_Q for this rank's auxiliary functions, kept for the C_o
-  // they were made with (the Z-vector's iterations share it).
-  struct RotationCache {
-    Matrix c_occ;
-    std::vector<double> x, o;
-  } rotation_;
+  std::unique_ptr<RotationResponse> rotation_;  // the Z-vector's kept products (rotation_hessian)
   template <class T>
   struct Work {
     std::vector<T> half;                // E (exchange) or B_Q C side by side (responses)

@@ -21,9 +21,15 @@ void JkBuilder::compute_response(const Matrix& m, const Matrix& c, Matrix& j, Ma
   kc = k * c;
 }
 
-void JkBuilder::compute_rotation_response(const Matrix& l, const Matrix& c_occ, Matrix& j, Matrix& kc) {
-  const Matrix half = l * c_occ.transpose();
+Matrix JkBuilder::rotation_hessian(const Matrix& c_vir, const Matrix& c_occ, const Matrix& z,
+                                   linalg::Kernels& kernels) {
+  const std::string& step = step_name(ScfStep::jk);
+  const Matrix half = linalg::product(kernels, step, linalg::product(kernels, step, c_vir, Trans::no, z, Trans::no),
+                                      Trans::no, c_occ, Trans::yes);
+  Matrix j, kc;
   compute_response(0.5 * (half + half.transpose()), c_occ, j, kc);
+  kernels.gemm<double>(step, Trans::no, Trans::no, 4.0, linalg::view(j), linalg::view(c_occ), -2.0, linalg::view(kc));
+  return linalg::product(kernels, step, c_vir, Trans::yes, kc, Trans::no);
 }
 
 void JkBuilder::compute_symmetric(const Matrix& m, Matrix& j, Matrix& k) {

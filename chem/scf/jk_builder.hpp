@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "chem/scf/rotation_response.hpp"
 #include "chem/system/basis_set.hpp"
 #include "linalg/comm.hpp"
 #include "linalg/kernels.hpp"
@@ -33,21 +34,21 @@ class JkBuilder {
   // one pass over B (K[M] C = sum_Q B_Q M (B_Q C)); this default is compute_symmetric's K times C.
   virtual void compute_response(const linalg::Matrix& m, const linalg::Matrix& c, linalg::Matrix& j,
                                 linalg::Matrix& kc);
-  // The same for M = (L C_o^T + C_o L^T) / 2, an occupied-virtual rotation's change of the density (L = C_v z):
-  // the Z-vector's products. The DF builder with a stored tensor keeps X_Q = B_Q C_o from its first call and forms
-  // K[M] C_o = 1/2 sum_Q [(B_Q L)(C_o^T X_Q) + X_Q ((B_Q L)^T C_o)], about half the flops of a build; this default
-  // is compute_response.
-  virtual void compute_rotation_response(const linalg::Matrix& l, const linalg::Matrix& c_occ, linalg::Matrix& j,
-                                         linalg::Matrix& kc);
-  // Frees what compute_rotation_response keeps between calls (the Z-vector is solved).
+  // C_v^T G[M] C_o, G[M] = 4 J[M] - 2 K[M], for M = (C_v z C_o^T + C_o z^T C_v^T) / 2, an occupied-virtual
+  // rotation z's change of the density: what each iteration of a gradient's Z-vector applies (nv x no). This default
+  // is compute_response's J and K C_o; the DF builder with a stored tensor keeps what the gradient's plan allows
+  // (keep_rotation_products) from its first call and then needs one pass over B per call, or none
+  // (chem/scf/rotation_response.hpp). Its products are logged under the J/K's step.
+  virtual linalg::Matrix rotation_hessian(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ,
+                                          const linalg::Matrix& z, linalg::Kernels& kernels);
+  // Frees what rotation_hessian keeps between calls (the Z-vector is solved).
   virtual void release_response() {}
-  // Whether compute_rotation_response may keep X_Q between calls (naux nbf nocc): a gradient whose memory plan has
-  // no room for them says no, and each call is then compute_response.
-  void keep_rotation_products(bool keep) { keep_rotation_products_ = keep; }
+  // What rotation_hessian may keep between calls: none, when the gradient's memory plan has no room for them.
+  virtual void keep_rotation_products(RotationProducts kept) { rotation_products_ = kept; }
   static constexpr int kResponseDensity = 2;
 
  protected:
-  bool keep_rotation_products_ = true;
+  RotationProducts rotation_products_ = RotationProducts::mo;
 };
 
 // Density-fitted J/K within a memory budget: chem/scf/df_jk.hpp.

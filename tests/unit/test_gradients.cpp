@@ -163,27 +163,34 @@ TEST(DfMp2Gradient, MatchesFiniteDifferencesOnDfAndExactScfWithAndWithoutFrozenC
   }
 }
 
-// The orbital response's J/K products: the DF builder's one-pass forms (compute_response, and
-// compute_rotation_response with its kept B_Q C_o, called twice) against compute_symmetric's J and K.
+// The orbital response's J/K products: the DF builder's one-pass compute_response, and rotation_hessian with each
+// choice of kept products (chem/scf/rotation_response.hpp: made on the first call, used on the second; made again
+// for other orbitals), against compute_symmetric's J and K.
 TEST(DfMp2Gradient, OrbitalResponseProductsMatchTheFullBuild) {
   Rhf rhf(distorted_water(), true);
   const auto nbf = static_cast<Eigen::Index>(rhf.orbital.nbf());
   const Matrix c_occ = rhf.scf.mo_coefficients.leftCols(rhf.scf.nocc);
   const Matrix c_vir = rhf.scf.mo_coefficients.rightCols(nbf - rhf.scf.nocc);
-  for (int trial = 0; trial < 2; ++trial) {
-    const Matrix z = Matrix::Random(nbf - rhf.scf.nocc, rhf.scf.nocc);
-    const Matrix half = c_vir * z * c_occ.transpose();
-    const Matrix m = 0.5 * (half + half.transpose());
-    Matrix j, k, j1, kc1, j2, kc2;
-    rhf.jk->compute_symmetric(m, j, k);
-    rhf.jk->compute_response(m, c_occ, j1, kc1);
-    rhf.jk->compute_rotation_response(c_vir * z, c_occ, j2, kc2);
-    EXPECT_LT((j1 - j).cwiseAbs().maxCoeff(), 1e-12);
-    EXPECT_LT((kc1 - k * c_occ).cwiseAbs().maxCoeff(), 1e-12);
-    EXPECT_LT((j2 - j).cwiseAbs().maxCoeff(), 1e-12);
-    EXPECT_LT((kc2 - k * c_occ).cwiseAbs().maxCoeff(), 1e-12);
+  for (const auto kept : {chem::RotationProducts::mo, chem::RotationProducts::occupied, chem::RotationProducts::none}) {
+    SCOPED_TRACE(chem::rotation_products_name(kept));
+    rhf.jk->keep_rotation_products(kept);
+    for (int trial = 0; trial < 3; ++trial) {
+      // The third trial with other "occupied" orbitals (their columns mixed): the kept products are made again.
+      const Matrix occ = trial < 2 ? c_occ : Matrix(c_occ * Matrix::Identity(c_occ.cols(), c_occ.cols()).reverse());
+      const Matrix z = Matrix::Random(nbf - rhf.scf.nocc, rhf.scf.nocc);
+      const Matrix half = c_vir * z * occ.transpose();
+      const Matrix m = 0.5 * (half + half.transpose());
+      Matrix j, k, j1, kc1;
+      rhf.jk->compute_symmetric(m, j, k);
+      rhf.jk->compute_response(m, occ, j1, kc1);
+      EXPECT_LT((j1 - j).cwiseAbs().maxCoeff(), 1e-12);
+      EXPECT_LT((kc1 - k * occ).cwiseAbs().maxCoeff(), 1e-12);
+      const Matrix expected = c_vir.transpose() * (4.0 * j - 2.0 * k) * occ;
+      const Matrix hessian = rhf.jk->rotation_hessian(c_vir, occ, z, rhf.kernels);
+      EXPECT_LT((hessian - expected).cwiseAbs().maxCoeff(), 1e-11 * std::max(1.0, expected.cwiseAbs().maxCoeff()));
+    }
+    rhf.jk->release_response();
   }
-  rhf.jk->release_response();
 }
 
 // The same on ammonia (frozen core) and a water dimer (all electrons), DF-SCF: 1e-6 Eh/bohr.
@@ -206,8 +213,9 @@ TEST(DfMp2Gradient, MatchesFiniteDifferencesOnAmmoniaAndAWaterDimer) {
 }
 
 // The gradient's three-index tensors (and the separable part's half-transformed integrals) cut into blocks of 1, 2
-// or 3 orbitals (uneven), with AO blocks of one shell, in memory and on scratch, the Z-vector's DF products kept or
-// rebuilt: the gradient and energy of one block in memory, to 1e-12.
+// or 3 orbitals (uneven), with AO blocks of one shell, in memory and on scratch, the Z-vector's DF products kept in
+// the orbitals' basis, their occupied blocks only, or rebuilt: the gradient and energy of one block in memory, to
+// 1e-12.
 TEST(DfMp2Gradient, BlocksAndScratchGiveTheSameGradient) {
   const Molecule dimer = chem::parse_xyz_lines("O 0.0 0.05 0.117790\nH 0.0 0.755453 -0.471161\nH 0.03 -0.70 -0.50\n"
                                                "O 0.1 0.0 3.0\nH 0.0 0.76 2.45\nH 0.0 -0.74 2.40\n", "dimer");
@@ -221,7 +229,9 @@ TEST(DfMp2Gradient, BlocksAndScratchGiveTheSameGradient) {
         plan.occupied_block = block;
         plan.aux_block = 1;  // one shell at a time
         plan.on_scratch = scratch;
-        plan.keep_response = block != 2;  // the Z-vector's DF products rebuilt each iteration
+        plan.zvector_products = block == 1   ? chem::RotationProducts::occupied
+                                : block == 2 ? chem::RotationProducts::none
+                                             : chem::RotationProducts::mo;
         const chem::DfMp2Gradient g = rhf.mp2_gradient(nfrozen, plan);
         expect_gradient_near(g.gradient, whole.gradient, 1e-12, "one block in memory");
         EXPECT_NEAR(g.correlation(), whole.correlation(), 1e-13);

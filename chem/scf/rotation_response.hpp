@@ -1,0 +1,65 @@
+#pragma once
+// The Z-vector's products from a DF J/K's fitted tensor B (chem/scf/df_jk.hpp): for occupied-virtual rotations z
+// (nv x no), C_v^T G[M] C_o with G[M] = 4 J[M] - 2 K[M] and M = (C_v z C_o^T + C_o z^T C_v^T) / 2, the orbital
+// Hessian's two-electron part that every iteration of a gradient's Z-vector applies (JkBuilder::rotation_hessian).
+//
+// In the orbitals' basis, with b^Q_pq = (C_p^T B_Q C_q) and d_Q = sum_ai b^Q_ai z_ai (= B_Q . M):
+//   C_v^T J[M] C_o = sum_Q d_Q b^Q_vo
+//   C_v^T K[M] C_o = 1/2 sum_Q [ (C_v^T B_Q C_v z) b^Q_oo + b^Q_vo (z^T b^Q_vo) ]
+// so with b_oo and b_vo kept (naux (no^2 + nv no), RotationProducts::occupied) an iteration needs B only for
+// C_v^T B_Q (C_v z), one pass over the unpacked B_Q; with b_vv kept too (naux nv^2 more, RotationProducts::mo) it
+// needs no pass over B at all, and is a few GEMMs over the kept tensors (about nv^2 no naux flops against nbf^2 no
+// naux for the pass). Both are made in the first call's pass over B, for the orbitals of that call.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "linalg/kernels.hpp"
+
+namespace dfmp2::chem {
+
+// What a DF J/K keeps between the Z-vector's iterations (JkBuilder::keep_rotation_products): as much as the
+// gradient's memory plan allows.
+enum class RotationProducts {
+  none,      // nothing: every iteration is a full response build (compute_response)
+  occupied,  // b^Q_oo and b^Q_vo: every iteration one pass over B
+  mo,        // b^Q_vv, b^Q_oo and b^Q_vo: no pass over B after the first
+};
+const char* rotation_products_name(RotationProducts kept);
+
+// Bytes kept for `naux` fitting functions (each rank: its share of them), and the most a pass needs beside them.
+double rotation_products_bytes(RotationProducts kept, linalg::Index nbf, linalg::Index nocc, linalg::Index nvir,
+                               linalg::Index naux);
+
+class RotationResponse {
+ public:
+  using Index = linalg::Index;
+  // One pass over this rank's fitted B: visit(squares, q) for each block, q unpacked nbf x nbf B_Q side by side.
+  using SquareVisitor = std::function<void(const double* squares, Index q)>;
+  using Squares = std::function<void(const SquareVisitor&)>;
+
+  RotationResponse(RotationProducts kept, const linalg::Matrix& c_vir, const linalg::Matrix& c_occ, Index naux,
+                   linalg::Kernels& kernels, std::string step);
+  bool made_for(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ) const {
+    return c_vir.size() == c_vir_.size() && c_occ.size() == c_occ_.size() && c_vir == c_vir_ && c_occ == c_occ_;
+  }
+  // This rank's share of C_v^T G[M] C_o (its auxiliary functions'; the caller sums over the ranks).
+  linalg::Matrix apply(const linalg::Matrix& z, const Squares& squares);
+
+ private:
+  // The block of q fitting functions from `first` on: `making`, its b_oo, b_vo (and b_vv) into the kept tensors;
+  // with `l` = C_v z, sum_Q C_v^T B_Q L b_oo^Q added to `k1`.
+  void pass_block(const double* squares, Index q, Index first, bool making, const linalg::Matrix* l,
+                  linalg::Matrix* k1);
+
+  RotationProducts kept_;
+  linalg::Matrix c_vir_, c_occ_;
+  Index nbf_, no_, nv_, naux_;
+  bool made_ = false;                      // the kept products are in place
+  std::vector<double> vv_, oo_, vo_;       // side by side: nv x (nv naux), no x (no naux), nv x (no naux)
+  std::vector<double> work_;
+  linalg::Kernels& kernels_;
+  std::string step_;
+};
+
+}  // namespace dfmp2::chem
