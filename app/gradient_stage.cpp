@@ -63,7 +63,8 @@ void plan_gradient(const Input& input, linalg::Comm& comm, Calculation& calc) {
 }
 
 // driver: gradient, after the energy runs: the SCF's J/K set up again as planned, then chem::rhf_dfmp2_gradient on
-// every rank alike (the J/K builds shared among them as in the SCF; the rest replicated).
+// every rank alike: its work shared among them (chem::DfMp2GradientInput::comm; the J/K builds as in the SCF), the
+// same gradient on each.
 void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& comm, Calculation& calc,
                   const std::function<void(const std::string&)>& progress) {
   auto say = [&](const std::string& line) {
@@ -96,6 +97,7 @@ void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& co
   in.jk = jk.get();
   in.plan = calc.memory.gradient;
   in.scratch_folder = calc.memory.scratch_folder;
+  in.comm = &comm;
   g.result = chem::rhf_dfmp2_gradient(in, kernels);
   g.seconds = clock.seconds();
   say(fmt::format("  MP2 gradient done ({:.2f} s; Z-vector {} iterations, largest residual {:.1e})", g.seconds,

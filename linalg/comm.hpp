@@ -36,6 +36,13 @@ namespace dfmp2::linalg {
 class DenseGrid;
 struct DenseOptions;
 
+// Work items 0, 1, 2, ... dealt to `size` ranks in turn: rank `rank` does those with k % size == rank (one
+// process alone: all of them).
+struct Share {
+  int rank = 0, size = 1;
+  bool mine(long long k) const { return k % size == rank; }
+};
+
 struct CommTraffic {
   double bytes_sent = 0, bytes_received = 0;
   long long messages_sent = 0, messages_received = 0;

@@ -27,6 +27,7 @@ namespace {
 using gradient_detail::AmplitudePass;
 using gradient_detail::FittedIntegrals;
 using gradient_detail::kStep;
+using gradient_detail::Ranks;
 using gradient_detail::Spaces;
 
 Spaces spaces_of(const ScfResult& scf, int nfrozen) {
@@ -66,28 +67,33 @@ Matrix fock_response(JkBuilder& jk, const Matrix& m, const Matrix& c_occ, Kernel
 // functions at a time from its blocks.
 Matrix active_lagrangian(const BasisSet& ri, const BasisSet& basis, const AmplitudePass& amp,
                          const std::vector<std::pair<Index, Index>>& blocks, const Spaces& s, Index aux_block,
-                         Kernels& kernels) {
+                         const Ranks& ranks, Kernels& kernels) {
   const Index nbf = basis.nbf();
   const ThreeCenterEngine engine(ri, basis);
   Matrix yo = Matrix::Zero(nbf, s.na), slab;
   std::vector<double> block;
-  for (const auto& range : engine.blocks(aux_block)) {
-    const Index p0 = range.first, np = range.second - range.first;
-    block.resize(static_cast<std::size_t>(np * nbf * nbf));
-    engine.compute_square(p0, p0 + np, block.data());
-    slab.resize(s.na * s.nv, np);
-    gradient_detail::read_slab(*amp.gamma, static_cast<Index>(blocks.size()), p0, np, slab.data());
-    // C_v Gamma^P for the block's P in one GEMM (the Gamma^P side by side in the slab's columns), then stacked
-    // P above P as (nbf np) x na, so that sum_P (P|mn) (C_v Gamma^P) is one GEMM with the block's integrals as
-    // nbf x (nbf np), n fastest within each P.
-    Matrix side(nbf, s.na * np);
-    kernels.gemm<double>(kStep, Trans::no, Trans::no, 1.0, linalg::view(s.c_vir),
-                         ConstMatrixView{slab.data(), s.nv, s.na * np, s.nv}, 0.0, linalg::view(side));
-    Matrix back(nbf * np, s.na);
-    for (Index p = 0; p < np; ++p) back.middleRows(p * nbf, nbf) = side.middleCols(p * s.na, s.na);
-    kernels.gemm<double>(kStep, Trans::no, Trans::no, 4.0, ConstMatrixView{block.data(), nbf, nbf * np, nbf},
-                         linalg::view(back), 1.0, linalg::view(yo));
-  }
+  const auto ranges = engine.blocks(aux_block);
+  ranks.checked([&] {
+    for (std::size_t r = 0; r < ranges.size(); ++r) {
+      if (!ranks.mine(Index(r))) continue;  // each rank its blocks of auxiliary functions; Yo summed over the ranks
+      const Index p0 = ranges[r].first, np = ranges[r].second - ranges[r].first;
+      block.resize(static_cast<std::size_t>(np * nbf * nbf));
+      engine.compute_square(p0, p0 + np, block.data());
+      slab.resize(s.na * s.nv, np);
+      gradient_detail::read_slab(*amp.gamma, static_cast<Index>(blocks.size()), p0, np, slab.data());
+      // C_v Gamma^P for the block's P in one GEMM (the Gamma^P side by side in the slab's columns), then stacked
+      // P above P as (nbf np) x na, so that sum_P (P|mn) (C_v Gamma^P) is one GEMM with the block's integrals as
+      // nbf x (nbf np), n fastest within each P.
+      Matrix side(nbf, s.na * np);
+      kernels.gemm<double>(kStep, Trans::no, Trans::no, 1.0, linalg::view(s.c_vir),
+                           ConstMatrixView{slab.data(), s.nv, s.na * np, s.nv}, 0.0, linalg::view(side));
+      Matrix back(nbf * np, s.na);
+      for (Index p = 0; p < np; ++p) back.middleRows(p * nbf, nbf) = side.middleCols(p * s.na, s.na);
+      kernels.gemm<double>(kStep, Trans::no, Trans::no, 4.0, ConstMatrixView{block.data(), nbf, nbf * np, nbf},
+                           linalg::view(back), 1.0, linalg::view(yo));
+    }
+  });
+  ranks.sum(yo);
   return product(kernels, kStep, s.c, Trans::yes, yo, Trans::no);
 }
 
@@ -95,8 +101,8 @@ Matrix active_lagrangian(const BasisSet& ri, const BasisSet& basis, const Amplit
 // each auxiliary shell inside the integral code's threads. (Its densities are made there, where the kernel log cannot
 // follow: their small products stay Eigen's.)
 Matrix three_index_gradient(const BasisSet& ri, const BasisSet& basis, Index natoms, const AmplitudePass& amp,
-                            const std::vector<std::pair<Index, Index>>& blocks, const Spaces& s) {
-  return three_center_gradient(ri, basis, natoms, [&](Index p0, Index p1, double* r) {
+                            const std::vector<std::pair<Index, Index>>& blocks, const Spaces& s, const Ranks& ranks) {
+  auto density = [&](Index p0, Index p1, double* r) {
     Matrix slab(s.na * s.nv, p1 - p0);
     gradient_detail::read_slab(*amp.gamma, static_cast<Index>(blocks.size()), p0, p1 - p0, slab.data());
     for (Index p = p0; p < p1; ++p) {
@@ -104,14 +110,19 @@ Matrix three_index_gradient(const BasisSet& ri, const BasisSet& basis, Index nat
           s.c_act * Eigen::Map<const Matrix>(slab.col(p - p0).data(), s.nv, s.na).transpose() * s.c_vir.transpose();
       Eigen::Map<Matrix>(r + (p - p0) * half.size(), half.rows(), half.cols()) = 2.0 * (half + half.transpose());
     }
-  });
+  };
+  Matrix out;
+  ranks.checked([&] { out = three_center_gradient(ri, basis, natoms, density, ranks.share()); });
+  ranks.sum(out);  // each rank's auxiliary shells
+  return out;
 }
 
 // Step 4: (e_a - e_i) z_ai + [C_v^T G[Z] C_o]_ai = rhs_ai by conjugate gradients preconditioned with the
 // orbital-energy differences, to max |residual| kZvectorConvergence. The operator is symmetric positive definite for
 // a stable RHF. The gradient is first order in the residual with a small prefactor: on benzene cc-pVDZ, 1e-8 moves
-// it by 2.0e-10 Eh/bohr from the 1e-10 result (1e-7: 2.0e-9), at two fewer iterations.
-constexpr double kZvectorConvergence = 1e-8;
+// it by 2.0e-10 Eh/bohr from the 1e-10 result (1e-7: 2.0e-9), at two fewer iterations; since the iterations' products
+// are a few GEMMs over kept MO-basis integrals (chem/scf/rotation_response.hpp), the two are worth their cost.
+constexpr double kZvectorConvergence = 1e-10;
 Matrix solve_zvector(JkBuilder& jk, const Spaces& s, const Matrix& rhs, DfMp2Gradient& out, Kernels& kernels) {
   const Matrix delta = s.e.tail(s.nv).replicate(1, s.no) - s.e.head(s.no).transpose().replicate(s.nv, 1);
   auto apply = [&](const Matrix& z) {
@@ -169,6 +180,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   const Spaces s = spaces_of(scf, in.nfrozen);
   const Index nf = s.nf, no = s.no, na = s.na, nv = s.nv, nmo = s.nmo;
   const auto natoms = static_cast<Index>(in.molecule->atoms.size());
+  const Ranks ranks{in.comm};
   Stopwatch clock;
   auto lap = [&](const char* step) { out.seconds.emplace_back(step, clock.seconds()); clock = Stopwatch(); };
 
@@ -177,18 +189,19 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   AmplitudePass amp;
   {
     FittedIntegrals f = gradient_detail::fitted_integrals(*in.ri_basis, *in.basis, s, in.plan, in.scratch_folder,
-                                                          kernels);
+                                                          ranks, kernels);
     lap("integrals");
-    amp = gradient_detail::amplitude_pass(f, s, in.plan, in.scratch_folder, kernels);
+    amp = gradient_detail::amplitude_pass(f, s, in.plan, in.scratch_folder, ranks, kernels);
     out.opposite_spin = amp.opposite_spin;
     out.same_spin = amp.same_spin;
     x.block(no, no, nv, nv) = amp.y_vv;
     x.block(0, no, no, nv) = amp.y_ov;
     lap("amplitudes");
-    x.middleCols(nf, na) = active_lagrangian(*in.ri_basis, *in.basis, amp, f.blocks, s, in.plan.aux_block, kernels);
+    x.middleCols(nf, na) =
+        active_lagrangian(*in.ri_basis, *in.basis, amp, f.blocks, s, in.plan.aux_block, ranks, kernels);
     lap("lagrangian");
     // The three-index and metric terms need nothing more; Gamma is released before the orbital response.
-    out.gradient = three_index_gradient(*in.ri_basis, *in.basis, natoms, amp, f.blocks, s) +
+    out.gradient = three_index_gradient(*in.ri_basis, *in.basis, natoms, amp, f.blocks, s, ranks) +
                    metric_gradient(*in.ri_basis, natoms, -2.0 * amp.v);
     amp.gamma.reset();
     amp.v.resize(0, 0);
@@ -234,7 +247,8 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   lap("densities");
 
   // The gradient: the SCF's form with the corrected densities, beside the non-separable terms.
-  const HalfTransformedStorage storage{in.plan.occupied_block, in.plan.aux_block, in.plan.on_scratch, in.scratch_folder};
+  const HalfTransformedStorage storage{in.plan.occupied_block, in.plan.aux_block, in.plan.on_scratch, in.scratch_folder,
+                                       in.comm};
   const std::vector<Matrix> separable =
       rhf_gradients(*in.molecule, *in.basis, in.jk_basis, scf, {correction}, kernels, storage);
   out.scf_gradient = separable[0];

@@ -27,6 +27,7 @@
 #include "chem/system/molecule.hpp"
 #include "chem/mp2/dfmp2.hpp"
 #include "chem/scf/scf.hpp"
+#include "linalg/comm.hpp"
 #include "linalg/kernels.hpp"
 
 namespace dfmp2::chem {
@@ -82,6 +83,11 @@ struct DfMp2GradientInput {
   JkBuilder* jk = nullptr;             // the SCF's J/K (its compute_symmetric builds the orbital response's G[M])
   DfMp2GradientPlan plan;              // made by plan_dfmp2_gradient
   std::string scratch_folder;          // where its tensors go when the plan puts them on scratch
+  // The ranks sharing its work (the same call on each, with `jk` shared among them too): the integrals' blocks,
+  // the pair amplitudes (active orbitals k dealt in turn), the AO passes and the derivative integrals (auxiliary
+  // blocks and shells) split, their sums summed; every rank holds the stores whole and ends with the same gradient.
+  // None: this process alone.
+  linalg::Comm* comm = nullptr;
 };
 
 // Throws std::logic_error for an open-shell SCF; NumericalError when the Z-vector equations do not converge.

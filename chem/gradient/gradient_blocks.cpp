@@ -47,16 +47,39 @@ const double* load(const Store& store, Index b, std::vector<double>& buffer) {
   return buffer.data();
 }
 
-void update_blocks(Store& store, Index count, const std::function<void(MatrixView)>& update) {
+void Ranks::sum(double* data, Index count) const {
+  if (size() > 1) comm->sum(data, static_cast<std::size_t>(count));
+}
+
+void Ranks::broadcast(double* data, Index count, int from) const {
+  if (size() > 1) comm->broadcast(data, sizeof(double) * static_cast<std::size_t>(count), from);
+}
+
+void Ranks::share_block(Store& store, Index b) const {
+  if (size() == 1) return;
+  const Index count = store.rows(b) * store.cols();
+  if (store.in_memory()) return broadcast(store.data(b), count, owner(b));
+  std::vector<double> buffer(static_cast<std::size_t>(count));
+  checked([&] {
+    if (mine(b)) store.read(b, buffer.data());
+  });
+  broadcast(buffer.data(), count, owner(b));
+  checked([&] {
+    if (!mine(b)) store.write(b, buffer.data());
+  });
+}
+
+void update_blocks(Store& store, Index count, const std::function<void(MatrixView)>& update, const Ranks& ranks) {
   std::vector<double> buffer;
   for (Index b = 0; b < count; ++b) {
-    if (store.in_memory()) {
-      update(store.view(b));
-      continue;
-    }
-    load(store, b, buffer);
-    update(MatrixView{buffer.data(), store.rows(b), store.cols(), store.rows(b)});
-    store.write(b, buffer.data());
+    ranks.checked([&] {
+      if (!ranks.mine(b)) return;
+      if (store.in_memory()) return update(store.view(b));
+      load(store, b, buffer);
+      update(MatrixView{buffer.data(), store.rows(b), store.cols(), store.rows(b)});
+      store.write(b, buffer.data());
+    });
+    ranks.share_block(store, b);
   }
 }
 
@@ -73,16 +96,17 @@ const std::string* folder_of(const DfMp2GradientPlan& plan, const std::string& f
 }
 
 // Each block's rows A (one per (i a), a column per auxiliary function) to A L^-T.
-void fit_rows(Store& store, Index count, const Matrix& factor, Kernels& kernels) {
+void fit_rows(Store& store, Index count, const Matrix& factor, const Ranks& ranks, Kernels& kernels) {
   update_blocks(store, count, [&](MatrixView rows) {
     kernels.trsm(kStep, Side::right, Uplo::lower, Trans::yes, Diag::non_unit, 1.0, linalg::view(factor), rows);
-  });
+  }, ranks);
 }
 
 }  // namespace
 
 FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, const Spaces& s,
-                                 const DfMp2GradientPlan& plan, const std::string& scratch_folder, Kernels& kernels) {
+                                 const DfMp2GradientPlan& plan, const std::string& scratch_folder, const Ranks& ranks,
+                                 Kernels& kernels) {
   FittedIntegrals f;
   f.factor = coulomb_metric(ri);  // then its Cholesky factor L, in the lower triangle (the solves read only that)
   try {
@@ -92,36 +116,47 @@ FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, cons
   }
   const Index naux = f.factor.rows(), nbf = basis.nbf(), na = s.na, nv = s.nv, no = s.no;
   f.blocks = active_blocks(na, plan.occupied_block);
-  f.ov = make_store(f.blocks, nv, naux, folder_of(plan, scratch_folder), "mp2-gradient-ov");
-  f.oo = make_store(f.blocks, no, naux, folder_of(plan, scratch_folder), "mp2-gradient-oo");
+  ranks.checked([&] {
+    f.ov = make_store(f.blocks, nv, naux, folder_of(plan, scratch_folder), ranks.file_name("mp2-gradient-ov"));
+    f.oo = make_store(f.blocks, no, naux, folder_of(plan, scratch_folder), ranks.file_name("mp2-gradient-oo"));
+  });
   const ThreeCenterEngine engine(ri, basis);
   std::vector<double> block;
-  for (const auto& range : engine.blocks(plan.aux_block)) {
-    const Index p0 = range.first, np = range.second - range.first;
-    block.resize(static_cast<std::size_t>(np * nbf * nbf));
-    engine.compute_square(p0, p0 + np, block.data());
-    // The block's (P|mn) side by side are nbf x (nbf np); symmetric in m and n, so (P|mn) C_o for every P of the
-    // block is one GEMM with the block transposed: `half`, (nbf np) x no, row P nbf + n.
-    Matrix half(nbf * np, no);
-    kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{block.data(), nbf, nbf * np, nbf},
-                         linalg::view(s.c_occ), 0.0, linalg::view(half));
-    // Then C_v^T and C_o^T times each P's nbf rows of its active columns, batched: (P|ia) as nv x na and (P|ji) as
-    // no x na per P, which are the rows (i a) and (i j) of the stores' column P.
-    const ConstMatrixView half_p{half.data() + s.nf * nbf * np, nbf, na, nbf * np};
+  const auto ranges = engine.blocks(plan.aux_block);
+  for (std::size_t r = 0; r < ranges.size(); ++r) {
+    const Index p0 = ranges[r].first, np = ranges[r].second - ranges[r].first;
     Matrix ai(nv * na, np), ij(no * na, np);
-    kernels.gemm_batched<double>(kStep, Trans::yes, Trans::no, np, {0, nbf, nv * na}, 1.0, linalg::view(s.c_vir),
-                                 half_p, 0.0, MatrixView{ai.data(), nv, na, nv});
-    kernels.gemm_batched<double>(kStep, Trans::yes, Trans::no, np, {0, nbf, no * na}, 1.0, linalg::view(s.c_occ),
-                                 half_p, 0.0, MatrixView{ij.data(), no, na, no});
-    for (std::size_t b = 0; b < f.blocks.size(); ++b) {
-      const Index i0 = f.blocks[b].first;
-      f.ov->write_columns(static_cast<Index>(b), p0, np, ai.data() + i0 * nv, nv * na);
-      f.oo->write_columns(static_cast<Index>(b), p0, np, ij.data() + i0 * no, no * na);
-    }
+    // Each block of auxiliary functions transformed by one rank, then sent to the others.
+    ranks.checked([&] {
+      if (!ranks.mine(Index(r))) return;
+      block.resize(static_cast<std::size_t>(np * nbf * nbf));
+      engine.compute_square(p0, p0 + np, block.data());
+      // The block's (P|mn) side by side are nbf x (nbf np); symmetric in m and n, so (P|mn) C_o for every P of the
+      // block is one GEMM with the block transposed: `half`, (nbf np) x no, row P nbf + n.
+      Matrix half(nbf * np, no);
+      kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{block.data(), nbf, nbf * np, nbf},
+                           linalg::view(s.c_occ), 0.0, linalg::view(half));
+      // Then C_v^T and C_o^T times each P's nbf rows of its active columns, batched: (P|ia) as nv x na and (P|ji)
+      // as no x na per P, which are the rows (i a) and (i j) of the stores' column P.
+      const ConstMatrixView half_p{half.data() + s.nf * nbf * np, nbf, na, nbf * np};
+      kernels.gemm_batched<double>(kStep, Trans::yes, Trans::no, np, {0, nbf, nv * na}, 1.0, linalg::view(s.c_vir),
+                                   half_p, 0.0, MatrixView{ai.data(), nv, na, nv});
+      kernels.gemm_batched<double>(kStep, Trans::yes, Trans::no, np, {0, nbf, no * na}, 1.0, linalg::view(s.c_occ),
+                                   half_p, 0.0, MatrixView{ij.data(), no, na, no});
+    });
+    ranks.broadcast(ai.data(), ai.size(), ranks.owner(Index(r)));
+    ranks.broadcast(ij.data(), ij.size(), ranks.owner(Index(r)));
+    ranks.checked([&] {
+      for (std::size_t b = 0; b < f.blocks.size(); ++b) {
+        const Index i0 = f.blocks[b].first;
+        f.ov->write_columns(static_cast<Index>(b), p0, np, ai.data() + i0 * nv, nv * na);
+        f.oo->write_columns(static_cast<Index>(b), p0, np, ij.data() + i0 * no, no * na);
+      }
+    });
   }
   const auto count = static_cast<Index>(f.blocks.size());
-  fit_rows(*f.ov, count, f.factor, kernels);
-  fit_rows(*f.oo, count, f.factor, kernels);
+  fit_rows(*f.ov, count, f.factor, ranks, kernels);
+  fit_rows(*f.oo, count, f.factor, ranks, kernels);
   return f;
 }
 
@@ -130,7 +165,7 @@ FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, cons
 // since P_ij pairs t_ki with T_kj across blocks; T_ki^ab = 2 t_ki^ab - t_ki^ba in `tile` for block I only. Then
 // E = sum (ka|ib) T_ki^ab, P_ab = 2 sum t_ki^ac T_ki^bc, P_ij = -2 sum t_ki^ab T_kj^ab, G_ka^Q = sum T_ki^ab B_ib^Q.
 AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan,
-                             const std::string& scratch_folder, Kernels& kernels) {
+                             const std::string& scratch_folder, const Ranks& ranks, Kernels& kernels) {
   const Index naux = f.factor.rows(), na = s.na, nv = s.nv, no = s.no;
   AmplitudePass out;
   out.p_oo = Matrix::Zero(na, na);
@@ -138,7 +173,9 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
   out.y_vv = Matrix::Zero(nv, nv);
   out.y_ov = Matrix::Zero(no, nv);
   out.v = Matrix::Zero(naux, naux);
-  out.gamma = make_store(f.blocks, nv, naux, folder_of(plan, scratch_folder), "mp2-gradient-gamma");
+  ranks.checked([&] {
+    out.gamma = make_store(f.blocks, nv, naux, folder_of(plan, scratch_folder), ranks.file_name("mp2-gradient-gamma"));
+  });
   const Vector e_act = s.e.segment(s.nf, na), e_vir = s.e.tail(nv);
   Index largest = 0;
   std::vector<Index> order;
@@ -151,56 +188,68 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
   for (const Index K : order) {
     const Index k0 = f.blocks[static_cast<std::size_t>(K)].first, nk = f.ov->rows(K) / nv;
     const Index rows = nk * nv;
-    const double* b_K = load(*f.ov, K, ov_buffer);
-    const double* oo_K = load(*f.oo, K, oo_buffer);
+    const double* b_K = nullptr;
     g.setZero(rows, naux);  // G's rows (k a) of block K
-    for (Index kk = 0; kk < nk; ++kk) {
-      const Index k = k0 + kk;
-      const ConstMatrixView b_k{b_K + kk * nv, nv, naux, rows};
-      const MatrixView g_k{g.data() + kk * nv, nv, naux, rows};
-      f.ov->for_each(order, [&](Index I, const double* b_I) {
-        const Index i0 = f.blocks[static_cast<std::size_t>(I)].first, cols = f.ov->rows(I), ni = cols / nv;
-        const ConstMatrixView b_i{b_I, cols, naux, cols};
-        kernels.gemm(kStep, Trans::no, Trans::yes, 1.0, b_k, b_i, 0.0, MatrixView{tile.data(), nv, cols, nv});
-        double os = 0, ss = 0;
-#pragma omp parallel for reduction(+ : os, ss)
-        for (Index i = 0; i < ni; ++i) {
-          double* t = t_row.data() + (i0 + i) * nv * nv;  // t_ki^ab at a + b nv
-          double* kt = tile.data() + i * nv * nv;         // (ka|ib), replaced by T_ki^ab
-          for (Index b = 0; b < nv; ++b)
-            for (Index a = 0; a < nv; ++a)
-              t[b * nv + a] = kt[b * nv + a] / (e_act(k) + e_act(i0 + i) - e_vir(a) - e_vir(b));
-          for (Index b = 0; b < nv; ++b) {
-            for (Index a = 0; a < nv; ++a) {
-              const double kab = kt[b * nv + a], tab = t[b * nv + a], tba = t[a * nv + b];
-              kt[b * nv + a] = 2.0 * tab - tba;
-              os += kab * tab;
-              ss += kab * (tab - tba);
+    ranks.checked([&] {
+      b_K = load(*f.ov, K, ov_buffer);
+      const double* oo_K = load(*f.oo, K, oo_buffer);
+      for (Index kk = 0; kk < nk; ++kk) {
+        const Index k = k0 + kk;
+        if (!ranks.mine(k)) continue;  // the orbitals k are dealt to the ranks in turn
+        const ConstMatrixView b_k{b_K + kk * nv, nv, naux, rows};
+        const MatrixView g_k{g.data() + kk * nv, nv, naux, rows};
+        f.ov->for_each(order, [&](Index I, const double* b_I) {
+          const Index i0 = f.blocks[static_cast<std::size_t>(I)].first, cols = f.ov->rows(I), ni = cols / nv;
+          const ConstMatrixView b_i{b_I, cols, naux, cols};
+          kernels.gemm(kStep, Trans::no, Trans::yes, 1.0, b_k, b_i, 0.0, MatrixView{tile.data(), nv, cols, nv});
+          double os = 0, ss = 0;
+  #pragma omp parallel for reduction(+ : os, ss)
+          for (Index i = 0; i < ni; ++i) {
+            double* t = t_row.data() + (i0 + i) * nv * nv;  // t_ki^ab at a + b nv
+            double* kt = tile.data() + i * nv * nv;         // (ka|ib), replaced by T_ki^ab
+            for (Index b = 0; b < nv; ++b)
+              for (Index a = 0; a < nv; ++a)
+                t[b * nv + a] = kt[b * nv + a] / (e_act(k) + e_act(i0 + i) - e_vir(a) - e_vir(b));
+            for (Index b = 0; b < nv; ++b) {
+              for (Index a = 0; a < nv; ++a) {
+                const double kab = kt[b * nv + a], tab = t[b * nv + a], tba = t[a * nv + b];
+                kt[b * nv + a] = 2.0 * tab - tba;
+                os += kab * tab;
+                ss += kab * (tab - tba);
+              }
             }
           }
-        }
-        out.opposite_spin += os;
-        out.same_spin += ss;
-        const ConstMatrixView t_i{t_row.data() + i0 * nv * nv, nv, cols, nv}, tt_i{tile.data(), nv, cols, nv};
-        kernels.gemm(kStep, Trans::no, Trans::yes, 2.0, t_i, tt_i, 1.0, linalg::view(out.p_vv));
-        // P_ij for every i up to this block's end and j in it (the rest is its mirror: P_ij is symmetric).
-        kernels.gemm(kStep, Trans::yes, Trans::no, -2.0, ConstMatrixView{t_row.data(), nv * nv, i0 + ni, nv * nv},
-                     ConstMatrixView{tile.data(), nv * nv, ni, nv * nv}, 1.0,
-                     MatrixView{out.p_oo.data() + i0 * na, i0 + ni, ni, na});
-        kernels.gemm(kStep, Trans::no, Trans::no, 1.0, tt_i, b_i, 1.0, g_k);
-      });
-      // y_vv(b, a) = 4 sum_Q B_kb^Q G_ka^Q and y_ov(j, a) = 4 sum_Q B_kj^Q G_ka^Q, summed over k.
-      kernels.gemm(kStep, Trans::no, Trans::yes, 4.0, b_k, ConstMatrixView(g_k), 1.0, linalg::view(out.y_vv));
-      kernels.gemm(kStep, Trans::no, Trans::yes, 4.0, ConstMatrixView{oo_K + kk * no, no, naux, nk * no},
-                   ConstMatrixView(g_k), 1.0, linalg::view(out.y_ov));
-    }
-    // The metric's V = sum_ka B_ka G_ka^T, then Gamma = G L^-1 for the AO passes.
-    kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{b_K, rows, naux, rows}, linalg::view(g), 1.0,
-                 linalg::view(out.v));
-    kernels.trsm(kStep, Side::right, Uplo::lower, Trans::no, Diag::non_unit, 1.0, linalg::view(f.factor),
-                 linalg::view(g));
-    out.gamma->write(K, g.data());
+          out.opposite_spin += os;
+          out.same_spin += ss;
+          const ConstMatrixView t_i{t_row.data() + i0 * nv * nv, nv, cols, nv}, tt_i{tile.data(), nv, cols, nv};
+          kernels.gemm(kStep, Trans::no, Trans::yes, 2.0, t_i, tt_i, 1.0, linalg::view(out.p_vv));
+          // P_ij for every i up to this block's end and j in it (the rest is its mirror: P_ij is symmetric).
+          kernels.gemm(kStep, Trans::yes, Trans::no, -2.0, ConstMatrixView{t_row.data(), nv * nv, i0 + ni, nv * nv},
+                       ConstMatrixView{tile.data(), nv * nv, ni, nv * nv}, 1.0,
+                       MatrixView{out.p_oo.data() + i0 * na, i0 + ni, ni, na});
+          kernels.gemm(kStep, Trans::no, Trans::no, 1.0, tt_i, b_i, 1.0, g_k);
+        });
+        // y_vv(b, a) = 4 sum_Q B_kb^Q G_ka^Q and y_ov(j, a) = 4 sum_Q B_kj^Q G_ka^Q, summed over k.
+        kernels.gemm(kStep, Trans::no, Trans::yes, 4.0, b_k, ConstMatrixView(g_k), 1.0, linalg::view(out.y_vv));
+        kernels.gemm(kStep, Trans::no, Trans::yes, 4.0, ConstMatrixView{oo_K + kk * no, no, naux, nk * no},
+                     ConstMatrixView(g_k), 1.0, linalg::view(out.y_ov));
+      }
+    });
+    // G's rows of every rank's k; then, by the block's owner, the metric's V = sum_ka B_ka G_ka^T and Gamma = G L^-1
+    // for the AO passes, sent to the other ranks.
+    ranks.sum(g);
+    ranks.checked([&] {
+      if (!ranks.mine(K)) return;
+      kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{b_K, rows, naux, rows}, linalg::view(g), 1.0,
+                   linalg::view(out.v));
+      kernels.trsm(kStep, Side::right, Uplo::lower, Trans::no, Diag::non_unit, 1.0, linalg::view(f.factor),
+                   linalg::view(g));
+      out.gamma->write(K, g.data());
+    });
+    ranks.share_block(*out.gamma, K);
   }
+  for (double* x : {&out.opposite_spin, &out.same_spin}) ranks.sum(x, 1);
+  for (Matrix* m : {&out.p_oo, &out.p_vv, &out.y_vv, &out.y_ov, &out.v}) ranks.sum(*m);
   f.ov.reset();
   f.oo.reset();
   for (std::size_t J = 0; J < f.blocks.size(); ++J)  // the lower blocks from the upper ones

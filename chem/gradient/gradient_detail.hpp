@@ -18,6 +18,7 @@
 
 #include "chem/gradient/dfmp2_gradient.hpp"
 #include "chem/io/block_store.hpp"
+#include "linalg/comm.hpp"
 #include "linalg/kernels.hpp"
 
 namespace dfmp2::chem::gradient_detail {
@@ -41,14 +42,43 @@ std::vector<std::pair<Index, Index>> active_blocks(Index nactive, Index block);
 
 using Store = BlockStore<double>;
 
+// The ranks that share the gradient's work (README "MPI"): its work items (blocks of orbitals, blocks of auxiliary
+// functions, auxiliary shells) dealt in turn, item k to rank k % ranks; what each rank computes of a sum is summed
+// over them, and a store's block made by one rank is sent to the others (every rank holds the gradient's stores
+// whole, as the plan counts them). Without a communicator, this process does all of it.
+struct Ranks {
+  linalg::Comm* comm = nullptr;
+  int size() const { return comm != nullptr ? comm->size() : 1; }
+  int owner(Index k) const { return static_cast<int>(k % size()); }
+  bool mine(Index k) const { return comm == nullptr || owner(k) == comm->rank(); }
+  linalg::Share share() const { return comm != nullptr ? linalg::Share{comm->rank(), comm->size()} : linalg::Share{}; }
+  // A scratch file's name for this rank (several ranks may share a folder, and a pid on different nodes).
+  std::string file_name(const std::string& what) const {
+    return size() > 1 ? what + "-r" + std::to_string(comm->rank()) : what;
+  }
+  void sum(double* data, Index count) const;
+  void sum(Matrix& m) const { sum(m.data(), m.size()); }
+  void broadcast(double* data, Index count, int owner) const;
+  // Block b of `store` from the rank that made it (owner(b)) to the others.
+  void share_block(Store& store, Index b) const;
+  // Local work between the collectives: if it fails on one rank, every rank stops (linalg::Comm::checked).
+  template <class Work>
+  void checked(Work&& work) const {
+    if (comm != nullptr) comm->checked(work);
+    else work();
+  }
+};
+
 // A store with `per_orbital` rows for each orbital of each block, one column per auxiliary function: in memory, or
 // in a scratch file in `*scratch_folder` when it is given.
 std::unique_ptr<Store> make_store(const std::vector<std::pair<Index, Index>>& blocks, Index per_orbital, Index naux,
                                   const std::string* scratch_folder, const std::string& what);
 // Block b of `store`: in place in memory, else read from scratch into `buffer`.
 const double* load(const Store& store, Index b, std::vector<double>& buffer);
-// update(block) on each of the first `count` blocks in turn, in place in memory or read, updated and written back.
-void update_blocks(Store& store, Index count, const std::function<void(linalg::MatrixView)>& update);
+// update(block) on each of the first `count` blocks in turn, in place in memory or read, updated and written back;
+// each block by its owner among `ranks`, then sent to the others.
+void update_blocks(Store& store, Index count, const std::function<void(linalg::MatrixView)>& update,
+                   const Ranks& ranks = {});
 // Columns [p0, p0 + np) of every block into `out`, the blocks' rows one under the other (ld: all their rows).
 void read_slab(const Store& store, Index count, Index p0, Index np, double* out);
 
@@ -58,7 +88,8 @@ struct FittedIntegrals {
   std::unique_ptr<Store> ov, oo;  // rows (i a) and (i j) of each block
 };
 FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, const Spaces& s,
-                                 const DfMp2GradientPlan& plan, const std::string& scratch_folder, Kernels& kernels);
+                                 const DfMp2GradientPlan& plan, const std::string& scratch_folder, const Ranks& ranks,
+                                 Kernels& kernels);
 
 struct AmplitudePass {
   double opposite_spin = 0, same_spin = 0;
@@ -69,6 +100,6 @@ struct AmplitudePass {
 };
 // Consumes f's tensors (released when the pass ends); keeps its factor.
 AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan,
-                             const std::string& scratch_folder, Kernels& kernels);
+                             const std::string& scratch_folder, const Ranks& ranks, Kernels& kernels);
 
 }  // namespace dfmp2::chem::gradient_detail

@@ -1,6 +1,8 @@
 #include "chem/gradient/scf_gradient.hpp"
 
+#include <memory>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "chem/gradient/gradient_detail.hpp"
@@ -23,6 +25,129 @@ void solve_metric(const Matrix& factor, Matrix& x, linalg::Kernels& kernels) {
                  linalg::view(x));
 }
 
+// The half-transformed integrals of the DF form, fitted: H = (Q|mi) J^-1 by blocks of occupied orbitals (rows (i m),
+// a column per fitting function), and the fitted densities d_D = J^-1 (Q|mn) D_mn and d_P (one per correction).
+struct FittedHalf {
+  Matrix factor;  // the metric's Cholesky factor
+  std::vector<std::pair<Index, Index>> blocks;
+  std::unique_ptr<gradient_detail::Store> h;
+  Matrix fitted_d, fitted_c;
+};
+
+FittedHalf fitted_half(const BasisSet& basis, const BasisSet& jk_basis, const Matrix& c_occ, const Matrix& density,
+                       const std::vector<Matrix>& corrections, const HalfTransformedStorage& storage,
+                       const gradient_detail::Ranks& ranks, linalg::Kernels& kernels) {
+  using linalg::ConstMatrixView;
+  using linalg::MatrixView;
+  using linalg::Trans;
+  const Index nbf = basis.nbf(), nocc = c_occ.cols();
+  const auto count = static_cast<Index>(corrections.size());
+  FittedHalf f;
+  Matrix& factor = f.factor;
+  factor = coulomb_metric(jk_basis);
+  kernels.cholesky(kStep, linalg::Uplo::lower, linalg::view(factor));
+  const Index naux = factor.rows();
+  const ThreeCenterEngine engine(jk_basis, basis);
+  f.blocks = gradient_detail::active_blocks(nocc, storage.occupied_block);
+  const auto& blocks = f.blocks;
+  const auto nblocks = static_cast<Index>(blocks.size());
+  std::unique_ptr<gradient_detail::Store>& h = f.h;
+  ranks.checked([&] {
+    h = gradient_detail::make_store(blocks, nbf, naux, storage.on_scratch ? &storage.scratch_folder : nullptr,
+                                    ranks.file_name("gradient-half"));
+  });
+  // Each block of fitting functions by one rank: its fitted densities' elements (summed over the ranks at the end)
+  // and its columns of H (sent to the others).
+  Matrix& fitted_d = f.fitted_d;
+  Matrix& fitted_c = f.fitted_c;
+  fitted_d = Matrix::Zero(naux, 1);
+  fitted_c = Matrix::Zero(naux, count);
+  std::vector<double> block;
+  const auto ranges = engine.blocks(storage.aux_block);
+  for (std::size_t r = 0; r < ranges.size(); ++r) {
+    const Index p0 = ranges[r].first, np = ranges[r].second - ranges[r].first;
+    Matrix columns(nbf * nocc, np);
+    ranks.checked([&] {
+      if (!ranks.mine(Index(r))) return;
+      block.resize(static_cast<std::size_t>(np * nbf * nbf));
+      engine.compute_square(p0, p0 + np, block.data());
+#pragma omp parallel for
+      for (Index p = 0; p < np; ++p) {
+        const Eigen::Map<const Matrix> pmn(block.data() + p * nbf * nbf, nbf, nbf);
+        fitted_d(p0 + p) = pmn.cwiseProduct(density).sum();
+        for (Index k = 0; k < count; ++k) fitted_c(p0 + p, k) = pmn.cwiseProduct(corrections[std::size_t(k)]).sum();
+      }
+      // (P|mn) C_o for every P of the block in one GEMM ((P|mn) is symmetric): (nbf np) x nocc, row P nbf + m;
+      // then each P's nbf x nocc as one column (i m) of the store.
+      Matrix half(nbf * np, nocc);
+      kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{block.data(), nbf, nbf * np, nbf},
+                           linalg::view(c_occ), 0.0, linalg::view(half));
+      for (Index p = 0; p < np; ++p)
+        Eigen::Map<Matrix>(columns.col(p).data(), nbf, nocc) = half.middleRows(p * nbf, nbf);
+    });
+    ranks.broadcast(columns.data(), columns.size(), ranks.owner(Index(r)));
+    ranks.checked([&] {
+      for (Index b = 0; b < nblocks; ++b)
+        h->write_columns(b, p0, np, columns.data() + blocks[std::size_t(b)].first * nbf, nbf * nocc);
+    });
+  }
+  block = {};
+  ranks.sum(fitted_d);
+  ranks.sum(fitted_c);
+  gradient_detail::update_blocks(*h, nblocks, [&](MatrixView rows) {  // H J^-1 = H L^-T L^-1
+    for (const Trans t : {Trans::yes, Trans::no})
+      kernels.trsm(kStep, linalg::Side::right, linalg::Uplo::lower, t, linalg::Diag::non_unit, 1.0,
+                   linalg::view(factor), rows);
+  }, ranks);
+  solve_metric(factor, fitted_d, kernels);
+  solve_metric(factor, fitted_c, kernels);
+  return f;
+}
+
+// The metric's densities, block by block: the SCF's V0 = sum_ij B^P_ij B^Q_ij - 1/2 d_D d_D^T with B^P = C_o^T H^P;
+// each correction's V = V0 + sum_mi H^P_mi (P H^Q)_mi - 1/2 (d_P d_D^T + d_D d_P^T) (before the last term).
+std::pair<Matrix, std::vector<Matrix>> metric_densities(const FittedHalf& f, Index nbf, const Matrix& c_occ,
+                                                        const std::vector<Matrix>& corrections,
+                                                        const gradient_detail::Ranks& ranks, linalg::Kernels& kernels) {
+  using linalg::ConstMatrixView;
+  using linalg::MatrixView;
+  using linalg::Trans;
+  const Index nocc = c_occ.cols(), naux = f.factor.rows();
+  const auto count = static_cast<Index>(corrections.size()), nblocks = static_cast<Index>(f.blocks.size());
+  const gradient_detail::Store* h = f.h.get();
+  Matrix v0 = Matrix::Zero(naux, naux);
+  std::vector<Matrix> v(static_cast<std::size_t>(count), Matrix::Zero(naux, naux));
+  std::vector<double> buffer;
+  Matrix occupied, corrected;
+  ranks.checked([&] {
+    for (Index b = 0; b < nblocks; ++b) {
+      if (!ranks.mine(b)) continue;  // each rank its blocks of orbitals; the sums summed over the ranks
+      const Index rows = h->rows(b), ni = rows / nbf;
+      const double* h_b = gradient_detail::load(*h, b, buffer);
+      occupied.resize(nocc * ni, naux);
+      for (Index i = 0; i < ni; ++i)
+        kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, linalg::view(c_occ),
+                     ConstMatrixView{h_b + i * nbf, nbf, naux, rows}, 0.0,
+                     MatrixView{occupied.data() + i * nocc, nocc, naux, nocc * ni});
+      kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, linalg::view(occupied), linalg::view(occupied), 1.0,
+                   linalg::view(v0));
+      for (Index k = 0; k < count; ++k) {
+        corrected.resize(rows, naux);
+        for (Index i = 0; i < ni; ++i)
+          kernels.gemm(kStep, Trans::no, Trans::no, 1.0, linalg::view(corrections[std::size_t(k)]),
+                       ConstMatrixView{h_b + i * nbf, nbf, naux, rows}, 0.0,
+                       MatrixView{corrected.data() + i * nbf, nbf, naux, rows});
+        kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{h_b, rows, naux, rows},
+                     linalg::view(corrected), 1.0, linalg::view(v[std::size_t(k)]));
+      }
+    }
+  });
+  ranks.sum(v0);
+  for (Matrix& vk : v) ranks.sum(vk);
+  v0 -= 0.5 * f.fitted_d * f.fitted_d.transpose();
+  return {v0, v};
+}
+
 // The DF form of two_electron_gradients (the header's formula): one pass over (Q|mn) for the fitted densities and
 // the half-transformed H, stored by blocks of occupied orbitals (rows (i m), a column per fitting function) and
 // fitted there; one pass over the blocks for the metric's densities; then one pass over the three-index derivatives
@@ -31,101 +156,47 @@ void solve_metric(const Matrix& factor, Matrix& x, linalg::Kernels& kernels) {
 std::vector<Matrix> df_two_electron_gradients(const BasisSet& basis, const BasisSet& jk_basis, Index natoms,
                                               const Matrix& c_occ, const std::vector<Matrix>& corrections,
                                               linalg::Kernels& kernels, const HalfTransformedStorage& storage) {
-  using linalg::ConstMatrixView;
-  using linalg::MatrixView;
-  using linalg::Trans;
   const Index nbf = basis.nbf(), nocc = c_occ.cols();
   const auto count = static_cast<Index>(corrections.size());
   const Matrix density = 2.0 * c_occ * c_occ.transpose();
-  Matrix factor = coulomb_metric(jk_basis);
-  kernels.cholesky(kStep, linalg::Uplo::lower, linalg::view(factor));
-  const Index naux = factor.rows();
-  const ThreeCenterEngine engine(jk_basis, basis);
-
-  const auto blocks = gradient_detail::active_blocks(nocc, storage.occupied_block);
-  const auto nblocks = static_cast<Index>(blocks.size());
-  const std::unique_ptr<gradient_detail::Store> h = gradient_detail::make_store(
-      blocks, nbf, naux, storage.on_scratch ? &storage.scratch_folder : nullptr, "gradient-half");
-  Matrix fitted_d(naux, 1), fitted_c(naux, count);
-  std::vector<double> block;
-  for (const auto& range : engine.blocks(storage.aux_block)) {
-    const Index p0 = range.first, np = range.second - range.first;
-    block.resize(static_cast<std::size_t>(np * nbf * nbf));
-    engine.compute_square(p0, p0 + np, block.data());
-#pragma omp parallel for
-    for (Index p = 0; p < np; ++p) {
-      const Eigen::Map<const Matrix> pmn(block.data() + p * nbf * nbf, nbf, nbf);
-      fitted_d(p0 + p) = pmn.cwiseProduct(density).sum();
-      for (Index k = 0; k < count; ++k) fitted_c(p0 + p, k) = pmn.cwiseProduct(corrections[std::size_t(k)]).sum();
-    }
-    // (P|mn) C_o for every P of the block in one GEMM ((P|mn) is symmetric): (nbf np) x nocc, row P nbf + m; then
-    // each P's nbf x nocc as one column (i m) of the store.
-    Matrix half(nbf * np, nocc), columns(nbf * nocc, np);
-    kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{block.data(), nbf, nbf * np, nbf},
-                         linalg::view(c_occ), 0.0, linalg::view(half));
-    for (Index p = 0; p < np; ++p)
-      Eigen::Map<Matrix>(columns.col(p).data(), nbf, nocc) = half.middleRows(p * nbf, nbf);
-    for (Index b = 0; b < nblocks; ++b)
-      h->write_columns(b, p0, np, columns.data() + blocks[std::size_t(b)].first * nbf, nbf * nocc);
-  }
-  block = {};
-  gradient_detail::update_blocks(*h, nblocks, [&](MatrixView rows) {  // H J^-1 = H L^-T L^-1
-    for (const Trans t : {Trans::yes, Trans::no})
-      kernels.trsm(kStep, linalg::Side::right, linalg::Uplo::lower, t, linalg::Diag::non_unit, 1.0,
-                   linalg::view(factor), rows);
-  });
-  solve_metric(factor, fitted_d, kernels);
-  solve_metric(factor, fitted_c, kernels);
-
-  // The metric's densities, block by block: the SCF's V0 = sum_ij B^P_ij B^Q_ij - 1/2 d_D d_D^T with
-  // B^P = C_o^T H^P; each correction's V = V0 + sum_mi H^P_mi (P H^Q)_mi - 1/2 (d_P d_D^T + d_D d_P^T).
-  Matrix v0 = -0.5 * fitted_d * fitted_d.transpose();
-  std::vector<Matrix> v(static_cast<std::size_t>(count), Matrix::Zero(naux, naux));
-  std::vector<double> buffer;
-  Matrix occupied, corrected;
-  for (Index b = 0; b < nblocks; ++b) {
-    const Index rows = h->rows(b), ni = rows / nbf;
-    const double* h_b = gradient_detail::load(*h, b, buffer);
-    occupied.resize(nocc * ni, naux);
-    for (Index i = 0; i < ni; ++i)
-      kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, linalg::view(c_occ), ConstMatrixView{h_b + i * nbf, nbf, naux, rows},
-                   0.0, MatrixView{occupied.data() + i * nocc, nocc, naux, nocc * ni});
-    kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, linalg::view(occupied), linalg::view(occupied), 1.0,
-                 linalg::view(v0));
-    for (Index k = 0; k < count; ++k) {
-      corrected.resize(rows, naux);
-      for (Index i = 0; i < ni; ++i)
-        kernels.gemm(kStep, Trans::no, Trans::no, 1.0, linalg::view(corrections[std::size_t(k)]),
-                     ConstMatrixView{h_b + i * nbf, nbf, naux, rows}, 0.0,
-                     MatrixView{corrected.data() + i * nbf, nbf, naux, rows});
-      kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{h_b, rows, naux, rows},
-                   linalg::view(corrected), 1.0, linalg::view(v[std::size_t(k)]));
-    }
-  }
+  const gradient_detail::Ranks ranks{storage.comm};
+  const FittedHalf f = fitted_half(basis, jk_basis, c_occ, density, corrections, storage, ranks, kernels);
+  const Matrix& fitted_d = f.fitted_d;
+  const Matrix& fitted_c = f.fitted_c;
+  const auto nblocks = static_cast<Index>(f.blocks.size());
+  const gradient_detail::Store* h = f.h.get();
+  auto [v0, v] = metric_densities(f, nbf, c_occ, corrections, ranks, kernels);
   std::vector<Matrix> gradients = {metric_gradient(jk_basis, natoms, v0)};
   for (Index k = 0; k < count; ++k) {
     Matrix& vk = v[std::size_t(k)];
     vk += v0 - 0.5 * (fitted_c.col(k) * fitted_d.transpose() + fitted_d * fitted_c.col(k).transpose());
     gradients.push_back(metric_gradient(jk_basis, natoms, vk));
   }
-  const std::vector<Matrix> three_index = three_center_gradients(
-      jk_basis, basis, natoms, static_cast<int>(count + 1), [&](Index p0, Index p1, double* out) {
-        const Index np = p1 - p0;
-        Matrix slab(nbf * nocc, np);
-        gradient_detail::read_slab(*h, nblocks, p0, np, slab.data());
-        for (Index p = p0; p < p1; ++p) {
-          // The SCF's: d_D^P D - 2 C_o B^P C_o^T.
-          const Eigen::Map<const Matrix> hp(slab.col(p - p0).data(), nbf, nocc);
-          Eigen::Map<Matrix> r0(out + (p - p0) * nbf * nbf, nbf, nbf);
-          r0.noalias() = fitted_d(p) * density - 2.0 * c_occ * (c_occ.transpose() * hp) * c_occ.transpose();
-          for (Index k = 0; k < count; ++k) {
-            const Matrix ph_c = corrections[std::size_t(k)] * hp * c_occ.transpose();
-            Eigen::Map<Matrix> r(out + ((k + 1) * np + p - p0) * nbf * nbf, nbf, nbf);
-            r = r0 + fitted_d(p) * corrections[std::size_t(k)] + fitted_c(p, k) * density - ph_c - ph_c.transpose();
-          }
-        }
-      });
-  for (Index k = 0; k <= count; ++k) gradients[std::size_t(k)] += three_index[std::size_t(k)];
+  auto three_index_densities = [&](Index p0, Index p1, double* out) {
+    const Index np = p1 - p0;
+    Matrix slab(nbf * nocc, np);
+    gradient_detail::read_slab(*h, nblocks, p0, np, slab.data());
+    for (Index p = p0; p < p1; ++p) {
+      // The SCF's: d_D^P D - 2 C_o B^P C_o^T.
+      const Eigen::Map<const Matrix> hp(slab.col(p - p0).data(), nbf, nocc);
+      Eigen::Map<Matrix> r0(out + (p - p0) * nbf * nbf, nbf, nbf);
+      r0.noalias() = fitted_d(p) * density - 2.0 * c_occ * (c_occ.transpose() * hp) * c_occ.transpose();
+      for (Index k = 0; k < count; ++k) {
+        const Matrix ph_c = corrections[std::size_t(k)] * hp * c_occ.transpose();
+        Eigen::Map<Matrix> r(out + ((k + 1) * np + p - p0) * nbf * nbf, nbf, nbf);
+        r = r0 + fitted_d(p) * corrections[std::size_t(k)] + fitted_c(p, k) * density - ph_c - ph_c.transpose();
+      }
+    }
+  };
+  std::vector<Matrix> three_index;
+  ranks.checked([&] {
+    three_index = three_center_gradients(jk_basis, basis, natoms, static_cast<int>(count + 1), three_index_densities,
+                                         ranks.share());
+  });
+  for (Index k = 0; k <= count; ++k) {
+    ranks.sum(three_index[std::size_t(k)]);  // each rank's auxiliary shells
+    gradients[std::size_t(k)] += three_index[std::size_t(k)];
+  }
   return gradients;
 }
 

@@ -20,6 +20,7 @@
 #include "chem/system/basis_set.hpp"
 #include "chem/system/molecule.hpp"
 #include "chem/scf/scf.hpp"
+#include "linalg/comm.hpp"
 #include "linalg/kernels.hpp"
 #include "linalg/matrix_view.hpp"
 
@@ -33,6 +34,9 @@ struct HalfTransformedStorage {
   linalg::Index aux_block = 64;  // fitting functions whose (Q|mn) are computed at once
   bool on_scratch = false;
   std::string scratch_folder;
+  // The ranks sharing the work (blocks of fitting functions, blocks of orbitals and auxiliary shells dealt in turn,
+  // the sums summed; every rank holds H whole); none: this process alone.
+  linalg::Comm* comm = nullptr;
 };
 
 // d/dR of sum_mn P_mn [J(D) - 1/2 K(D)]_mn, D = 2 C_o C_o^T (`c_occ`: the SCF's occupied orbitals) held fixed,

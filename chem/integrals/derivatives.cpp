@@ -198,7 +198,7 @@ linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule) {
 
 std::vector<linalg::Matrix> three_center_gradients(
     const BasisSet& aux, const BasisSet& basis, linalg::Index natoms, int count,
-    const std::function<void(linalg::Index, linalg::Index, double*)>& densities) {
+    const std::function<void(linalg::Index, linalg::Index, double*)>& densities, const linalg::Share& share) {
   // Debian's libint2 2.7.2 has three-centre first derivatives, but its builds miss shell combinations ((s|pp) among
   // them: a null build function), so the derivative with respect to the orbital centres is taken as for the
   // one-electron integrals (each shell's l + 1 and l - 1 shells, in ordinary three-centre integrals), and the
@@ -233,6 +233,7 @@ std::vector<linalg::Matrix> three_center_gradients(
     std::array<std::vector<double>, 3> ints;
 #pragma omp for schedule(dynamic)
     for (int sp = 0; sp < nsh_a; ++sp) {
+      if (!share.mine(sp)) continue;
       const auto p0 = static_cast<linalg::Index>(a.offsets[static_cast<std::size_t>(sp)]);
       const int np = a.sizes[static_cast<std::size_t>(sp)];
       const std::size_t stride = static_cast<std::size_t>(np * nbf * nbf);  // one density's block
@@ -282,8 +283,9 @@ std::vector<linalg::Matrix> three_center_gradients(
 }
 
 linalg::Matrix three_center_gradient(const BasisSet& aux, const BasisSet& basis, linalg::Index natoms,
-                                     const std::function<void(linalg::Index, linalg::Index, double*)>& density) {
-  return three_center_gradients(aux, basis, natoms, 1, density).front();
+                                     const std::function<void(linalg::Index, linalg::Index, double*)>& density,
+                                     const linalg::Share& share) {
+  return three_center_gradients(aux, basis, natoms, 1, density, share).front();
 }
 
 std::vector<linalg::Matrix> four_center_gradients(const BasisSet& basis, linalg::Index natoms,

@@ -19,6 +19,7 @@
 #include "chem/system/basis_set.hpp"
 #include "chem/system/molecule.hpp"
 #include "chem/integrals/three_index_source.hpp"
+#include "linalg/comm.hpp"
 #include "linalg/dense_grid.hpp"
 #include "linalg/matrix_view.hpp"
 
@@ -51,12 +52,14 @@ linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule);
 // out[((P - p0) nbf + m) nbf + n], so that no more than a shell's worth is held. libint2's three-centre first
 // derivatives; `natoms` rows.
 linalg::Matrix three_center_gradient(const BasisSet& aux, const BasisSet& basis, linalg::Index natoms,
-                                     const std::function<void(linalg::Index, linalg::Index, double*)>& density);
+                                     const std::function<void(linalg::Index, linalg::Index, double*)>& density,
+                                     const linalg::Share& share = {});
 // The same for `count` densities in one pass over the derivative integrals: `densities(p0, p1, out)` writes density
-// k's block at out + k (p1 - p0) nbf^2; one gradient per density.
+// k's block at out + k (p1 - p0) nbf^2; one gradient per density. With `share`, only this rank's auxiliary shells
+// (dealt in turn), for a sum over the ranks.
 std::vector<linalg::Matrix> three_center_gradients(
     const BasisSet& aux, const BasisSet& basis, linalg::Index natoms, int count,
-    const std::function<void(linalg::Index, linalg::Index, double*)>& densities);
+    const std::function<void(linalg::Index, linalg::Index, double*)>& densities, const linalg::Share& share = {});
 // d/dR of sum_mn P_mn [J(D) - 1/2 K(D)]_mn over the exact four-centre integrals, D and P symmetric and held fixed:
 // the exact SCF's two-electron gradient with P = D/2, a correlated method's separable part with P its relaxed
 // density. Integral-direct over the unique shell quartets (libint2's four-centre first derivatives).

@@ -103,10 +103,12 @@ class BlockedDfJk final : public JkBuilder {
   }
 
   Matrix rotation_hessian(const Matrix& c_vir, const Matrix& c_occ, const Matrix& z, linalg::Kernels& kernels) override {
-    if (rotation_products_ == RotationProducts::none || plan_.storage == JkStorage::recompute || c_occ.cols() > plan_.nocc)
+    const bool stored = plan_.storage != JkStorage::recompute && c_occ.cols() <= plan_.nocc;
+    if (rotation_products_ == RotationProducts::none || !stored)
       return JkBuilder::rotation_hessian(c_vir, c_occ, z, kernels);
     if (!rotation_ || !rotation_->made_for(c_vir, c_occ))
-      rotation_ = std::make_unique<RotationResponse>(rotation_products_, c_vir, c_occ, my_cols_, kernels_, step_name(ScfStep::jk));
+      rotation_ = std::make_unique<RotationResponse>(rotation_products_, c_vir, c_occ, my_cols_, kernels_,
+                                                     step_name(ScfStep::jk));
     Matrix out;
     comm_.checked([&] {
       out = rotation_->apply(z, [&](const RotationResponse::SquareVisitor& visit) {

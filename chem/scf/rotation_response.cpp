@@ -120,8 +120,8 @@ Matrix RotationResponse::apply(const Matrix& z, const Squares& squares) {
                         MatrixView{out.data(), nv_ * no_, 1, nv_ * no_});
   // K's second half: V_Q = z^T b^Q_vo side by side, restacked one under the other, then sum_Q b^Q_vo V_Q.
   Matrix v_side(no_, no_ * naux_), v_stacked(no_ * naux_, no_);
-  kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, linalg::view(z), ConstMatrixView{vo_.data(), nv_, no_ * naux_, nv_},
-                        0.0, linalg::view(v_side));
+  kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, linalg::view(z),
+                        ConstMatrixView{vo_.data(), nv_, no_ * naux_, nv_}, 0.0, linalg::view(v_side));
   for (Index p = 0; p < naux_; ++p) v_stacked.middleRows(p * no_, no_) = v_side.middleCols(p * no_, no_);
   kernels_.gemm<double>(step_, Trans::no, Trans::no, -1.0, ConstMatrixView{vo_.data(), nv_, no_ * naux_, nv_},
                         linalg::view(v_stacked), 1.0, linalg::view(out));
