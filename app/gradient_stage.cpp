@@ -25,7 +25,8 @@ void plan_gradient(const Input& input, linalg::Comm& comm, Calculation& calc) {
   MoleculeRun& m = *calc.reference.molecule();
   const bool df = input.scf.type == chem::ScfType::df;
   const double base = plan.baseline + scf_matrix_bytes(r.nbf, input.scf.diis_vectors, false);
-  chem::DfMp2GradientSizes sizes{r.nbf, r.nocc, r.nfrozen, r.naux, df ? m.jk_basis.nbf() : 0, 0, input.threads};
+  chem::DfMp2GradientSizes sizes{r.nbf, r.nocc, r.nfrozen, r.naux, df ? m.jk_basis.nbf() : 0, 0, input.threads,
+                                 comm.size()};
   for (const chem::BasisSet* fitting : {&m.aux_basis, &m.jk_basis})
     for (const chem::Shell& shell : fitting->shells)
       sizes.largest_aux_shell = std::max<linalg::Index>(sizes.largest_aux_shell, shell.size());

@@ -65,9 +65,8 @@ Matrix fock_response(JkBuilder& jk, const Matrix& m, const Matrix& c_occ, Kernel
 // Y's active columns, 4 sum_P (P|pb) Gamma^P_ib for every orbital p, through the AO integrals (the fitted (P|ab) are
 // never formed): Yo = 4 sum_P (P|mn) (C_v Gamma^P^T), nbf x na, and C^T Yo. Gamma is read a slab of auxiliary
 // functions at a time from its blocks.
-Matrix active_lagrangian(const BasisSet& ri, const BasisSet& basis, const AmplitudePass& amp,
-                         const std::vector<std::pair<Index, Index>>& blocks, const Spaces& s, Index aux_block,
-                         const Ranks& ranks, Kernels& kernels) {
+Matrix active_lagrangian(const BasisSet& ri, const BasisSet& basis, const AmplitudePass& amp, const Spaces& s,
+                         Index aux_block, const Ranks& ranks, Kernels& kernels) {
   const Index nbf = basis.nbf();
   const ThreeCenterEngine engine(ri, basis);
   Matrix yo = Matrix::Zero(nbf, s.na), slab;
@@ -80,7 +79,7 @@ Matrix active_lagrangian(const BasisSet& ri, const BasisSet& basis, const Amplit
       block.resize(static_cast<std::size_t>(np * nbf * nbf));
       engine.compute_square(p0, p0 + np, block.data());
       slab.resize(s.na * s.nv, np);
-      gradient_detail::read_slab(*amp.gamma, static_cast<Index>(blocks.size()), p0, np, slab.data());
+      amp.gamma->read_slab(p0, np, slab.data());
       // C_v Gamma^P for the block's P in one GEMM (the Gamma^P side by side in the slab's columns), then stacked
       // P above P as (nbf np) x na, so that sum_P (P|mn) (C_v Gamma^P) is one GEMM with the block's integrals as
       // nbf x (nbf np), n fastest within each P.
@@ -101,10 +100,10 @@ Matrix active_lagrangian(const BasisSet& ri, const BasisSet& basis, const Amplit
 // each auxiliary shell inside the integral code's threads. (Its densities are made there, where the kernel log cannot
 // follow: their small products stay Eigen's.)
 Matrix three_index_gradient(const BasisSet& ri, const BasisSet& basis, Index natoms, const AmplitudePass& amp,
-                            const std::vector<std::pair<Index, Index>>& blocks, const Spaces& s, const Ranks& ranks) {
+                            const Spaces& s, const Ranks& ranks) {
   auto density = [&](Index p0, Index p1, double* r) {
     Matrix slab(s.na * s.nv, p1 - p0);
-    gradient_detail::read_slab(*amp.gamma, static_cast<Index>(blocks.size()), p0, p1 - p0, slab.data());
+    amp.gamma->read_slab(p0, p1 - p0, slab.data());
     for (Index p = p0; p < p1; ++p) {
       const Matrix half =
           s.c_act * Eigen::Map<const Matrix>(slab.col(p - p0).data(), s.nv, s.na).transpose() * s.c_vir.transpose();
@@ -198,10 +197,10 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
     x.block(0, no, no, nv) = amp.y_ov;
     lap("amplitudes");
     x.middleCols(nf, na) =
-        active_lagrangian(*in.ri_basis, *in.basis, amp, f.blocks, s, in.plan.aux_block, ranks, kernels);
+        active_lagrangian(*in.ri_basis, *in.basis, amp, s, in.plan.aux_block, ranks, kernels);
     lap("lagrangian");
     // The three-index and metric terms need nothing more; Gamma is released before the orbital response.
-    out.gradient = three_index_gradient(*in.ri_basis, *in.basis, natoms, amp, f.blocks, s, ranks) +
+    out.gradient = three_index_gradient(*in.ri_basis, *in.basis, natoms, amp, s, ranks) +
                    metric_gradient(*in.ri_basis, natoms, -2.0 * amp.v);
     amp.gamma.reset();
     amp.v.resize(0, 0);

@@ -67,6 +67,7 @@ struct DfMp2GradientSizes {
   linalg::Index naux_jk = 0;            // the SCF's J/K fitting basis (0: exact SCF)
   linalg::Index largest_aux_shell = 0;  // functions of the largest shell of the RI and J/K fitting bases
   int threads = 1;
+  int ranks = 1;  // the MPI ranks sharing the work: at least one block of orbitals each, where there are orbitals
 };
 
 // The plan within `budget` bytes: in memory with the largest blocks that fit, else on scratch (`storage` may ask for

@@ -40,13 +40,6 @@ std::unique_ptr<Store> make_store(const std::vector<std::pair<Index, Index>>& bl
   return std::make_unique<Store>(ids, rows, naux, scratch_folder, what);
 }
 
-const double* load(const Store& store, Index b, std::vector<double>& buffer) {
-  if (store.in_memory()) return store.data(b);
-  buffer.resize(static_cast<std::size_t>(store.rows(b) * store.cols()));
-  store.read(b, buffer.data());
-  return buffer.data();
-}
-
 void Ranks::sum(double* data, Index count) const {
   if (size() > 1) comm->sum(data, static_cast<std::size_t>(count));
 }
@@ -75,18 +68,12 @@ void update_blocks(Store& store, Index count, const std::function<void(MatrixVie
     ranks.checked([&] {
       if (!ranks.mine(b)) return;
       if (store.in_memory()) return update(store.view(b));
-      load(store, b, buffer);
+      store.block(b, buffer);
       update(MatrixView{buffer.data(), store.rows(b), store.cols(), store.rows(b)});
       store.write(b, buffer.data());
     });
     ranks.share_block(store, b);
   }
-}
-
-void read_slab(const Store& store, Index count, Index p0, Index np, double* out) {
-  Index rows = 0;
-  for (Index b = 0; b < count; ++b) rows += store.rows(b);
-  for (Index b = 0, row0 = 0; b < count; row0 += store.rows(b), ++b) store.read_columns(b, p0, np, out + row0, rows);
 }
 
 namespace {
@@ -191,8 +178,8 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
     const double* b_K = nullptr;
     g.setZero(rows, naux);  // G's rows (k a) of block K
     ranks.checked([&] {
-      b_K = load(*f.ov, K, ov_buffer);
-      const double* oo_K = load(*f.oo, K, oo_buffer);
+      b_K = f.ov->block(K, ov_buffer);
+      const double* oo_K = f.oo->block(K, oo_buffer);
       for (Index kk = 0; kk < nk; ++kk) {
         const Index k = k0 + kk;
         if (!ranks.mine(k)) continue;  // the orbitals k are dealt to the ranks in turn
@@ -326,10 +313,12 @@ DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& z, double budget
     if ((scratch && storage == Mp2Storage::memory) || (!scratch && storage == Mp2Storage::scratch)) continue;
     for (const RotationProducts keep : {RotationProducts::mo, RotationProducts::occupied, RotationProducts::none}) {
       if (z.naux_jk == 0 && keep != RotationProducts::none) continue;  // an exact SCF's J/K keeps nothing
-      // Block sizes that cut the active orbitals evenly, largest first.
-      for (Index count = 1; count <= std::max<Index>(na, 1); ++count) {
+      // Block sizes that cut the active orbitals evenly, largest first; with several ranks, a block for each at least
+      // (the blocks' fits and metric densities are dealt to the ranks by block).
+      const Index fewest = std::clamp<Index>(z.ranks, 1, std::max<Index>(na, 1));
+      for (Index count = fewest; count <= std::max<Index>(na, 1); ++count) {
         const Index n = std::max<Index>((na + count - 1) / count, 1);
-        if (count > 1 && n == (na + count - 2) / (count - 1)) continue;  // the same size as one fewer block
+        if (count > fewest && n == (na + count - 2) / (count - 1)) continue;  // the size of one fewer block
         for (const Index m : aux_blocks) {
           const GradientBytes bytes = gradient_bytes(z, double(n), double(m), scratch, keep);
           DfMp2GradientPlan plan{n, m, scratch, keep, bytes.peak, bytes.scratch, ""};

@@ -7,8 +7,9 @@
 //                     column per auxiliary function (so a block's auxiliary slab is one contiguous span)
 //   amplitude_pass    the pair amplitudes of each active k with every active i, block by block, and from them the
 //                     energy, the unrelaxed density's blocks, y_vv, y_ov, the metric's V and Gamma = G L^-1
-//   read_slab         a slab of auxiliary functions across a store's blocks (Gamma for the passes over AO integrals)
 //
+// (A slab of auxiliary functions across a store's blocks, as the passes over AO integrals read Gamma, is
+// BlockStore::read_slab.)
 // The SCF-like separable part (scf_gradient.cpp) keeps its fitted half-transformed integrals in the same stores.
 #include <functional>
 #include <memory>
@@ -73,14 +74,10 @@ struct Ranks {
 // in a scratch file in `*scratch_folder` when it is given.
 std::unique_ptr<Store> make_store(const std::vector<std::pair<Index, Index>>& blocks, Index per_orbital, Index naux,
                                   const std::string* scratch_folder, const std::string& what);
-// Block b of `store`: in place in memory, else read from scratch into `buffer`.
-const double* load(const Store& store, Index b, std::vector<double>& buffer);
 // update(block) on each of the first `count` blocks in turn, in place in memory or read, updated and written back;
 // each block by its owner among `ranks`, then sent to the others.
 void update_blocks(Store& store, Index count, const std::function<void(linalg::MatrixView)>& update,
                    const Ranks& ranks = {});
-// Columns [p0, p0 + np) of every block into `out`, the blocks' rows one under the other (ld: all their rows).
-void read_slab(const Store& store, Index count, Index p0, Index np, double* out);
 
 struct FittedIntegrals {
   Matrix factor;  // the RI metric's Cholesky factor L (lower triangle)

@@ -123,7 +123,7 @@ std::pair<Matrix, std::vector<Matrix>> metric_densities(const FittedHalf& f, Ind
     for (Index b = 0; b < nblocks; ++b) {
       if (!ranks.mine(b)) continue;  // each rank its blocks of orbitals; the sums summed over the ranks
       const Index rows = h->rows(b), ni = rows / nbf;
-      const double* h_b = gradient_detail::load(*h, b, buffer);
+      const double* h_b = h->block(b, buffer);
       occupied.resize(nocc * ni, naux);
       for (Index i = 0; i < ni; ++i)
         kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, linalg::view(c_occ),
@@ -163,7 +163,6 @@ std::vector<Matrix> df_two_electron_gradients(const BasisSet& basis, const Basis
   const FittedHalf f = fitted_half(basis, jk_basis, c_occ, density, corrections, storage, ranks, kernels);
   const Matrix& fitted_d = f.fitted_d;
   const Matrix& fitted_c = f.fitted_c;
-  const auto nblocks = static_cast<Index>(f.blocks.size());
   const gradient_detail::Store* h = f.h.get();
   auto [v0, v] = metric_densities(f, nbf, c_occ, corrections, ranks, kernels);
   std::vector<Matrix> gradients = {metric_gradient(jk_basis, natoms, v0)};
@@ -175,7 +174,7 @@ std::vector<Matrix> df_two_electron_gradients(const BasisSet& basis, const Basis
   auto three_index_densities = [&](Index p0, Index p1, double* out) {
     const Index np = p1 - p0;
     Matrix slab(nbf * nocc, np);
-    gradient_detail::read_slab(*h, nblocks, p0, np, slab.data());
+    h->read_slab(p0, np, slab.data());
     for (Index p = p0; p < p1; ++p) {
       // The SCF's: d_D^P D - 2 C_o B^P C_o^T.
       const Eigen::Map<const Matrix> hp(slab.col(p - p0).data(), nbf, nocc);

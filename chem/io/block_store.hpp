@@ -59,6 +59,7 @@ class BlockStore {
     std::size_t offset = 0;
     for (const Index b : blocks) {
       slot_[b] = rows_.size();
+      ids_.push_back(b);
       rows_.push_back(block_rows[static_cast<std::size_t>(b)]);
       offset_.push_back(offset);
       offset += static_cast<std::size_t>(rows_.back() * cols);
@@ -106,6 +107,25 @@ class BlockStore {
     std::vector<W> packed(static_cast<std::size_t>(r * ncols));
     read_span(first, packed.size(), packed.data());
     for (Index j = 0; j < ncols; ++j) std::copy_n(packed.data() + j * r, r, into + j * ld);
+  }
+  // Columns [col0, col0 + ncols) of every block, the blocks in the order given, their rows one under the other in
+  // `into` (columns all the blocks' rows apart): a slab of auxiliary functions across the blocks, one read per
+  // block. Thread-safe.
+  void read_slab(Index col0, Index ncols, W* into) const {
+    Index all = 0;
+    for (const Index r : rows_) all += r;
+    Index row0 = 0;
+    for (const Index b : ids_) {
+      read_columns(b, col0, ncols, into + row0, all);
+      row0 += rows(b);
+    }
+  }
+  // Block b: in place in memory, else read from scratch into `buffer`.
+  const W* block(Index b, std::vector<W>& buffer) const {
+    if (in_memory()) return data(b);
+    buffer.resize(block_size(b));
+    read(b, buffer.data());
+    return buffer.data();
   }
   // The whole block b to or from `data` (rows(b) x cols, contiguous). Thread-safe for reads.
   void write(Index b, const W* from) { write_columns(b, 0, cols_, from, rows(b)); }
@@ -168,7 +188,7 @@ class BlockStore {
   }
   Index cols_;
   std::map<Index, std::size_t> slot_;
-  std::vector<Index> rows_;
+  std::vector<Index> ids_, rows_;  // in the order given
   std::vector<std::size_t> offset_;
   std::size_t size_ = 0;
   std::unique_ptr<W[]> memory_;

@@ -33,8 +33,8 @@ double rotation_products_bytes(RotationProducts kept, Index nbf, Index nocc, Ind
   const double occupied = n * (no * no + nv * no);
   const double pass = chunk * double(nbf) * std::max(nv, no + nv * no / double(nbf) + no);
   if (kept == RotationProducts::occupied) return 8.0 * (occupied + pass);
-  // b_vv beside them, and while an iteration runs, b_vv^Q z for every Q (nv no naux).
-  return 8.0 * (occupied + n * nv * nv + std::max(pass, n * nv * no));
+  // b_vv and b_oo reordered beside them, and while an iteration runs, b_vv^Q z for every Q (nv no naux).
+  return 8.0 * (occupied + n * (nv * nv + no * no) + std::max(pass, n * nv * no));
 }
 
 RotationResponse::RotationResponse(RotationProducts kept, const Matrix& c_vir, const Matrix& c_occ, Index naux,
@@ -52,38 +52,41 @@ void RotationResponse::pass_block(const double* squares, Index q, Index first, b
   const Index square = nbf_ * nbf_;
   for (Index c0 = 0; c0 < q; c0 += kChunk) {
     const Index qc = std::min(kChunk, q - c0), p0 = first + c0;
-    const ConstMatrixView s{squares + c0 * square, nbf_, nbf_, nbf_};
+    // B_Q C for every Q of the chunk in one GEMM: the B_Q are symmetric, so side by side and transposed they are the
+    // B_Q one under the other, and the product is (nbf qc) x ncol, row Q nbf + m. Then C'^T (B_Q C) for each Q,
+    // batched over those rows, side by side.
+    const ConstMatrixView side{squares + c0 * square, nbf_, nbf_ * qc, nbf_};
+    auto stacked = [&](const Matrix& c, double* out) {
+      kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, side, linalg::view(c), 0.0,
+                            MatrixView{out, nbf_ * qc, c.cols(), nbf_ * qc});
+    };
+    auto project = [&](const Matrix& left, const double* rows, Index ncol, double* out) {
+      kernels_.gemm_batched<double>(step_, Trans::yes, Trans::no, qc, {0, nbf_, left.cols() * ncol}, 1.0,
+                                    linalg::view(left), ConstMatrixView{rows, nbf_, ncol, nbf_ * qc}, 0.0,
+                                    MatrixView{out, left.cols(), ncol, left.cols()});
+    };
     if (making) {
-      // X_Q = B_Q C_o, then b_oo = C_o^T X_Q and b_vo = C_v^T X_Q for the chunk's Q side by side.
       work_.resize(static_cast<std::size_t>(nbf_ * std::max(nv_, no_) * qc));
-      kernels_.gemm_batched<double>(step_, Trans::no, Trans::no, qc, {square, 0, nbf_ * no_}, 1.0, s,
-                                    linalg::view(c_occ_), 0.0, MatrixView{work_.data(), nbf_, no_, nbf_});
-      const ConstMatrixView x{work_.data(), nbf_, no_ * qc, nbf_};
-      kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, linalg::view(c_occ_), x, 0.0,
-                            MatrixView{oo_.data() + p0 * no_ * no_, no_, no_ * qc, no_});
-      kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, linalg::view(c_vir_), x, 0.0,
-                            MatrixView{vo_.data() + p0 * nv_ * no_, nv_, no_ * qc, nv_});
+      stacked(c_occ_, work_.data());
+      project(c_occ_, work_.data(), no_, oo_.data() + p0 * no_ * no_);
+      project(c_vir_, work_.data(), no_, vo_.data() + p0 * nv_ * no_);
       if (kept_ == RotationProducts::mo) {
-        kernels_.gemm_batched<double>(step_, Trans::no, Trans::no, qc, {square, 0, nbf_ * nv_}, 1.0, s,
-                                      linalg::view(c_vir_), 0.0, MatrixView{work_.data(), nbf_, nv_, nbf_});
-        kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, linalg::view(c_vir_),
-                              ConstMatrixView{work_.data(), nbf_, nv_ * qc, nbf_}, 0.0,
-                              MatrixView{vv_.data() + p0 * nv_ * nv_, nv_, nv_ * qc, nv_});
+        stacked(c_vir_, work_.data());
+        project(c_vir_, work_.data(), nv_, vv_.data() + p0 * nv_ * nv_);
       }
     }
     if (l != nullptr) {
-      // A_Q = C_v^T (B_Q L) side by side; then sum_Q A_Q b_oo^Q is one GEMM, since the b_oo^Q are symmetric and
-      // so stacked one under the other are the side-by-side b_oo transposed.
-      work_.resize(static_cast<std::size_t>((nbf_ + nv_) * no_ * qc));
-      double* a = work_.data() + nbf_ * no_ * qc;
-      kernels_.gemm_batched<double>(step_, Trans::no, Trans::no, qc, {square, 0, nbf_ * no_}, 1.0, s,
-                                    linalg::view(*l), 0.0, MatrixView{work_.data(), nbf_, no_, nbf_});
-      kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, linalg::view(c_vir_),
-                            ConstMatrixView{work_.data(), nbf_, no_ * qc, nbf_}, 0.0,
-                            MatrixView{a, nv_, no_ * qc, nv_});
-      kernels_.gemm<double>(step_, Trans::no, Trans::yes, 1.0, ConstMatrixView{a, nv_, no_ * qc, nv_},
-                            ConstMatrixView{oo_.data() + p0 * no_ * no_, no_, no_ * qc, no_}, 1.0,
-                            linalg::view(*k1));
+      // B_Q L stacked, (nbf qc) x no, is read as nbf x (qc no) with column Q + qc j; with the chunk's b_oo^Q(j, i)
+      // at row Q + qc j, sum_Q (B_Q L) b_oo^Q is one GEMM, added to `k1` in the AO basis (C_v^T once at the end).
+      work_.resize(static_cast<std::size_t>((nbf_ + no_) * no_ * qc));
+      double* oo = work_.data() + nbf_ * no_ * qc;
+      stacked(*l, work_.data());
+      for (Index i = 0; i < no_; ++i)
+        for (Index j = 0; j < no_; ++j)
+          for (Index p = 0; p < qc; ++p)
+            oo[(p + qc * j) + qc * no_ * i] = oo_[static_cast<std::size_t>(((p0 + p) * no_ + i) * no_ + j)];
+      kernels_.gemm<double>(step_, Trans::no, Trans::no, 1.0, ConstMatrixView{work_.data(), nbf_, qc * no_, nbf_},
+                            ConstMatrixView{oo, qc * no_, no_, qc * no_}, 1.0, linalg::view(*k1));
     }
   }
 }
@@ -94,22 +97,32 @@ Matrix RotationResponse::apply(const Matrix& z, const Squares& squares) {
   const bool occupied = kept_ == RotationProducts::occupied;
   if (!made_ || occupied) {
     const Matrix l = occupied ? linalg::product(kernels_, step_, c_vir_, Trans::no, z, Trans::no) : Matrix();
+    Matrix k1_ao = occupied ? Matrix::Zero(nbf_, no_) : Matrix();
     Index first = 0;  // the block's first fitting function among this rank's
     squares([&](const double* block, Index q) {
-      pass_block(block, q, first, !made_, occupied ? &l : nullptr, &k1);
+      pass_block(block, q, first, !made_, occupied ? &l : nullptr, &k1_ao);
       first += q;
     });
     if (first != naux_) throw std::logic_error("RotationResponse: a pass over another number of fitting functions");
+    if (!made_ && kept_ == RotationProducts::mo) {
+      oo_by_q_.resize(naux_ * no_, no_);
+      for (Index p = 0; p < naux_; ++p)
+        for (Index i = 0; i < no_; ++i)
+          for (Index j = 0; j < no_; ++j)
+            oo_by_q_(p + naux_ * j, i) = oo_[static_cast<std::size_t>((p * no_ + i) * no_ + j)];
+    }
     made_ = true;
+    if (occupied) k1 = linalg::product(kernels_, step_, c_vir_, Trans::yes, k1_ao, Trans::no);
   }
   if (kept_ == RotationProducts::mo) {
-    // A_Q = b_vv^Q z side by side, then sum_Q A_Q b_oo^Q as above.
+    // A_Q = b_vv^Q z for every Q in one GEMM: the b_vv^Q are symmetric, so side by side and transposed they are
+    // stacked, and A is (nv naux) x no, which read as nv x (naux no) has column Q + naux j. Then
+    // sum_Q A_Q b_oo^Q = A oo_by_q, oo_by_q((Q + naux j), i) = b_oo^Q(j, i).
     work_.resize(static_cast<std::size_t>(nv_ * no_ * naux_));
-    kernels_.gemm_batched<double>(step_, Trans::no, Trans::no, naux_, {nv_ * nv_, 0, nv_ * no_}, 1.0,
-                                  ConstMatrixView{vv_.data(), nv_, nv_, nv_}, linalg::view(z), 0.0,
-                                  MatrixView{work_.data(), nv_, no_, nv_});
-    kernels_.gemm<double>(step_, Trans::no, Trans::yes, 1.0, ConstMatrixView{work_.data(), nv_, no_ * naux_, nv_},
-                          ConstMatrixView{oo_.data(), no_, no_ * naux_, no_}, 0.0, linalg::view(k1));
+    kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, ConstMatrixView{vv_.data(), nv_, nv_ * naux_, nv_},
+                          linalg::view(z), 0.0, MatrixView{work_.data(), nv_ * naux_, no_, nv_ * naux_});
+    kernels_.gemm<double>(step_, Trans::no, Trans::no, 1.0, ConstMatrixView{work_.data(), nv_, naux_ * no_, nv_},
+                          linalg::view(oo_by_q_), 0.0, linalg::view(k1));
   }
   // J: d_Q = b^Q_vo . z, then 4 sum_Q d_Q b^Q_vo (the b_vo side by side are an (nv no) x naux matrix).
   const ConstMatrixView vo_flat{vo_.data(), nv_ * no_, naux_, nv_ * no_};

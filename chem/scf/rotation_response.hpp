@@ -7,9 +7,12 @@
 //   C_v^T J[M] C_o = sum_Q d_Q b^Q_vo
 //   C_v^T K[M] C_o = 1/2 sum_Q [ (C_v^T B_Q C_v z) b^Q_oo + b^Q_vo (z^T b^Q_vo) ]
 // so with b_oo and b_vo kept (naux (no^2 + nv no), RotationProducts::occupied) an iteration needs B only for
-// C_v^T B_Q (C_v z), one pass over the unpacked B_Q; with b_vv kept too (naux nv^2 more, RotationProducts::mo) it
-// needs no pass over B at all, and is a few GEMMs over the kept tensors (about nv^2 no naux flops against nbf^2 no
-// naux for the pass). Both are made in the first call's pass over B, for the orbitals of that call.
+// sum_Q (B_Q (C_v z)) b^Q_oo (in the AO basis, C_v^T once at the end): one pass over the unpacked B_Q, about
+// 2 nbf^2 no naux flops; with b_vv kept too (naux nv^2 more, RotationProducts::mo) it needs no pass over B at all,
+// about 2 nv^2 no naux flops in two large GEMMs. Both are made in the first call's pass over B, for the orbitals of
+// that call. Making b_vv costs about 2 nbf^2 nv naux flops more, about one iteration of `occupied` per nv / no; the
+// iterations repay it in flops when nv is well below nbf, and in the unpacking of B's packed pairs (nbf^2 naux
+// elements a pass) that `mo` does once.
 #include <functional>
 #include <string>
 #include <vector>
@@ -57,6 +60,7 @@ class RotationResponse {
   Index nbf_, no_, nv_, naux_;
   bool made_ = false;                      // the kept products are in place
   std::vector<double> vv_, oo_, vo_;       // side by side: nv x (nv naux), no x (no naux), nv x (no naux)
+  linalg::Matrix oo_by_q_;                 // (mo) b_oo^Q(j, i) at row Q + naux j, column i
   std::vector<double> work_;
   linalg::Kernels& kernels_;
   std::string step_;

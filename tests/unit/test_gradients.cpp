@@ -273,6 +273,18 @@ TEST(DfMp2Gradient, PlanFitsItsBlocksToMemory) {
   // With a DF-SCF, its two-electron derivative's half-transformed integrals (2 naux_jk nbf nocc) are a floor.
   const chem::DfMp2GradientSizes df{384, 80, 16, 1344, 1900, 7, 2};
   EXPECT_GE(chem::plan_dfmp2_gradient(df, 64e9, chem::Mp2Storage::scratch).memory_bytes, 8.0 * 2 * 1900 * 384 * 80);
+  // Its Z-vector keeps the MO-basis products when they fit, the occupied ones when only they do.
+  const auto kept = chem::plan_dfmp2_gradient(df, 64e9, chem::Mp2Storage::automatic);
+  EXPECT_EQ(kept.zvector_products, chem::RotationProducts::mo);
+  const double mo = chem::rotation_products_bytes(chem::RotationProducts::mo, 384, 80, 304, 1900);
+  const double occupied = chem::rotation_products_bytes(chem::RotationProducts::occupied, 384, 80, 304, 1900);
+  const auto fewer =
+      chem::plan_dfmp2_gradient(df, kept.memory_bytes - 0.5 * (mo - occupied), chem::Mp2Storage::automatic);
+  EXPECT_EQ(fewer.zvector_products, chem::RotationProducts::occupied);
+  // Over three ranks, a block of orbitals for each at least (64 active: blocks of 22).
+  chem::DfMp2GradientSizes ranks = sizes;
+  ranks.ranks = 3;
+  EXPECT_EQ(chem::plan_dfmp2_gradient(ranks, 64e9, chem::Mp2Storage::automatic).occupied_block, 22);
 }
 
 // Against Psi4 1.3.2 (gradient('mp2') and properties('mp2', properties=['dipole']), scf_type df, mp2_type df,
