@@ -327,7 +327,8 @@ DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& z, double budget
           plan.reason = storage != Mp2Storage::automatic ? "asked for (mp2_storage)"
                         : scratch ? "its three-index tensors do not fit in memory beside the blocks"
                                   : "its three-index tensors fit in memory";
-          if (keep == RotationProducts::occupied) plan.reason += "; the Z-vector's b_vv rebuilt each iteration";
+          if (keep == RotationProducts::occupied)
+            plan.reason += "; the Z-vector keeps b_oo and b_vo only (a pass over the J/K's tensor each iteration)";
           if (keep == RotationProducts::none && z.naux_jk > 0)
             plan.reason += "; the Z-vector's J/K rebuilt each iteration";
           return plan;
