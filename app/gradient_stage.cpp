@@ -50,6 +50,13 @@ void plan_gradient(const Input& input, linalg::Comm& comm, Calculation& calc) {
     jk = m.gradient_jk_plan.memory_bytes;
     plan.gradient = within_memory(plan, base + jk, [&] { return gradient_beside(jk); });
   }
+  // A J/K that recomputes its integrals has no tensor to make the Z-vector's kept products from: it builds each
+  // iteration's products in full, and the plan says so rather than promise products it cannot keep.
+  if (df && m.gradient_jk_plan.storage == chem::JkStorage::recompute &&
+      plan.gradient.zvector_products != chem::RotationProducts::none) {
+    plan.gradient.zvector_products = chem::RotationProducts::none;
+    plan.gradient.reason += "; the Z-vector's J/K rebuilt each iteration (its J/K recomputes its integrals)";
+  }
   const chem::DfMp2GradientPlan& g = plan.gradient;
   const bool replanned = df && m.gradient_jk_plan.memory_bytes != m.jk_plan.memory_bytes;
   const std::string jk_note =

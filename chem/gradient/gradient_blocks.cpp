@@ -48,11 +48,11 @@ void Ranks::broadcast(double* data, Index count, int from) const {
   if (size() > 1) comm->broadcast(data, sizeof(double) * static_cast<std::size_t>(count), from);
 }
 
-void Ranks::share_block(Store& store, Index b) const {
+void Ranks::share_block(Store& store, Index b, std::vector<double>& buffer) const {
   if (size() == 1) return;
   const Index count = store.rows(b) * store.cols();
   if (store.in_memory()) return broadcast(store.data(b), count, owner(b));
-  std::vector<double> buffer(static_cast<std::size_t>(count));
+  buffer.resize(static_cast<std::size_t>(count));
   checked([&] {
     if (mine(b)) store.read(b, buffer.data());
   });
@@ -72,7 +72,7 @@ void update_blocks(Store& store, Index count, const std::function<void(MatrixVie
       update(MatrixView{buffer.data(), store.rows(b), store.cols(), store.rows(b)});
       store.write(b, buffer.data());
     });
-    ranks.share_block(store, b);
+    ranks.share_block(store, b, buffer);  // the update's buffer: no second block held
   }
 }
 
@@ -231,9 +231,10 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
                    linalg::view(out.v));
       kernels.trsm(kStep, Side::right, Uplo::lower, Trans::no, Diag::non_unit, 1.0, linalg::view(f.factor),
                    linalg::view(g));
-      out.gamma->write(K, g.data());
     });
-    ranks.share_block(*out.gamma, K);
+    // Gamma's block from its owner to the others, through G's own rows (nothing more held, nothing read back).
+    ranks.broadcast(g.data(), g.size(), ranks.owner(K));
+    ranks.checked([&] { out.gamma->write(K, g.data()); });
   }
   for (double* x : {&out.opposite_spin, &out.same_spin}) ranks.sum(x, 1);
   for (Matrix* m : {&out.p_oo, &out.p_vv, &out.y_vv, &out.y_ov, &out.v}) ranks.sum(*m);

@@ -60,8 +60,8 @@ struct Ranks {
   void sum(double* data, Index count) const;
   void sum(Matrix& m) const { sum(m.data(), m.size()); }
   void broadcast(double* data, Index count, int owner) const;
-  // Block b of `store` from the rank that made it (owner(b)) to the others.
-  void share_block(Store& store, Index b) const;
+  // Block b of `store` from the rank that made it (owner(b)) to the others; on scratch through `buffer`.
+  void share_block(Store& store, Index b, std::vector<double>& buffer) const;
   // Local work between the collectives: if it fails on one rank, every rank stops (linalg::Comm::checked).
   template <class Work>
   void checked(Work&& work) const {
