@@ -124,16 +124,27 @@ void run_hessian(const Input& input, linalg::Comm& comm, Calculation& calc,
   h.displacements = static_cast<int>(6 * input.molecule->atoms.size());
   say(fmt::format("  Hessian: central differences of analytic gradients, {} displaced geometries of {} bohr",
                   h.displacements, h.step));
+  // Each displaced calculation runs what its gradient needs and no more: the SCF's backend in fp64 (the energy the
+  // gradient differentiates; another backend or precision named for the energy runs at the input geometry only), no
+  // file written, and its SCF starts from the undisplaced orbitals (orthonormalised in the displaced overlap), which
+  // are a few iterations from its own.
+  const MoleculeRun& undisplaced = *calc.reference.molecule();
   Input displaced_input = input;
   displaced_input.driver = Driver::gradient;
   displaced_input.output.reset();
   displaced_input.save_integrals.reset();
+  displaced_input.backends = {calc.gradient->backend};
+  displaced_input.precisions = {chem::Precision::fp64};
+  displaced_input.backend_precisions.clear();
+  displaced_input.screening_compare = false;
+  displaced_input.scf.guess = chem::ScfGuess::orbitals;
+  displaced_input.scf.start_orbitals = &undisplaced.scf.mo_coefficients;
   linalg::Stopwatch clock;
   // The displaced geometries spread over the ranks, each a calculation of its own on one rank, and their gradients
   // summed: every displaced gradient is the one a single process computes, whatever the rank count.
   const std::vector<chem::Molecule> displaced = chem::hessian_displacements(*input.molecule, h.step);
   const auto natoms = static_cast<linalg::Index>(input.molecule->atoms.size());
-  const std::size_t per = static_cast<std::size_t>(3 * natoms) + 1;  // a gradient and its energy
+  const std::size_t per = static_cast<std::size_t>(3 * natoms) + 2;  // a gradient, its energy, its SCF iterations
   std::vector<double> shared(displaced.size() * per, 0.0);
   linalg::SerialComm alone("one displaced geometry per rank");
   linalg::Comm& each = comm.size() > 1 ? static_cast<linalg::Comm&>(alone) : comm;
@@ -143,14 +154,17 @@ void run_hessian(const Input& input, linalg::Comm& comm, Calculation& calc,
       const Calculation c = run_calculation(displaced_input, each);
       double* out = shared.data() + k * per;
       Eigen::Map<linalg::Matrix>(out, natoms, 3) = c.gradient->result.gradient;
-      out[per - 1] = *c.reference.scf_energy + c.runs.front().result.correlation();
+      out[per - 2] = *c.reference.scf_energy + c.runs.front().result.correlation();
+      out[per - 1] = c.reference.molecule()->scf.iterations;
     }
   });
   comm.sum(shared.data(), shared.size());
   std::vector<linalg::Matrix> gradients;
   for (std::size_t k = 0; k < displaced.size(); ++k) {
     gradients.emplace_back(Eigen::Map<const linalg::Matrix>(shared.data() + k * per, natoms, 3));
-    say(fmt::format("  displacement {:3} of {}: E = {:.12f} Eh", k + 1, h.displacements, shared[k * per + per - 1]));
+    h.scf_iterations.push_back(static_cast<int>(shared[k * per + per - 1]));
+    say(fmt::format("  displacement {:3} of {}: E = {:.12f} Eh ({} SCF iterations)", k + 1, h.displacements,
+                    shared[k * per + per - 2], h.scf_iterations.back()));
   }
   h.hessian = chem::hessian_from_gradients(gradients, h.step);
   h.vibrations = chem::harmonic_analysis(*input.molecule, h.hessian);

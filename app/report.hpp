@@ -35,7 +35,8 @@ std::string format_comparison(const Calculation& calc);
 std::string format_interaction(const Calculation& calc);
 // driver: gradient: the MP2 and SCF gradients, the dipole moments, the Z-vector and the steps' times.
 std::string format_gradient(const Calculation& calc);
-// driver: hessian: the harmonic frequencies, reduced masses and normal modes.
+// driver: gradient and hessian (app/report_derivatives.cpp). hessian: the harmonic frequencies, reduced masses,
+// normal modes and the displaced SCFs' iterations.
 std::string format_hessian(const Calculation& calc);
 // With several ranks: per phase the seconds on each rank (min, mean, max), the imbalance (max / mean), the flops of
 // all ranks, the bytes each rank sent and received (the largest), the messages and the longest wait.

@@ -92,6 +92,7 @@ void add_hessian(const Calculation& calc, nlohmann::json& j) {
       {"reduced_masses_amu",
        std::vector<double>(v.reduced_masses.data(), v.reduced_masses.data() + v.reduced_masses.size())},
       {"normal_modes", modes},
+      {"displaced_scf_iterations", h.scf_iterations},
       {"seconds", h.seconds}};
 }
 

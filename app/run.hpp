@@ -146,6 +146,8 @@ struct HessianRun {
   chem::Vibrations vibrations;
   double step = 0;         // bohr
   int displacements = 0;
+  // Each displaced geometry's SCF iterations, from the undisplaced orbitals (its guess), in displacement order.
+  std::vector<int> scf_iterations;
   double seconds = 0;
 };
 

@@ -268,7 +268,10 @@ void run_molecule(const Input& input, ScfJk& planned, linalg::Comm& comm, Calcul
                   input.scf.type == chem::ScfType::df ? fmt::format(" ({}, {} functions)", m.jk_basis.name,
                                                                     m.jk_basis.nbf())
                                                       : std::string(),
-                  input.scf.guess == chem::ScfGuess::sad ? "SAD" : "core", m.basis.nbf(),
+                  input.scf.guess == chem::ScfGuess::sad ? "SAD"
+                  : input.scf.guess == chem::ScfGuess::core ? "core"
+                                                            : "nearby geometry's orbitals",
+                  m.basis.nbf(),
                   calc.reference.open_shell()
                       ? fmt::format("{} alpha and {} beta occupied (multiplicity {})", nocc, calc.reference.nocc_beta,
                                     mol.multiplicity)

@@ -5,6 +5,7 @@
 
 #include <Eigen/Dense>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,16 @@ struct ScfStart {
   double nuclear_repulsion = 0;
 };
 
+// Occupied orbitals of a nearby geometry, orthonormal again in this geometry's overlap: C (C^T S C)^-1/2 (Loewdin),
+// the orbitals closest to them that are; their density is the guess. The functions moved with their atoms, so the
+// coefficients still describe nearly the same orbitals, and the SCF starts close to where it converges.
+Matrix orbitals_moved_here(const Matrix* orbitals, const Matrix& s, int nocc) {
+  if (orbitals == nullptr || orbitals->rows() != s.rows() || orbitals->cols() < nocc)
+    throw std::logic_error("scf: the orbitals guess needs the occupied orbitals of the same basis");
+  const Matrix c = orbitals->leftCols(nocc);
+  return c * orthogonaliser(c.transpose() * s * c);
+}
+
 ScfStart start_scf(const Molecule& molecule, const BasisSet& basis, int most_occupied, const ScfOptions& options,
                    linalg::Kernels& kernels) {
   if (most_occupied > basis.nbf()) {
@@ -66,17 +77,19 @@ ScfStart start_scf(const Molecule& molecule, const BasisSet& basis, int most_occ
   st.x = orthogonaliser(st.s, &kernels, &options);
   Stopwatch guess_clock;
   // The core guess occupies the most occupied spin's count; each spin takes its own columns of it below.
-  st.guess = options.guess == ScfGuess::core ? Matrix(diagonalise(st.h, st.x, kernels, &options).c.leftCols(most_occupied))
-                                             : sad_guess(molecule, basis, kernels);
-  kernels.record_host(step_name(ScfStep::guess), options.guess == ScfGuess::core ? "core" : "sad",
-                      guess_clock.seconds(), {0, 0});
+  switch (options.guess) {
+    case ScfGuess::core: st.guess = diagonalise(st.h, st.x, kernels, &options).c.leftCols(most_occupied); break;
+    case ScfGuess::sad: st.guess = sad_guess(molecule, basis, kernels); break;
+    case ScfGuess::orbitals: st.guess = orbitals_moved_here(options.start_orbitals, st.s, most_occupied); break;
+  }
+  kernels.record_host(step_name(ScfStep::guess), scf_guess_name(options.guess), guess_clock.seconds(), {0, 0});
   return st;
 }
 
-// A spin's guess: the SAD factor as it is (every spin starts from half the atoms' density), or the core guess's
-// first nocc orbitals.
+// A spin's guess: the SAD factor as it is (every spin starts from half the atoms' density), or the first nocc
+// orbitals of the core guess or of the orbitals brought from a nearby geometry.
 Matrix spin_guess(const ScfStart& st, const ScfOptions& options, int nocc) {
-  return options.guess == ScfGuess::core ? Matrix(st.guess.leftCols(nocc)) : st.guess;
+  return options.guess == ScfGuess::sad ? st.guess : Matrix(st.guess.leftCols(nocc));
 }
 
 // <S^2> = Sz (Sz + 1) + n_beta - sum_ij |<i alpha | j beta>|^2 (Szabo and Ostlund, eq. 2.271).

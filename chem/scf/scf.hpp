@@ -27,7 +27,12 @@
 namespace dfmp2::chem {
 
 enum class ScfType { df, exact };
-enum class ScfGuess { core, sad };
+// sad and core are the input's (`scf.guess`); orbitals is the program's own, for a geometry near one already
+// converged (the Hessian's displaced geometries): ScfOptions::start_orbitals orthonormalised in this geometry's overlap.
+enum class ScfGuess { core, sad, orbitals };
+inline const char* scf_guess_name(ScfGuess guess) {
+  return guess == ScfGuess::core ? "core" : guess == ScfGuess::sad ? "sad" : "orbitals";
+}
 
 // The arithmetic of the SCF's exchange build. mixed: the DF K build (its batched GEMM and SYRK, most of an
 // iteration's flops) runs in fp32 while the orbital gradient is above `mixed_switch`, then in fp64 to convergence,
@@ -87,6 +92,9 @@ struct ScfOptions {
   double d_convergence = 1e-8;  // RMS of the orbital gradient
   int max_iterations = 100;
   ScfGuess guess = ScfGuess::sad;
+  // ScfGuess::orbitals: the occupied orbitals (nbf x nocc, RHF) of the same basis at a nearby geometry; the pointer
+  // must outlive the SCF.
+  const linalg::Matrix* start_orbitals = nullptr;
   int diis_vectors = 10;
   // (optional) The ranks' grid (linalg/dense_grid.hpp): the eigenproblems of order >= distributed_min_order (the
   // Fock matrix's, nbf) are solved on it, every rank then holding the same orbitals (README "MPI").

@@ -107,6 +107,14 @@ TEST(Gradient, HessianOfTheExample) {
   EXPECT_GT(v["frequencies_cm"][2].get<double>(), 3500.0);
   EXPECT_EQ(r.json["extras"]["dfmp2"]["gradient"]["gradient"].size(), 3u);  // the gradient at the input geometry too
   EXPECT_NE(r.report.find("==> Harmonic frequencies <=="), std::string::npos);
+  // Each displaced SCF starts from the undisplaced orbitals: fewer iterations than the input geometry's from SAD.
+  const auto& iterations = v["displaced_scf_iterations"];
+  ASSERT_EQ(iterations.size(), 18u);
+  for (const auto& n : iterations) {
+    EXPECT_GT(n.get<int>(), 1);
+    EXPECT_LT(n.get<int>(), r.json["extras"]["dfmp2"]["problem"]["scf"]["iterations"].get<int>());
+  }
+  EXPECT_NE(r.report.find("displaced SCFs from the undisplaced orbitals"), std::string::npos);
 }
 
 // A single atom's Hessian (issue 42: it ended in SIGSEGV after the displacements): three translations projected out,

@@ -30,6 +30,9 @@ from checks import Checker  # noqa: E402
 RANKS = [1, 2, 3, 4]
 TOLERANCE = 1e-10  # Eh
 MP2_GRADIENT_TOLERANCE = 1e-12  # Eh/bohr: the gradient less the SCF's, on any rank count
+# Eh/bohr^2: a Hessian from central differences (0.005 bohr) of gradients, each displaced SCF started from the
+# undisplaced orbitals, which carry the SCF's convergence on each rank count: TOLERANCE over the step 2h.
+HESSIAN_TOLERANCE = TOLERANCE / (2 * 0.005)
 TIME_LIMIT = 240   # seconds per run: a hang fails the test instead of stalling the suite
 
 
@@ -256,10 +259,14 @@ def energies_case(args, name, c):
                 tolerance = TOLERANCE if key == "scf_total_energy" else mp2_tolerance
                 c.check(abs(diff) <= tolerance, "%s, %d ranks: %s %.12f, %+.1e from one process (tolerance %.0e)" % (
                     name, ranks, key, props[key], diff, tolerance))
-            if isinstance(results[0]["return_result"], list):  # driver: gradient
+            if isinstance(results[0]["return_result"], list):  # driver: gradient or hessian
                 diff = max(abs(a - b) for a, b in zip(r["return_result"], results[0]["return_result"]))
-                c.check(diff <= TOLERANCE, "%s, %d ranks: the gradient within %.1e Eh/bohr of one process's" % (
-                    name, ranks, diff))
+                if r["driver"] == "hessian":
+                    c.check(diff <= HESSIAN_TOLERANCE, "%s, %d ranks: the Hessian within %.1e Eh/bohr^2 of one "
+                            "process's (tolerance %.0e)" % (name, ranks, diff, HESSIAN_TOLERANCE))
+                else:
+                    c.check(diff <= TOLERANCE, "%s, %d ranks: the gradient within %.1e Eh/bohr of one process's" % (
+                        name, ranks, diff))
                 # The MP2 part (the gradient less the SCF's), whose work the ranks share: the SCF's own gradient
                 # carries the SCF's convergence on each rank count (about 5e-12 Eh/bohr), the MP2 part only the
                 # order of its sums.
