@@ -43,6 +43,54 @@ CentreDerivative centre_derivative(const libint2::Shell& s) {
 // Position of the cartesian component x^i y^j z^k in a shell of l, in libint2's standard order.
 int cartesian_index(int l, int i, int j) { return (l - i) * (l - i + 1) / 2 + l - i - j; }
 
+// For each cartesian component x^i y^j z^k of a shell of l (libint2's order) and direction d: its power along d and
+// the positions of the components one step up (in the l + 1 shell) and one step down (in the l - 1 shell) along d,
+// which make its centre derivative (CentreDerivative).
+struct CartesianStep {
+  std::array<int, 3> power{}, up{}, down{};
+};
+struct CartesianSteps {
+  std::vector<CartesianStep> components;
+};
+CartesianSteps cartesian_steps(int l) {
+  CartesianSteps out;
+  for (int i = l; i >= 0; --i) {
+    for (int j = l - i; j >= 0; --j) {
+      CartesianStep c;
+      c.power = {i, j, l - i - j};
+      for (int d = 0; d < 3; ++d) {
+        c.up[d] = cartesian_index(l + 1, i + (d == 0), j + (d == 1));
+        c.down[d] = c.power[d] > 0 ? cartesian_index(l - 1, i - (d == 0), j - (d == 1)) : 0;
+      }
+      out.components.push_back(c);
+    }
+  }
+  return out;
+}
+
+// The row of a shell's functions `rows` (n(l) rows of `n` elements, the shell's own form) as weights of its cartesian
+// components (ncart(l) rows): for a pure shell w_c = sum_s T_sc rows_s, T the solid-harmonic transform (pure_s =
+// sum_c T_sc cart_c), so that sum_s (d pure_s) rows_s = sum_c (d cart_c) w_c; a cartesian shell's rows as they are.
+void cartesian_weights(const libint2::Shell& shell, const double* rows, std::size_t n, double* out) {
+  const auto l = static_cast<std::size_t>(shell.contr[0].l);
+  const std::size_t ncart = (l + 1) * (l + 2) / 2;
+  if (!shell.contr[0].pure) {
+    std::copy(rows, rows + ncart * n, out);
+    return;
+  }
+  std::fill(out, out + ncart * n, 0.0);
+  const auto& coefs = libint2::solidharmonics::SolidHarmonicsCoefficients<double>::instance(static_cast<unsigned>(l));
+  for (std::size_t s = 0; s < 2 * l + 1; ++s) {
+    const auto* idx = coefs.row_idx(s);
+    const auto* val = coefs.row_values(s);
+    for (std::size_t ic = 0; ic < coefs.nnz(s); ++ic) {
+      double* w = out + std::size_t(idx[ic]) * n;
+      const double* src = rows + s * n;
+      for (std::size_t f = 0; f < n; ++f) w[f] += val[ic] * src[f];
+    }
+  }
+}
+
 // The centre derivative of a shell of l (pure or cartesian) inside a block of integrals, from the blocks over its
 // l + 1 and l - 1 shells (CentreDerivative): `up` is outer x ncart(l + 1) x inner, `down` outer x ncart(l - 1) x
 // inner (row-major); out[d] becomes outer x n(l) x inner, the derivative along direction d of the shell's functions
@@ -226,11 +274,13 @@ std::vector<linalg::Matrix> three_center_gradients(
   std::vector<std::vector<linalg::Matrix>> by_shell(static_cast<std::size_t>(count),
                                                     std::vector<linalg::Matrix>(static_cast<std::size_t>(nsh_a),
                                                                                 linalg::Matrix::Zero(natoms, 3)));
+  std::vector<CartesianSteps> steps;
+  for (int l = 0; l <= b.max_l; ++l) steps.push_back(cartesian_steps(l));
 #pragma omp parallel
   {
     libint2::Engine engine = proto;
-    std::vector<double> r;
-    std::array<std::vector<double>, 3> ints;
+    std::vector<double> r, weights, up;
+    std::vector<std::array<double, 3>> t;  // per density: the sums along x, y, z
 #pragma omp for schedule(dynamic)
     for (int sp = 0; sp < nsh_a; ++sp) {
       if (!share.mine(sp)) continue;
@@ -242,36 +292,66 @@ std::vector<linalg::Matrix> three_center_gradients(
       const int aux_atom = aux.shells[static_cast<std::size_t>(sp)].atom;
       for (int s1 = 0; s1 < nsh_b; ++s1) {
         const CentreDerivative& d1 = derivatives[static_cast<std::size_t>(s1)];
-        const int n1 = b.sizes[static_cast<std::size_t>(s1)];
-        const auto o1 = static_cast<linalg::Index>(b.offsets[static_cast<std::size_t>(s1)]);
-        const int atom1 = basis.shells[static_cast<std::size_t>(s1)].atom;
+        const libint2::Shell& shell1 = b.shells[static_cast<std::size_t>(s1)];
+        const CartesianSteps& st = steps[static_cast<std::size_t>(shell1.contr[0].l)];
+        const auto o1 = static_cast<std::size_t>(b.offsets[static_cast<std::size_t>(s1)]);
+        const std::size_t ncart = st.components.size(), nup = d1.up.size();
+        const std::size_t ndown = d1.down ? d1.down->size() : 0;
+        // The densities' rows of this shell's functions in its cartesian components (for a pure shell, the
+        // transpose of the solid-harmonic transform), so that each shell pair contracts them with the cartesian
+        // derivative directly: the derivative of a pure function is the same combination of the cartesian ones'.
+        weights.resize(static_cast<std::size_t>(count) * np * ncart * nbf);
+        for (int k = 0; k < count; ++k)
+          for (int fp = 0; fp < np; ++fp)
+            cartesian_weights(shell1, r.data() + stride * k + (fp * nbf + o1) * nbf, static_cast<std::size_t>(nbf),
+                              weights.data() + ((std::size_t(k) * np + fp) * ncart) * nbf);
+        // sum over the shell pairs of the derivative along d of (P|mn), contracted with the densities' elements.
+        t.assign(static_cast<std::size_t>(count), {0.0, 0.0, 0.0});
         for (int s2 = 0; s2 < nsh_b; ++s2) {
           if (!significant[static_cast<std::size_t>(s1 * nsh_b + s2)]) continue;
-          const int n2 = b.sizes[static_cast<std::size_t>(s2)];
-          const auto o2 = static_cast<linalg::Index>(b.offsets[static_cast<std::size_t>(s2)]);
+          const auto n2 = static_cast<std::size_t>(b.sizes[static_cast<std::size_t>(s2)]);
+          const auto o2 = static_cast<std::size_t>(b.offsets[static_cast<std::size_t>(s2)]);
+          // (x - A_x)^{i+1}: the l + 1 shell's component one step up along d, for every component and d.
           engine.compute2<Operator::coulomb, BraKet::xs_xx, 0>(a.shells[sp], unit, d1.up, b.shells[s2]);
-          const std::vector<double> up = integrals_of(engine, static_cast<std::size_t>(np) * d1.up.size() * n2);
-          std::vector<double> down;
+          const double* ints = engine.results()[0];
+          if (ints != nullptr) up.assign(ints, ints + std::size_t(np) * nup * n2);
+          const double* down = nullptr;
           if (d1.down) {
             engine.compute2<Operator::coulomb, BraKet::xs_xx, 0>(a.shells[sp], unit, *d1.down, b.shells[s2]);
-            down = integrals_of(engine, static_cast<std::size_t>(np) * d1.down->size() * n2);
+            down = engine.results()[0];
           }
-          combine_centre_derivative(b.shells[s1].contr[0].l, b.shells[s1].contr[0].pure, static_cast<std::size_t>(np),
-                                    static_cast<std::size_t>(n2), up, down, ints);
-          // Twice: m's centre and, by the symmetry of R in m and n, n's.
+          if (ints == nullptr && down == nullptr) continue;
           for (int k = 0; k < count; ++k) {
-            const double* rk = r.data() + stride * static_cast<std::size_t>(k);
-            linalg::Matrix& g = by_shell[static_cast<std::size_t>(k)][static_cast<std::size_t>(sp)];
-            for (int d = 0; d < 3; ++d) {
-              double t = 0;
-              for (int fp = 0; fp < np; ++fp)
-                for (int f1 = 0; f1 < n1; ++f1)
-                  for (int f2 = 0; f2 < n2; ++f2)
-                    t += ints[d][static_cast<std::size_t>((fp * n1 + f1) * n2 + f2)] *
-                         rk[static_cast<std::size_t>((fp * nbf + o1 + f1) * nbf + o2 + f2)];
-              g(atom1, d) += 2.0 * t;
-              g(aux_atom, d) -= 2.0 * t;
+            std::array<double, 3>& tk = t[static_cast<std::size_t>(k)];
+            for (int fp = 0; fp < np; ++fp) {
+              for (std::size_t c = 0; c < ncart; ++c) {
+                const double* w = weights.data() + ((std::size_t(k) * np + fp) * ncart + c) * nbf + o2;
+                const CartesianStep& cs = st.components[c];
+                for (int d = 0; d < 3; ++d) {
+                  double sum = 0;
+                  if (ints != nullptr) {
+                    const double* u = up.data() + (std::size_t(fp) * nup + cs.up[d]) * n2;
+                    for (std::size_t f = 0; f < n2; ++f) sum += u[f] * w[f];
+                  }
+                  if (down != nullptr && cs.power[d] > 0) {
+                    const double* v = down + (std::size_t(fp) * ndown + cs.down[d]) * n2;
+                    double lower = 0;
+                    for (std::size_t f = 0; f < n2; ++f) lower += v[f] * w[f];
+                    sum -= cs.power[d] * lower;
+                  }
+                  tk[static_cast<std::size_t>(d)] += sum;
+                }
+              }
             }
+          }
+        }
+        // Twice: m's centre and, by the symmetry of R in m and n, n's.
+        const int atom1 = basis.shells[static_cast<std::size_t>(s1)].atom;
+        for (int k = 0; k < count; ++k) {
+          linalg::Matrix& g = by_shell[static_cast<std::size_t>(k)][static_cast<std::size_t>(sp)];
+          for (int d = 0; d < 3; ++d) {
+            g(atom1, d) += 2.0 * t[static_cast<std::size_t>(k)][static_cast<std::size_t>(d)];
+            g(aux_atom, d) -= 2.0 * t[static_cast<std::size_t>(k)][static_cast<std::size_t>(d)];
           }
         }
       }
