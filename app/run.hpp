@@ -50,6 +50,9 @@ struct MoleculeRun {
   chem::ScfResult scf;
   chem::DfJkPlan jk_plan;                            // DF-SCF only
   chem::DfJkPlan gradient_jk_plan;                   // the same for the gradient's orbital response (app/gradient_stage.cpp)
+  // driver: gradient, when the plan holds the SCF's J/K through DF-MP2: the SCF's J/K, handed to the gradient.
+  bool keep_scf_jk = false;
+  std::unique_ptr<chem::JkBuilder> scf_jk;
   chem::ExactJkPlan exact_plan;                      // exact SCF only
   linalg::Matrix metric;                             // (P|Q) over the MP2 fitting basis
   std::unique_ptr<chem::DirectThreeIndex> ao_3index;  // (P|mn) over the MP2 fitting basis, computed as it is read
@@ -131,7 +134,7 @@ struct OwnBasisFragment {
 
 // driver: gradient. The DF-MP2 gradient of the reference's SCF, computed after the energy runs on the SCF's backend
 // in fp64 (its GEMMs logged there; the derivative integrals and the Z-vector's J/K builds run on the host), with the
-// SCF's J/K set up again as planned for the orbital response.
+// SCF's J/K (kept from the SCF, or set up again as planned) for the orbital response.
 struct GradientRun {
   chem::DfMp2Gradient result;
   std::string backend;

@@ -66,6 +66,7 @@ class TimedJk final : public chem::JkBuilder {
     return out;
   }
   void keep_rotation_products(chem::RotationProducts kept) override { inner_.keep_rotation_products(kept); }
+  void use_kernels(linalg::Kernels& kernels) override { inner_.use_kernels(kernels); }
   double seconds = 0;
 
  private:
@@ -294,7 +295,12 @@ void run_molecule(const Input& input, ScfJk& planned, linalg::Comm& comm, Calcul
                       : std::string()));
   run_ghosted_scfs(m.basis, timed, kernels, options, calc.reference.ghosted, say);
   const double iteration_seconds = iterations_clock.seconds();
-  jk.reset();
+  // Kept for the gradient's orbital response when the plan holds it through DF-MP2 (app/gradient_stage.cpp), rather
+  // than set up again (its integrals, their fitting) after DF-MP2.
+  if (m.keep_scf_jk)
+    m.scf_jk = std::move(jk);
+  else
+    jk.reset();
   record_scf_ranks(m, comm, setup_seconds, timed.seconds, iteration_seconds);
   set_up_mp2_integrals(input, comm, m, kernels);
 

@@ -78,6 +78,10 @@ void plan_scf_matrices(const Input& input, const Reference& r, MemoryPlan& plan)
 // DF-MP2's rows and the blocking of every run (app/mp2_stage.cpp).
 void plan_dfmp2(const Input& input, const Reference& r, const std::vector<linalg::Backend*>& backends,
                 MemoryPlan& plan, int ranks);
+// driver: gradient (app/gradient_stage.cpp): whether the SCF's J/K (its bytes in memory and on scratch) stays
+// through DF-MP2 for the orbital response, beside every DF-MP2 run's blocks as planned; if so, DF-MP2's rows of
+// `plan` hold it too.
+bool keep_scf_jk_through_dfmp2(MemoryPlan& plan, double jk_bytes, double jk_scratch_bytes);
 // The DF-SCF's J/K options within `memory_bytes` (app/scf_stage.cpp); the gradient sets the J/K up again with them.
 chem::DfJkOptions df_jk_options(const Input& input, double memory_bytes, linalg::Index naux, linalg::Comm& comm);
 

@@ -153,6 +153,56 @@ void bra_derivative(libint2::Engine& engine, const libint2::Shell& s1, const Cen
   combine_centre_derivative(s1.contr[0].l, s1.contr[0].pure, 1, n2, up, down, out);
 }
 
+// For aux shell P (np functions) and orbital shell m (its CentreDerivative d1 and cartesian steps st), over every
+// significant shell n: t[k][d] += sum over P's functions, m's cartesian components c and n's functions of
+// d/dA_d (P|c n) w_k(P, c, n), the weights of density k (cartesian_weights; np x ncart x nbf per density).
+void contract_shell_row(libint2::Engine& engine, const libint2::Shell& aux_shell, const CentreDerivative& d1,
+                        const CartesianSteps& st, const LibintBasis& b, const char* significant, const double* weights,
+                        int count, std::vector<double>& up, std::vector<std::array<double, 3>>& t) {
+  const libint2::Shell& unit = libint2::Shell::unit();
+  const auto np = static_cast<int>(aux_shell.size());
+  const auto nbf = static_cast<std::size_t>(b.nbf);
+  const std::size_t ncart = st.components.size(), nup = d1.up.size(), ndown = d1.down ? d1.down->size() : 0;
+  for (int s2 = 0; s2 < b.nshells(); ++s2) {
+    if (!significant[s2]) continue;
+    const auto n2 = static_cast<std::size_t>(b.sizes[static_cast<std::size_t>(s2)]);
+    const auto o2 = static_cast<std::size_t>(b.offsets[static_cast<std::size_t>(s2)]);
+    // (x - A_x)^{i+1}: the l + 1 shell's component one step up along d, for every component and d.
+    engine.compute2<Operator::coulomb, BraKet::xs_xx, 0>(aux_shell, unit, d1.up, b.shells[s2]);
+    const double* ints = engine.results()[0];
+    if (ints != nullptr) up.assign(ints, ints + std::size_t(np) * nup * n2);
+    const double* down = nullptr;
+    if (d1.down) {
+      engine.compute2<Operator::coulomb, BraKet::xs_xx, 0>(aux_shell, unit, *d1.down, b.shells[s2]);
+      down = engine.results()[0];
+    }
+    if (ints == nullptr && down == nullptr) continue;
+    for (int k = 0; k < count; ++k) {
+      std::array<double, 3>& tk = t[static_cast<std::size_t>(k)];
+      for (int fp = 0; fp < np; ++fp) {
+        for (std::size_t c = 0; c < ncart; ++c) {
+          const double* w = weights + ((std::size_t(k) * np + fp) * ncart + c) * nbf + o2;
+          const CartesianStep& cs = st.components[c];
+          for (int d = 0; d < 3; ++d) {
+            double sum = 0;
+            if (ints != nullptr) {
+              const double* u = up.data() + (std::size_t(fp) * nup + cs.up[d]) * n2;
+              for (std::size_t f = 0; f < n2; ++f) sum += u[f] * w[f];
+            }
+            if (down != nullptr && cs.power[d] > 0) {
+              const double* v = down + (std::size_t(fp) * ndown + cs.down[d]) * n2;
+              double lower = 0;
+              for (std::size_t f = 0; f < n2; ++f) lower += v[f] * w[f];
+              sum -= cs.power[d] * lower;
+            }
+            tk[static_cast<std::size_t>(d)] += sum;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 linalg::Matrix one_electron_gradient(const BasisSet& basis, const Molecule& molecule, const linalg::Matrix& density,
@@ -254,7 +304,6 @@ std::vector<linalg::Matrix> three_center_gradients(
   const LibintBasis a = to_libint(aux), b = to_libint(basis);
   const libint2::Engine proto = make_coulomb_engine("three-centre derivatives", BraKet::xs_xx,
                                                     std::max(a.max_nprim, b.max_nprim), std::max(a.max_l, b.max_l + 1));
-  const libint2::Shell& unit = libint2::Shell::unit();
   const int nsh_a = a.nshells(), nsh_b = b.nshells();
   const auto nbf = static_cast<linalg::Index>(b.nbf);
   std::vector<CentreDerivative> derivatives;
@@ -295,8 +344,7 @@ std::vector<linalg::Matrix> three_center_gradients(
         const libint2::Shell& shell1 = b.shells[static_cast<std::size_t>(s1)];
         const CartesianSteps& st = steps[static_cast<std::size_t>(shell1.contr[0].l)];
         const auto o1 = static_cast<std::size_t>(b.offsets[static_cast<std::size_t>(s1)]);
-        const std::size_t ncart = st.components.size(), nup = d1.up.size();
-        const std::size_t ndown = d1.down ? d1.down->size() : 0;
+        const std::size_t ncart = st.components.size();
         // The densities' rows of this shell's functions in its cartesian components (for a pure shell, the
         // transpose of the solid-harmonic transform), so that each shell pair contracts them with the cartesian
         // derivative directly: the derivative of a pure function is the same combination of the cartesian ones'.
@@ -307,44 +355,8 @@ std::vector<linalg::Matrix> three_center_gradients(
                               weights.data() + ((std::size_t(k) * np + fp) * ncart) * nbf);
         // sum over the shell pairs of the derivative along d of (P|mn), contracted with the densities' elements.
         t.assign(static_cast<std::size_t>(count), {0.0, 0.0, 0.0});
-        for (int s2 = 0; s2 < nsh_b; ++s2) {
-          if (!significant[static_cast<std::size_t>(s1 * nsh_b + s2)]) continue;
-          const auto n2 = static_cast<std::size_t>(b.sizes[static_cast<std::size_t>(s2)]);
-          const auto o2 = static_cast<std::size_t>(b.offsets[static_cast<std::size_t>(s2)]);
-          // (x - A_x)^{i+1}: the l + 1 shell's component one step up along d, for every component and d.
-          engine.compute2<Operator::coulomb, BraKet::xs_xx, 0>(a.shells[sp], unit, d1.up, b.shells[s2]);
-          const double* ints = engine.results()[0];
-          if (ints != nullptr) up.assign(ints, ints + std::size_t(np) * nup * n2);
-          const double* down = nullptr;
-          if (d1.down) {
-            engine.compute2<Operator::coulomb, BraKet::xs_xx, 0>(a.shells[sp], unit, *d1.down, b.shells[s2]);
-            down = engine.results()[0];
-          }
-          if (ints == nullptr && down == nullptr) continue;
-          for (int k = 0; k < count; ++k) {
-            std::array<double, 3>& tk = t[static_cast<std::size_t>(k)];
-            for (int fp = 0; fp < np; ++fp) {
-              for (std::size_t c = 0; c < ncart; ++c) {
-                const double* w = weights.data() + ((std::size_t(k) * np + fp) * ncart + c) * nbf + o2;
-                const CartesianStep& cs = st.components[c];
-                for (int d = 0; d < 3; ++d) {
-                  double sum = 0;
-                  if (ints != nullptr) {
-                    const double* u = up.data() + (std::size_t(fp) * nup + cs.up[d]) * n2;
-                    for (std::size_t f = 0; f < n2; ++f) sum += u[f] * w[f];
-                  }
-                  if (down != nullptr && cs.power[d] > 0) {
-                    const double* v = down + (std::size_t(fp) * ndown + cs.down[d]) * n2;
-                    double lower = 0;
-                    for (std::size_t f = 0; f < n2; ++f) lower += v[f] * w[f];
-                    sum -= cs.power[d] * lower;
-                  }
-                  tk[static_cast<std::size_t>(d)] += sum;
-                }
-              }
-            }
-          }
-        }
+        contract_shell_row(engine, a.shells[static_cast<std::size_t>(sp)], d1, st, b,
+                           &significant[static_cast<std::size_t>(s1 * nsh_b)], weights.data(), count, up, t);
         // Twice: m's centre and, by the symmetry of R in m and n, n's.
         const int atom1 = basis.shells[static_cast<std::size_t>(s1)].atom;
         for (int k = 0; k < count; ++k) {

@@ -34,7 +34,7 @@ class BlockedDfJk final : public JkBuilder {
  public:
   BlockedDfJk(std::unique_ptr<ThreeCenterEngine> engine, const BasisSet& jk_basis, Index nocc,
               linalg::Kernels& kernels, const DfJkOptions& options, const DfJkPlan& plan)
-      : kernels_(kernels), engine_(std::move(engine)), comm_(options.comm != nullptr ? *options.comm : alone_) {
+      : kernels_(&kernels), engine_(std::move(engine)), comm_(options.comm != nullptr ? *options.comm : alone_) {
     nbf_ = engine_->nbf();
     naux_ = engine_->naux();
     npacked_ = engine_->npacked();
@@ -53,9 +53,9 @@ class BlockedDfJk final : public JkBuilder {
       comm_.checked([&] {
         Stopwatch metric_clock;
         factor_ = coulomb_metric(jk_basis);
-        kernels_.record_host(step_name(ScfStep::integrals), "metric", metric_clock.seconds(), {0, kDouble * double(factor_.size())});
+        kernels_->record_host(step_name(ScfStep::integrals), "metric", metric_clock.seconds(), {0, kDouble * double(factor_.size())});
         try {
-          kernels_.cholesky(step_name(ScfStep::fitting), linalg::Uplo::lower, linalg::view(factor_));
+          kernels_->cholesky(step_name(ScfStep::fitting), linalg::Uplo::lower, linalg::view(factor_));
         } catch (const NumericalError& e) {
           throw NumericalError(fmt::format("JK fitting metric (P|Q) of '{}': {}", jk_basis.name, e.what()));
         }
@@ -102,12 +102,13 @@ class BlockedDfJk final : public JkBuilder {
     for (Index x = 0; x < npacked_; ++x) j(pm[x], pn[x]) = j(pn[x], pm[x]) = jp(x);
   }
 
+  void use_kernels(linalg::Kernels& kernels) override { kernels_ = &kernels; }
   Matrix rotation_hessian(const Matrix& c_vir, const Matrix& c_occ, const Matrix& z, linalg::Kernels& kernels) override {
     const bool stored = plan_.storage != JkStorage::recompute && c_occ.cols() <= plan_.nocc;
     if (rotation_products_ == RotationProducts::none || !stored)
       return JkBuilder::rotation_hessian(c_vir, c_occ, z, kernels);
     if (!rotation_ || !rotation_->made_for(c_vir, c_occ))
-      rotation_ = std::make_unique<RotationResponse>(rotation_products_, c_vir, c_occ, my_cols_, kernels_,
+      rotation_ = std::make_unique<RotationResponse>(rotation_products_, c_vir, c_occ, my_cols_, *kernels_,
                                                      step_name(ScfStep::jk));
     Matrix out;
     comm_.checked([&] {
@@ -141,7 +142,7 @@ class BlockedDfJk final : public JkBuilder {
       // Packed density: D_mn for m >= n, off-diagonal elements doubled (they stand for D_nm too). Only the lower
       // triangle is read, so only it is computed.
       Matrix density(nbf_, nbf_);
-      kernels_.syrk(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::no, 1.0, linalg::view(c_occ), 0.0, linalg::view(density));
+      kernels_->syrk(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::no, 1.0, linalg::view(c_occ), 0.0, linalg::view(density));
       for (Index x = 0; x < npacked_; ++x) dp(x) = density(pm[x], pn[x]) * (pm[x] == pn[x] ? 1.0 : 2.0);
       if (fp32_exchange) {
         c_t_f = c_occ.transpose().cast<float>();
@@ -188,7 +189,7 @@ class BlockedDfJk final : public JkBuilder {
     if (comm_.size() == 1) return;
     Stopwatch clock;
     comm_.sum(data, static_cast<std::size_t>(count));
-    kernels_.record_host(step, "sum_ranks", clock.seconds(), {0, double(sizeof(T)) * double(count)});
+    kernels_->record_host(step, "sum_ranks", clock.seconds(), {0, double(sizeof(T)) * double(count)});
   }
 
   // The metric's tiles computed on each rank, factored on the grid and laid out for the row solves.
@@ -196,13 +197,13 @@ class BlockedDfJk final : public JkBuilder {
     Stopwatch metric_clock;
     linalg::DistributedMatrix metric = grid_->matrix(naux_);
     comm_.checked([&] { coulomb_metric_tiles(jk_basis, metric); });
-    kernels_.record_host(step_name(ScfStep::integrals), "metric", metric_clock.seconds(),
+    kernels_->record_host(step_name(ScfStep::integrals), "metric", metric_clock.seconds(),
                          {0, kDouble * double(metric.local.size())});
     Stopwatch clock;
     grid_->cholesky(metric, fmt::format("JK fitting metric (P|Q) of '{}'", jk_basis.name));
     grid_factor_ = grid_->for_row_solves(metric);
     const double n = double(naux_);
-    kernels_.record_host(step_name(ScfStep::fitting), fmt::format("{} cholesky", dense_library_name(grid_->cholesky_library(naux_))),
+    kernels_->record_host(step_name(ScfStep::fitting), fmt::format("{} cholesky", dense_library_name(grid_->cholesky_library(naux_))),
                          clock.seconds(), {n * n * n / 3.0, kDouble * double(metric.local.size())}, "fp64");
   }
 
@@ -210,13 +211,13 @@ class BlockedDfJk final : public JkBuilder {
   // grid's (collective: every rank calls it, outside `checked`).
   void solve_fitting(const std::string& step, MatrixView rows) {
     if (grid_ == nullptr) {
-      kernels_.trsm(step, linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
+      kernels_->trsm(step, linalg::Side::right, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
                     linalg::view(factor_), rows);
       return;
     }
     Stopwatch clock;
     grid_->solve_rows(grid_factor_, rows);
-    kernels_.record_host(step, "pdtrsm", clock.seconds(),
+    kernels_->record_host(step, "pdtrsm", clock.seconds(),
                          {double(rows.rows) * double(naux_) * double(naux_), kDouble * double(rows.rows * naux_)}, "fp64");
   }
 
@@ -224,9 +225,9 @@ class BlockedDfJk final : public JkBuilder {
   void solve_metric(Matrix& c) {
     if (grid_ == nullptr) {
       comm_.checked([&] {
-        kernels_.trsm(step_name(ScfStep::jk), linalg::Side::left, linalg::Uplo::lower, Trans::no, linalg::Diag::non_unit, 1.0,
+        kernels_->trsm(step_name(ScfStep::jk), linalg::Side::left, linalg::Uplo::lower, Trans::no, linalg::Diag::non_unit, 1.0,
                       linalg::view(factor_), linalg::view(c));
-        kernels_.trsm(step_name(ScfStep::jk), linalg::Side::left, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
+        kernels_->trsm(step_name(ScfStep::jk), linalg::Side::left, linalg::Uplo::lower, Trans::yes, linalg::Diag::non_unit, 1.0,
                       linalg::view(factor_), linalg::view(c));
       });
       return;
@@ -236,7 +237,7 @@ class BlockedDfJk final : public JkBuilder {
     linalg::MatrixView row{c.data(), 1, naux_, 1};
     grid_->solve_rows(grid_factor_, row);
     grid_->solve_rows(grid_factor_, row, true);
-    kernels_.record_host(step_name(ScfStep::jk), "pdtrsm", clock.seconds(), {2.0 * double(naux_) * double(naux_), 0}, "fp64");
+    kernels_->record_host(step_name(ScfStep::jk), "pdtrsm", clock.seconds(), {2.0 * double(naux_) * double(naux_), 0}, "fp64");
   }
 
   // B = A L^-T for `nr` rows of A of which this rank holds its columns at `mine` (leading dimension ld): on one
@@ -274,7 +275,7 @@ class BlockedDfJk final : public JkBuilder {
     comm_.exchange(sends, receives);
     double bytes = 0;
     for (const auto& b : sends) bytes += double(b.bytes());
-    kernels_.record_host(step, "redistribute", clock.seconds(), {0, bytes});
+    kernels_->record_host(step, "redistribute", clock.seconds(), {0, bytes});
   }
 
   // Computes and fits this rank's share of what the plan stores.
@@ -285,7 +286,7 @@ class BlockedDfJk final : public JkBuilder {
         store_ = make_store(nullptr);
         for (std::size_t k = 0; k < blocks_.size(); ++k)
           engine_->compute_packed(blocks_[k].first, blocks_[k].second, store_->data(Index(k)));
-        kernels_.record_host(step_name(ScfStep::integrals), "three_center", clock.seconds(),
+        kernels_->record_host(step_name(ScfStep::integrals), "three_center", clock.seconds(),
                              {0, kDouble * double(store_->size())});
       });
       // B = A L^-T: rows (packed pairs) are independent right-hand sides.
@@ -300,7 +301,7 @@ class BlockedDfJk final : public JkBuilder {
           copy.assign(block, block + q * npacked_);
           transpose_block(copy.data(), npacked_, q, block);
         }
-        kernels_.record_host(step_name(ScfStep::fitting), "transpose", c.seconds(),
+        kernels_->record_host(step_name(ScfStep::fitting), "transpose", c.seconds(),
                              {0, 2.0 * kDouble * double(store_->size())});
       });
     } else if (plan_.storage == JkStorage::scratch) {
@@ -316,7 +317,7 @@ class BlockedDfJk final : public JkBuilder {
           seconds += c.seconds();
           write(block.data(), block.size(), static_cast<std::size_t>((p0 - my_col0_) * npacked_), step_name(ScfStep::integrals));
         }
-        kernels_.record_host(step_name(ScfStep::integrals), "three_center", seconds,
+        kernels_->record_host(step_name(ScfStep::integrals), "three_center", seconds,
                              {0, kDouble * double(npacked_) * double(my_cols_)});
       });
       // Fitting in row chunks (the same on every rank): rows [r0, r1) of this rank's columns, solved, written back in
@@ -344,25 +345,25 @@ class BlockedDfJk final : public JkBuilder {
           read(block.data(), count, offset, step_name(ScfStep::fitting));
           Stopwatch c;
           transpose_block(block.data(), npacked_, p1 - p0, transposed.data());
-          kernels_.record_host(step_name(ScfStep::fitting), "transpose", c.seconds(), {0, 2.0 * kDouble * double(count)});
+          kernels_->record_host(step_name(ScfStep::fitting), "transpose", c.seconds(), {0, 2.0 * kDouble * double(count)});
           write(transposed.data(), count, offset, step_name(ScfStep::fitting));
         }
       });
     } else {
       // Recompute: nothing is stored; the first iteration computes what it needs.
-      kernels_.record_host(step_name(ScfStep::integrals), "three_center", clock.seconds(), {0, 0});
+      kernels_->record_host(step_name(ScfStep::integrals), "three_center", clock.seconds(), {0, 0});
     }
   }
 
   void write(const double* data, Index count, Index offset, const std::string& step) {
     Stopwatch c;
     store_->write_span(static_cast<std::size_t>(offset), static_cast<std::size_t>(count), data);
-    kernels_.record_host(step, "scratch_write", c.seconds(), {0, kDouble * double(count)});
+    kernels_->record_host(step, "scratch_write", c.seconds(), {0, kDouble * double(count)});
   }
   void read(double* data, Index count, Index offset, const std::string& step) {
     Stopwatch c;
     store_->read_span(static_cast<std::size_t>(offset), static_cast<std::size_t>(count), data);
-    kernels_.record_host(step, "scratch_read", c.seconds(), {0, kDouble * double(count)});
+    kernels_->record_host(step, "scratch_read", c.seconds(), {0, kDouble * double(count)});
   }
 
   // K += sum over the block's Q of (B_Q C_occ)(B_Q C_occ)^T, row by row over the significant pairs only
@@ -389,18 +390,18 @@ class BlockedDfJk final : public JkBuilder {
       Stopwatch clock;
       w.gathered.resize(static_cast<std::size_t>(width * g.partners));
       w.occupied.resize(static_cast<std::size_t>(nocc * g.partners));
-      rows_->gather_block<T>(g, bt, q, w.gathered.data(), kernels_.backend().openmp_threads());
+      rows_->gather_block<T>(g, bt, q, w.gathered.data(), kernels_->backend().openmp_threads());
       rows_->gather_occupied<T>(g, c_t.data(), nocc, w.occupied.data());
       gather_seconds += clock.seconds();
       gathered += double(width * g.partners);
-      kernels_.gemm<T>(step_name(ScfStep::jk), Trans::no, Trans::yes, T(1),
+      kernels_->gemm<T>(step_name(ScfStep::jk), Trans::no, Trans::yes, T(1),
                        linalg::ConstMatrixViewT<T>{w.occupied.data(), nocc, g.partners, nocc},
                        linalg::ConstMatrixViewT<T>{w.gathered.data(), width, g.partners, width}, T(0),
                        linalg::MatrixViewT<T>{e, nocc, width, nocc});
     }
-    kernels_.record_host(step_name(ScfStep::jk), "gather", gather_seconds, {0, 2.0 * double(sizeof(T)) * gathered},
+    kernels_->record_host(step_name(ScfStep::jk), "gather", gather_seconds, {0, 2.0 * double(sizeof(T)) * gathered},
                          std::is_same_v<T, float> ? "fp32" : "");
-    kernels_.syrk<T>(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::yes, T(1),
+    kernels_->syrk<T>(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::yes, T(1),
                      linalg::ConstMatrixViewT<T>{w.half.data(), column, nbf_, column}, first ? T(0) : T(1),
                      linalg::view(k));
   }
@@ -417,7 +418,7 @@ class BlockedDfJk final : public JkBuilder {
     });
     // Only the time the contraction waited for the disk is the read's cost here; the rest overlapped.
     if (!store_->in_memory())
-      kernels_.record_host(step_name(ScfStep::jk), "scratch_read", streamed.waited_seconds, {0, streamed.bytes});
+      kernels_->record_host(step_name(ScfStep::jk), "scratch_read", streamed.waited_seconds, {0, streamed.bytes});
   }
 
   // This rank's B, its auxiliary blocks laid end to end (block k: q_k x npacked once fitted and transposed), in
@@ -436,8 +437,8 @@ class BlockedDfJk final : public JkBuilder {
   void coulomb(const double* bt, Index q, const Matrix& dp, Matrix& jp) {
     const ConstMatrixView block{bt, q, npacked_, q};
     Matrix d(q, 1);
-    kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
-    kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
+    kernels_->gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, block, linalg::view(dp), 0.0, linalg::view(d));
+    kernels_->gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, block, linalg::view(d), 1.0, linalg::view(jp));
   }
 
   // KC += sum over the block's Q of B_Q M (B_Q C): the orbital response's exchange, times the orbitals it is read
@@ -447,20 +448,20 @@ class BlockedDfJk final : public JkBuilder {
     const std::vector<double>& squares = unpack(b, q);
     const Index ncol = c.cols();
     w.half.resize(static_cast<std::size_t>(nbf_ * ncol * q));
-    kernels_.gemm_batched(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * ncol}, 1.0,
+    kernels_->gemm_batched(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * ncol}, 1.0,
                           ConstMatrixView{squares.data(), nbf_, nbf_, nbf_}, linalg::view(c), 0.0,
                           MatrixView{w.half.data(), nbf_, ncol, nbf_});
     // M (B_Q C) for every Q in one GEMM (the B_Q C side by side), then restacked as (nbf q) x ncol so that the sum
     // over Q is one GEMM with the squares side by side as nbf x (nbf q).
     response_.resize(static_cast<std::size_t>(2 * nbf_ * ncol * q));
     double* side_by_side = response_.data() + nbf_ * ncol * q;
-    kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, linalg::view(m),
+    kernels_->gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, linalg::view(m),
                   ConstMatrixView{w.half.data(), nbf_, ncol * q, nbf_}, 0.0, MatrixView{side_by_side, nbf_, ncol * q, nbf_});
 #pragma omp parallel for schedule(static)
     for (Index p = 0; p < q; ++p)
       for (Index i = 0; i < ncol; ++i)
         std::copy_n(side_by_side + (p * ncol + i) * nbf_, nbf_, response_.data() + p * nbf_ + i * nbf_ * q);
-    kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, ConstMatrixView{squares.data(), nbf_, nbf_ * q, nbf_},
+    kernels_->gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, ConstMatrixView{squares.data(), nbf_, nbf_ * q, nbf_},
                   ConstMatrixView{response_.data(), nbf_ * q, ncol, nbf_ * q}, 1.0, linalg::view(kc));
   }
 
@@ -489,7 +490,7 @@ class BlockedDfJk final : public JkBuilder {
       const Index mn = pm[x] + nbf_ * pn[x], nm = pn[x] + nbf_ * pm[x];
       for (Index p = 0; p < q; ++p) squares[p * square + mn] = squares[p * square + nm] = values[p];
     }
-    kernels_.record_host(step_name(ScfStep::jk), "unpack", unpack_clock.seconds(), {0, kDouble * double(square * q)});
+    kernels_->record_host(step_name(ScfStep::jk), "unpack", unpack_clock.seconds(), {0, kDouble * double(square * q)});
     return squares;
   }
 
@@ -535,7 +536,7 @@ class BlockedDfJk final : public JkBuilder {
         const Index q = p1 - p0;
         seconds += integrals(p0, p1, block);
         const ConstMatrixView a{block.data(), npacked_, q, npacked_};
-        kernels_.gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, a, linalg::view(dp), 0.0,
+        kernels_->gemm(step_name(ScfStep::jk), Trans::yes, Trans::no, 1.0, a, linalg::view(dp), 0.0,
                       MatrixView{c.data() + p0, q, 1, q});
         squares_.assign(static_cast<std::size_t>(nbf_ * nbf_ * q), 0.0);
         for (Index p = 0; p < q; ++p) {
@@ -544,7 +545,7 @@ class BlockedDfJk final : public JkBuilder {
           for (Index x = 0; x < npacked_; ++x)
             square[pm[x] + nbf_ * pn[x]] = square[pn[x] + nbf_ * pm[x]] = column[x];
         }
-        kernels_.gemm_batched(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, 1.0,
+        kernels_->gemm_batched(step_name(ScfStep::jk), Trans::no, Trans::no, q, {nbf_ * nbf_, 0, nbf_ * nocc}, 1.0,
                               ConstMatrixView{squares_.data(), nbf_, nbf_, nbf_}, linalg::view(c_occ), 0.0,
                               MatrixView{h.data() + (p0 - my_col0_) * nbf_ * nocc, nbf_, nocc, nbf_});
       }
@@ -576,7 +577,7 @@ class BlockedDfJk final : public JkBuilder {
     comm_.checked([&] {
       if (ni == 0) return;
       if (grid_ == nullptr) solve_fitting(step_name(ScfStep::jk), MatrixView{y, nbf_ * ni, naux_, nbf_ * ni});
-      kernels_.syrk(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::no, 1.0, ConstMatrixView{y, nbf_, ni * naux_, nbf_}, 0.0,
+      kernels_->syrk(step_name(ScfStep::jk), linalg::Uplo::lower, Trans::no, 1.0, ConstMatrixView{y, nbf_, ni * naux_, nbf_}, 0.0,
                     linalg::view(k));
     });
     std::vector<double>().swap(y_own);
@@ -585,16 +586,16 @@ class BlockedDfJk final : public JkBuilder {
       for (const auto& [p0, p1] : blocks_) {
         const Index q = p1 - p0;
         seconds += integrals(p0, p1, block);
-        kernels_.gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, ConstMatrixView{block.data(), npacked_, q, npacked_},
+        kernels_->gemm(step_name(ScfStep::jk), Trans::no, Trans::no, 1.0, ConstMatrixView{block.data(), npacked_, q, npacked_},
                       ConstMatrixView{c.data() + p0, q, 1, q}, 1.0, linalg::view(jp));
       }
-      kernels_.record_host(step_name(ScfStep::jk), "three_center", seconds,
+      kernels_->record_host(step_name(ScfStep::jk), "three_center", seconds,
                            {0, 2.0 * kDouble * double(npacked_) * double(my_cols_)});
     });
     summed(step_name(ScfStep::jk), jp.data(), npacked_);
   }
 
-  linalg::Kernels& kernels_;
+  linalg::Kernels* kernels_;  // where its products run and are logged (use_kernels)
   std::unique_ptr<ThreeCenterEngine> engine_;
   linalg::SerialComm alone_;
   linalg::Comm& comm_;

@@ -45,6 +45,9 @@ class JkBuilder {
   virtual void release_response() {}
   // What rotation_hessian may keep between calls: none, when the gradient's memory plan has no room for them.
   virtual void keep_rotation_products(RotationProducts kept) { rotation_products_ = kept; }
+  // The kernels its products run on and are logged in from now on: a J/K kept from the SCF for a gradient logs the
+  // gradient's builds in the gradient's table.
+  virtual void use_kernels(linalg::Kernels& kernels) = 0;
   static constexpr int kResponseDensity = 2;
 
  protected:

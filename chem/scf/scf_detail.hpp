@@ -30,6 +30,7 @@ class ExactJk final : public JkBuilder {
       : four_(basis, cache_bytes, kExactScreening, comm != nullptr ? comm->rank() : 0,
               comm != nullptr ? comm->size() : 1),
         kernels_(kernels), comm_(comm) {}
+  void use_kernels(linalg::Kernels& kernels) override { kernels_ = &kernels; }
   void compute(const Matrix& c_occ, Matrix& j, Matrix& k, bool fp32_exchange, int which) override {
     if (fp32_exchange) throw std::logic_error("exact J/K has no fp32 exchange");
     Stopwatch clock;

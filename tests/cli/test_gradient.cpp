@@ -63,6 +63,10 @@ TEST(Gradient, StoragesAndBackendsAgree) {
   base += "threads: 2\nmemory: 1 GiB\n";
   const Finished memory = run(dir, base + "scf: {e_convergence: 1e-10, d_convergence: 1e-10, jk_storage: memory}\n");
   EXPECT_LE(memory.json["extras"]["dfmp2"]["mpi"]["peak_resident_bytes"][0].get<double>(), double(1 << 30));
+  // The SCF's J/K fits beside DF-MP2's blocks: kept from the SCF for the orbital response, and the plan says so.
+  for (const auto& phase : memory.json["extras"]["dfmp2"]["memory_plan"]["phases"])
+    if (phase["phase"] == "MP2 gradient")
+      EXPECT_NE(phase["reason"].get<std::string>().find("kept from the SCF"), std::string::npos) << phase["reason"];
   for (const std::string variant :
        {"scf: {e_convergence: 1e-10, d_convergence: 1e-10, jk_storage: scratch}\n",
         "scf: {e_convergence: 1e-10, d_convergence: 1e-10, jk_storage: recompute}\n",

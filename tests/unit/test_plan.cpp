@@ -47,6 +47,34 @@ TEST(Plan, ScratchSpaceNamesTheLargestPhase) {
   }
 }
 
+// driver: gradient: the SCF's J/K stays through DF-MP2 only when it fits beside every DF-MP2 run's blocks as planned
+// (the largest run decides); then DF-MP2's rows hold it, and the other rows are left as they were.
+TEST(Plan, ScfJkKeptThroughDfMp2OnlyBesideEveryRunsBlocks) {
+  auto make = [] {
+    app::MemoryPlan plan;
+    plan.mp2_budget = 1000;
+    plan.mp2_runs.push_back({"openblas", dfmp2::chem::Precision::fp64, {}});
+    plan.mp2_runs.push_back({"trn1", dfmp2::chem::Precision::fp32, {}});
+    plan.mp2_runs[0].blocks.peak_bytes = 300;
+    plan.mp2_runs[1].blocks.peak_bytes = 600;
+    plan.phases.push_back({app::Phase::scf_jk, "memory", "", 350, 0, ""});
+    plan.phases.push_back({app::Phase::mp2_transform, "memory", "", 600, 0, "the fitted tensor fits in memory"});
+    plan.phases.push_back({app::Phase::mp2_pair_energy, "memory", "", 200, 0, ""});
+    return plan;
+  };
+  app::MemoryPlan fits = make();
+  ASSERT_TRUE(app::keep_scf_jk_through_dfmp2(fits, 400, 0));  // 600 + 400 = the budget
+  EXPECT_EQ(fits.phases[0].memory_bytes, 350);                 // the J/K's own row as it was
+  EXPECT_EQ(fits.phases[1].memory_bytes, 1000);
+  EXPECT_EQ(fits.phases[2].memory_bytes, 600);
+  EXPECT_NE(fits.phases[1].reason.find("the fitted tensor fits in memory; beside the SCF's J/K kept for the gradient"),
+            std::string::npos);
+  app::MemoryPlan too_large = make();
+  EXPECT_FALSE(app::keep_scf_jk_through_dfmp2(too_large, 401, 0));  // beside the trn1 run's blocks it does not fit
+  EXPECT_EQ(too_large.phases[1].memory_bytes, 600);
+  EXPECT_EQ(too_large.phases[1].reason, "the fitted tensor fits in memory");
+}
+
 TEST(Plan, EveryDfMp2RunHasItsBlockingForTheRankCount) {
   dfmp2::testing::TempDir dir;
   const app::Input in = app::read_input(dir.file(
