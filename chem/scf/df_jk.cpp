@@ -101,7 +101,6 @@ class BlockedDfJk final : public JkBuilder {
     j.setZero(nbf_, nbf_);
     for (Index x = 0; x < npacked_; ++x) j(pm[x], pn[x]) = j(pn[x], pm[x]) = jp(x);
   }
-
   void use_kernels(linalg::Kernels& kernels) override { kernels_ = &kernels; }
   Matrix rotation_hessian(const Matrix& c_vir, const Matrix& c_occ, const Matrix& z, linalg::Kernels& kernels) override {
     const bool stored = plan_.storage != JkStorage::recompute && c_occ.cols() <= plan_.nocc;
