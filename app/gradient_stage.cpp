@@ -205,7 +205,7 @@ bool keep_scf_jk_through_dfmp2(MemoryPlan& plan, double jk_bytes, double jk_scra
         row.phase != Phase::mp2_pair_energy)
       continue;
     row.memory_bytes += jk_bytes;
-    if (row.scratch_bytes > 0 || jk_scratch_bytes > 0) row.scratch_bytes += jk_scratch_bytes;
+    row.scratch_bytes += jk_scratch_bytes;
     row.reason += fmt::format("{}beside the SCF's J/K kept for the gradient ({})", row.reason.empty() ? "" : "; ",
                               linalg::format_bytes(jk_bytes));
   }
