@@ -68,9 +68,10 @@ std::string format_hessian(const Calculation& calc) {
                                 h.displacements, h.step, h.seconds, v.projected);
   if (!h.scf_iterations.empty()) {
     const auto [fewest, most] = std::minmax_element(h.scf_iterations.begin(), h.scf_iterations.end());
-    out += fmt::format("  displaced SCFs from the undisplaced orbitals: {:.1f} iterations on average ({} to {}; the "
-                       "input geometry's {} from its guess)\n",
-                       double(std::accumulate(h.scf_iterations.begin(), h.scf_iterations.end(), 0)) /
+    // Each displaced calculation runs the gradient's backend in fp64 only, whatever the input named for the energy.
+    out += fmt::format("  displaced geometries on backend {} (fp64); their SCFs from the undisplaced orbitals: {:.1f} "
+                       "iterations on average ({} to {}; the input geometry's {} from its guess)\n",
+                       calc.gradient->backend, double(std::accumulate(h.scf_iterations.begin(), h.scf_iterations.end(), 0)) /
                            double(h.scf_iterations.size()),
                        *fewest, *most, calc.reference.molecule()->scf.iterations);
   }

@@ -114,6 +114,24 @@ def cli(args, c):
                 grad_result.properties.mp2_dipole_moment is not None,
                 "the gradient AtomicResult's properties hold scf_total_gradient and mp2_dipole_moment")
 
+        # driver hessian: an AtomicResult that validates, return_result the 3 natoms x 3 natoms Hessian, the displaced
+        # SCFs' iterations in extras.dfmp2.vibrations.
+        hess_inp = atomic_input(WATER, "cc-pvdz", dict(scf_type="df", freeze_core=True, dfmp2_threads=1),
+                                driver="hessian")
+        with open(os.path.join(d, "hess.json"), "w") as f:
+            f.write(hess_inp.json())
+        p = run([args.dfmp2, os.path.join(d, "hess.json")], d)
+        c.check(p.returncode == 0, "a Hessian AtomicInput runs (%s)" % p.stderr.strip())
+        with open(os.path.join(d, "hess.result.json")) as f:
+            hess_data = json.load(f)
+        try:
+            hess_result = qcel.models.AtomicResult(**hess_data)
+            c.check(hess_result.driver == "hessian" and hess_result.return_result.size == 81 and
+                    len(hess_data["extras"]["dfmp2"]["vibrations"]["displaced_scf_iterations"]) == 18,
+                    "the Hessian AtomicResult validates, with a 9 x 9 return_result and 18 displaced SCFs' iterations")
+        except Exception as e:  # noqa: BLE001 -- any validation error is the failure being tested
+            c.check(False, "the Hessian AtomicResult validates with qcelemental: %s" % str(e)[:500])
+
         # An interaction energy (keywords.dfmp2_interaction, the input key `interaction`) of a water dimer given as
         # QCSchema fragments: Psi4's variable names in extras.qcvars, as its YAML twin (Psi4's '--' fragments) gives.
         dimer = qcel.models.Molecule.from_data(WATER + "\n--\n" + "\n".join(
