@@ -73,6 +73,23 @@ void plan_gradient(const Input& input, linalg::Comm& comm, Calculation& calc) {
                          g.reason + jk_note});
 }
 
+// The DF-MP2 energy the gradient differentiates, computed once: its amplitude pass's (energy_from_gradient), in the
+// run DF-MP2 left for it, as the energy's own kernels would give it (within the order of their sums).
+void give_energy(const GradientRun& g, const Reference& r, const Input& input, BackendRun& run) {
+  chem::DfMp2Result& e = run.result;
+  e.opposite_spin = g.result.opposite_spin;
+  e.same_spin = g.result.same_spin;
+  e.same_spin_alpha = e.same_spin_beta = g.result.same_spin / 2;
+  e.nfrozen = r.nfrozen;
+  e.nact = r.nocc - r.nfrozen;
+  e.nvir = r.nmo - r.nocc;
+  e.naux = r.naux;
+  e.precision = chem::Precision::fp64;
+  e.metric = chem::MetricMethod::cholesky;
+  e.step_modes = chem::step_matmul_modes(chem::Precision::fp64, input.step_modes);
+  run.wall_seconds = g.seconds;
+}
+
 // driver: gradient, after the energy runs: the SCF's J/K kept from the SCF or set up again as planned, its products
 // logged in the gradient's table, then chem::rhf_dfmp2_gradient on
 // every rank alike: its work shared among them (chem::DfMp2GradientInput::comm; the J/K builds as in the SCF), the
@@ -115,6 +132,8 @@ void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& co
   in.comm = &comm;
   g.result = chem::rhf_dfmp2_gradient(in, kernels);
   g.seconds = clock.seconds();
+  for (BackendRun& run : calc.runs)
+    if (run.energy_from_gradient) give_energy(g, calc.reference, input, run);
   say(fmt::format("  MP2 gradient done ({:.2f} s; Z-vector {} iterations, largest residual {:.1e})", g.seconds,
                   g.result.zvector_iterations, g.result.zvector_residual));
 }

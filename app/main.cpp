@@ -288,6 +288,7 @@ int run_input(const std::string& input_path, const std::optional<std::string>& o
   if (calc.reference.molecule()) text += dfmp2::app::format_scf(calc);
   for (const auto& r : calc.runs) {
     text += dfmp2::app::format_energies(calc, r);
+    if (r.energy_from_gradient) continue;  // its kernels are in the gradient's table
     text += dfmp2::app::format_kernel_table(r);
     text += dfmp2::app::format_rank_table(
         fmt::format("DF-MP2 per rank; pair schedule: predicted imbalance {:.3f}, {} of {} block pairs on a rank holding "

@@ -12,8 +12,14 @@ namespace dfmp2::app {
 // DF-MP2's part of the plan: the blocking of every run (backend and precision), each in the storage the largest of
 // them needs, and its phases as the largest needs them. `mp2_budget` is what DF-MP2 may hold beside the orbitals,
 // the metric and the integral engine.
+bool energy_from_gradient(const Input& input, const Reference& r, const std::string& backend,
+                          chem::Precision precision, const std::string& gradient_backend) {
+  return input.driver != Driver::energy && backend == gradient_backend && precision == chem::Precision::fp64 &&
+         input.metric == chem::MetricMethod::cholesky && !input.screening.enabled && r.ghosted.empty();
+}
+
 void plan_dfmp2(const Input& input, const Reference& r, const std::vector<linalg::Backend*>& backends,
-                MemoryPlan& plan, int ranks) {
+                MemoryPlan& plan, int ranks, const std::string& gradient_backend) {
   // The orbitals C (nbf x nmo) and the MP2 metric stay for all of DF-MP2: read from the integral file or generated
   // now (after the start was measured), or computed after the SCF; molecule input also holds the MP2 integral engine.
   // Every space's orbitals: alpha and beta ones of an open shell, and those of the ghosted fragments.
@@ -37,19 +43,20 @@ void plan_dfmp2(const Input& input, const Reference& r, const std::vector<linalg
     });
   };
   chem::BlockPlan largest;
+  std::vector<const linalg::Backend*> run_backends;  // of plan.mp2_runs, in order
   for (const linalg::Backend* backend : backends) {
     for (const chem::Precision precision : input.precisions_of(backend->name())) {
+      if (energy_from_gradient(input, r, backend->name(), precision, gradient_backend)) continue;
       plan.mp2_runs.push_back({backend->name(), precision, blocks(*backend, precision, input.mp2_storage)});
+      run_backends.push_back(backend);
       if (plan.mp2_runs.back().blocks.peak_bytes > largest.peak_bytes) largest = plan.mp2_runs.back().blocks;
     }
   }
+  if (plan.mp2_runs.empty()) return;  // the gradient's energy only: its row holds it
   // One storage for all runs: a run whose tensor would fit in memory keeps it on scratch when another's does not.
-  std::size_t i = 0;
-  for (const linalg::Backend* backend : backends) {
-    for (const chem::Precision precision : input.precisions_of(backend->name())) {
-      chem::BlockPlan& run = plan.mp2_runs[i++].blocks;
-      if (run.storage != largest.storage) run = blocks(*backend, precision, largest.storage);
-    }
+  for (std::size_t i = 0; i < plan.mp2_runs.size(); ++i) {
+    chem::BlockPlan& run = plan.mp2_runs[i].blocks;
+    if (run.storage != largest.storage) run = blocks(*run_backends[i], plan.mp2_runs[i].precision, largest.storage);
   }
   const std::string storage = chem::mp2_storage_name(largest.storage);
   const std::string why = input.mp2_storage != chem::Mp2Storage::automatic ? "asked for (mp2_storage)"
@@ -147,7 +154,8 @@ class Mp2Stage final : public Stage {
  public:
   void plan(StageContext& c) override {
     c.comm.checked([&] {
-      plan_dfmp2(c.input, c.calc.reference, c.backends.named_list(), c.calc.memory, c.comm.size());
+      plan_dfmp2(c.input, c.calc.reference, c.backends.named_list(), c.calc.memory, c.comm.size(),
+                 gradient_backend(c));
     });
   }
   void run(StageContext& c) override {
@@ -161,6 +169,15 @@ class Mp2Stage final : public Stage {
     for (auto& backend : c.backends.named) {
       backend->set_threads(c.input.threads);
       for (const chem::Precision precision : c.input.precisions_of(backend->name())) {
+        if (energy_from_gradient(c.input, c.calc.reference, backend->name(), precision, gradient_backend(c))) {
+          // Its place among the runs, its energies to come from the gradient stage.
+          BackendRun& run = c.calc.runs.emplace_back();
+          run.backend = backend->name();
+          run.details = backend->details();
+          run.precision = precision;
+          run.energy_from_gradient = true;
+          continue;
+        }
         c.sampler.take_peak();  // each DF-MP2 phase measures its own peak (options.phase_done)
         c.calc.runs.push_back(run_dfmp2_on(*backend, c.backends.fallback.get(), precision, c.input, c.calc.reference,
                                            c.calc.memory, options));
@@ -169,6 +186,11 @@ class Mp2Stage final : public Stage {
     }
   }
   bool measures_its_rows() const override { return true; }
+
+ private:
+  static std::string gradient_backend(const StageContext& c) {
+    return c.input.driver != Driver::energy && c.backends.scf != nullptr ? c.backends.scf->name() : "";
+  }
 };
 
 }  // namespace

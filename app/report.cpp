@@ -147,8 +147,10 @@ std::string format_header(const Calculation& calc) {
                        ph.reason.empty() ? std::string() : "  (" + ph.reason + ")");
   }
   if (!plan.shared.empty()) out += fmt::format("               shared: {}\n", plan.shared);
-  if (!calc.runs.empty()) {
-    const auto& r = calc.runs.front().result;
+  // The first DF-MP2 run's blocking (the gradient's energy has none of its own: the gradient's row gives its blocks).
+  const auto run = std::find_if(calc.runs.begin(), calc.runs.end(), [](const BackendRun& r) { return !r.energy_from_gradient; });
+  if (run != calc.runs.end()) {
+    const auto& r = run->result;
     out += fmt::format("  blocking     aux block {}  occupied block {}  block pairs {}  working set {:.3f} GiB\n",
                        r.plan.aux_block, r.plan.occupied_block, r.block_pairs, r.plan.peak_bytes / double(1 << 30));
   }
@@ -165,6 +167,10 @@ std::string format_energies(const Calculation& calc, const BackendRun& run) {
   const std::string rule = "\t-----------------------------------------------------------\n";
   std::string out = fmt::format("\n  ==> DF-MP2 on backend {}, precision {} <==\n\n", run.backend,
                                 chem::precision_name(run.precision));
+  if (run.energy_from_gradient) {
+    out += "  computed once, by the gradient's amplitude pass on this backend (the energy it differentiates): no DF-MP2\n"
+           "  run of its own; its time and kernels are the gradient's (==> DF-MP2 gradient <==)\n\n";
+  }
   const auto& m = r.metric_report;
   if (r.metric == chem::MetricMethod::eigh) {
     out += fmt::format("  metric eigh: {} of {} eigenvalues below {:.1e} x the largest ({:.3e}) dropped; smallest kept "

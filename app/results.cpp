@@ -322,14 +322,18 @@ nlohmann::json backend_json(const Calculation& calc, const BackendRun& run) {
                       {"peak_flops", run.modelled() ? nlohmann::json(run.peak_flops) : nlohmann::json(nullptr)},
                       {"native_pipeline", native_json(run)},
                       {"fallback_calls", run.log.fallback_calls()},
+                      {"energy_from_gradient", run.energy_from_gradient},
                       {"blocking",
-                       {{"aux_block", r.plan.aux_block},
-                        {"occupied_block", r.plan.occupied_block},
-                        {"block_pairs", r.block_pairs},
-                        {"pair_imbalance_predicted", r.pair_imbalance},
-                        {"pairs_on_neither_holder", r.pairs_away},
-                        {"working_set_bytes", r.plan.peak_bytes}}},
-                      {"ranks", rank_json(mp2_rank_phases(), r.ranks)},
+                       run.energy_from_gradient
+                           ? nlohmann::json(nullptr)
+                           : nlohmann::json{{"aux_block", r.plan.aux_block},
+                                            {"occupied_block", r.plan.occupied_block},
+                                            {"block_pairs", r.block_pairs},
+                                            {"pair_imbalance_predicted", r.pair_imbalance},
+                                            {"pairs_on_neither_holder", r.pairs_away},
+                                            {"working_set_bytes", r.plan.peak_bytes}}},
+                      {"ranks", run.energy_from_gradient ? nlohmann::json::array()
+                                                         : rank_json(mp2_rank_phases(), r.ranks)},
                       {"kernels", kernels(run.log)}};
 
 }

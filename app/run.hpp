@@ -30,6 +30,10 @@ struct BackendRun {
   chem::DfMp2Result result;
   std::vector<chem::DfMp2Result> ghosted;  // Reference::ghosted's, in order, from the same run
   std::optional<double> unscreened_correlation;  // with screening.compare: the same run without screening
+  // driver: gradient: the run whose energy the gradient differentiates (energy_from_gradient, app/stage.hpp) has no
+  // DF-MP2 run of its own: its energies are the gradient's amplitude pass's, its time the gradient step's, and its
+  // kernels are in the gradient's table (the log here stays empty).
+  bool energy_from_gradient = false;
   linalg::KernelLog log;
   double wall_seconds = 0;
   double peak_flops = 0;  // device models: Tensor Engine peak for the run's precision (Backend::peak_flops)

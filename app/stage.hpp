@@ -75,9 +75,15 @@ chem::ScfReference fragment_reference(const Input& input, const chem::Molecule& 
 double scf_matrix_bytes(linalg::Index nbf, int diis_vectors, bool open_shell);
 // The SCF's matrices' row (molecule input) and the check that the integral file to save fits on its disk.
 void plan_scf_matrices(const Input& input, const Reference& r, MemoryPlan& plan);
-// DF-MP2's rows and the blocking of every run (app/mp2_stage.cpp).
+// DF-MP2's rows and the blocking of every run (app/mp2_stage.cpp) but the gradient's (energy_from_gradient), which
+// the gradient's row holds; `gradient_backend` is "" without a gradient.
 void plan_dfmp2(const Input& input, const Reference& r, const std::vector<linalg::Backend*>& backends,
-                MemoryPlan& plan, int ranks);
+                MemoryPlan& plan, int ranks, const std::string& gradient_backend = "");
+// driver: gradient (and hessian): whether the DF-MP2 energy on `backend` in `precision` is the one the gradient's
+// amplitude pass computes anyway: on the gradient's backend in fp64, with the Cholesky metric it uses and without
+// screening. That energy is computed once, by the gradient, and DF-MP2 neither plans nor runs it.
+bool energy_from_gradient(const Input& input, const Reference& r, const std::string& backend,
+                          chem::Precision precision, const std::string& gradient_backend);
 // driver: gradient (app/gradient_stage.cpp): whether the SCF's J/K (its bytes in memory and on scratch) stays
 // through DF-MP2 for the orbital response, beside every DF-MP2 run's blocks as planned; if so, DF-MP2's rows of
 // `plan` hold it too.

@@ -42,16 +42,49 @@ TEST(Gradient, ExampleInputMatchesPsi4) {
   EXPECT_EQ(r.json["properties"]["calcinfo_natom"], 3);
   EXPECT_EQ(r.json["extras"]["qcvars"]["MP2 TOTAL GRADIENT"].size(), 3u);
   const auto& g = r.json["extras"]["dfmp2"]["gradient"];
-  EXPECT_NEAR(g["mp2_correlation_energy"].get<double>(), r.json["properties"]["mp2_correlation_energy"].get<double>(),
-              1e-10);
   EXPECT_LT(g["zvector_residual"].get<double>(), 1e-8);
   for (const char* line : {"==> DF-MP2 gradient <==", "MP2 total gradient [Eh/bohr]", "SCF gradient [Eh/bohr]",
-                           "MP2 relaxed dipole", "Kernel timings of the gradient"}) {
+                           "MP2 relaxed dipole", "Kernel timings of the gradient", "computed once, by the gradient"}) {
     EXPECT_NE(r.report.find(line), std::string::npos) << line;
   }
-  bool planned = false;
-  for (const auto& phase : r.json["extras"]["dfmp2"]["memory_plan"]["phases"]) planned |= phase["phase"] == "MP2 gradient";
-  EXPECT_TRUE(planned);
+  // The energy is computed once, by the gradient's amplitude pass: no DF-MP2 run and no DF-MP2 rows in the plan,
+  // and the energy is what the energy's own kernels give (driver: energy on the same input).
+  const auto& first = r.json["extras"]["dfmp2"]["backends"][0];
+  EXPECT_TRUE(first["energy_from_gradient"].get<bool>());
+  EXPECT_TRUE(first["blocking"].is_null());
+  EXPECT_EQ(first["kernels"].size(), 0u);
+  std::vector<std::string> phases;
+  for (const auto& phase : r.json["extras"]["dfmp2"]["memory_plan"]["phases"]) phases.push_back(phase["phase"]);
+  EXPECT_EQ(phases, (std::vector<std::string>{"SCF", "SCF J/K", "MP2 gradient"}));
+  std::string energy_input = example();
+  energy_input.replace(energy_input.find("driver: gradient"), 16, "driver: energy");
+  const Finished energy = run(dir, energy_input + "threads: 2\n");
+  EXPECT_FALSE(energy.json["extras"]["dfmp2"]["backends"][0]["energy_from_gradient"].get<bool>());
+  for (const char* key : {"mp2_correlation_energy", "mp2_same_spin_correlation_energy",
+                          "mp2_opposite_spin_correlation_energy", "mp2_total_energy"}) {
+    EXPECT_NEAR(r.json["properties"][key].get<double>(), energy.json["properties"][key].get<double>(), 1e-12) << key;
+  }
+}
+
+// A second backend, or another metric, runs its DF-MP2 energy as the input asks; only the gradient's own energy
+// (its backend, fp64, the Cholesky metric, no screening) comes from the gradient.
+TEST(Gradient, OtherEnergiesRunTheirOwnDfMp2) {
+  TempDir dir;
+  const Finished two = run(dir, example() + "threads: 2\nbackends: [eigen, openblas]\n");
+  const auto& runs = two.json["extras"]["dfmp2"]["backends"];
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_TRUE(runs[0]["energy_from_gradient"].get<bool>());
+  EXPECT_FALSE(runs[1]["energy_from_gradient"].get<bool>());
+  EXPECT_GT(runs[1]["kernels"].size(), 0u);
+  EXPECT_NEAR(runs[0]["properties"]["mp2_correlation_energy"].get<double>(),
+              runs[1]["properties"]["mp2_correlation_energy"].get<double>(), 1e-12);
+  EXPECT_EQ(two.json["extras"]["dfmp2"]["gradient"]["backend"], "eigen");
+  EXPECT_NE(two.report.find("==> Backend comparison <=="), std::string::npos);
+  const Finished eigh = run(dir, example() + "threads: 2\nmetric: eigh\n");
+  EXPECT_FALSE(eigh.json["extras"]["dfmp2"]["backends"][0]["energy_from_gradient"].get<bool>());
+  EXPECT_EQ(eigh.report.find("computed once, by the gradient"), std::string::npos);
+  EXPECT_NEAR(eigh.json["properties"]["mp2_correlation_energy"].get<double>(),
+              two.json["properties"]["mp2_correlation_energy"].get<double>(), 1e-9);
 }
 
 // Every storage of the DF-SCF's J/K (the orbital response's builds go through it) and every CPU backend give the

@@ -96,6 +96,46 @@ TEST(Plan, EveryDfMp2RunHasItsBlockingForTheRankCount) {
   EXPECT_THROW(plan.mp2_blocks("eigen", chem::Precision::fp32), std::logic_error);
 }
 
+// driver: gradient computes the energy it differentiates once, in its amplitude pass: DF-MP2 plans no run on the
+// gradient's backend in fp64 (and no DF-MP2 rows when that was the only run), but every other backend and
+// precision, and the gradient backend's own run when it asks for another metric or for screening.
+TEST(Plan, TheGradientsEnergyIsNotPlannedAsADfMp2Run) {
+  dfmp2::testing::TempDir dir;
+  const std::string problem = "synthetic: {nbasis: 40, nocc: 8, naux: 120, seed: 3}\nmemory: 1 GiB\n";
+  app::Input in = app::read_input(dir.file("g.yaml", problem + "backends: [eigen, trn1]\n"
+                                                               "precision: {eigen: fp64, trn1: fp32}\n"));
+  in.driver = app::Driver::gradient;  // (a synthetic problem has no geometry: the plan alone is tested here)
+  const app::Reference reference = app::make_reference(in);
+  auto eigen = dfmp2::devices::make_backend("eigen");
+  auto trn1 = dfmp2::devices::make_backend("trn1");
+  EXPECT_TRUE(app::energy_from_gradient(in, reference, "eigen", chem::Precision::fp64, "eigen"));
+  EXPECT_FALSE(app::energy_from_gradient(in, reference, "trn1", chem::Precision::fp32, "eigen"));
+  EXPECT_FALSE(app::energy_from_gradient(in, reference, "eigen", chem::Precision::fp64, ""));
+  auto mp2_rows = [](const app::MemoryPlan& plan) {
+    int rows = 0;
+    for (const auto& row : plan.phases) rows += row.phase == app::Phase::mp2_pair_energy;
+    return rows;
+  };
+  app::MemoryPlan both = app::start_plan(in.memory_bytes, 0.0, 1, in.scratch);
+  app::plan_dfmp2(in, reference, {eigen.get(), trn1.get()}, both, 1, "eigen");
+  ASSERT_EQ(both.mp2_runs.size(), 1u);
+  EXPECT_EQ(both.mp2_runs[0].backend, "trn1");
+  EXPECT_EQ(mp2_rows(both), 1);
+  app::MemoryPlan alone = app::start_plan(in.memory_bytes, 0.0, 1, in.scratch);
+  app::plan_dfmp2(in, reference, {eigen.get()}, alone, 1, "eigen");
+  EXPECT_TRUE(alone.mp2_runs.empty());
+  EXPECT_EQ(mp2_rows(alone), 0);
+  EXPECT_TRUE(app::keep_scf_jk_through_dfmp2(alone, 1e6, 0));  // nothing between the SCF and the gradient
+  for (const char* other : {"metric: eigh\n", "screening: true\n"}) {
+    app::Input asks = app::read_input(dir.file("o.yaml", problem + other));
+    asks.driver = app::Driver::gradient;
+    SCOPED_TRACE(other);
+    EXPECT_FALSE(app::energy_from_gradient(asks, app::make_reference(asks), "eigen", chem::Precision::fp64, "eigen"));
+  }
+  in.driver = app::Driver::energy;
+  EXPECT_FALSE(app::energy_from_gradient(in, reference, "eigen", chem::Precision::fp64, "eigen"));
+}
+
 TEST(Plan, RunDfmp2RefusesAPlanForAnotherRankCount) {
   dfmp2::testing::TempDir dir;
   const app::Input in =
