@@ -9,15 +9,17 @@
 
 namespace dfmp2::app {
 
-// DF-MP2's part of the plan: the blocking of every run (backend and precision), each in the storage the largest of
-// them needs, and its phases as the largest needs them. `mp2_budget` is what DF-MP2 may hold beside the orbitals,
-// the metric and the integral engine.
+// The gradient (chem::rhf_dfmp2_gradient) fits with the Cholesky factor and screens nothing: an energy asked for
+// otherwise is a different number and runs as asked.
 bool energy_from_gradient(const Input& input, const Reference& r, const std::string& backend,
                           chem::Precision precision, const std::string& gradient_backend) {
   return input.driver != Driver::energy && backend == gradient_backend && precision == chem::Precision::fp64 &&
          input.metric == chem::MetricMethod::cholesky && !input.screening.enabled && r.ghosted.empty();
 }
 
+// DF-MP2's part of the plan: the blocking of every run (backend and precision), each in the storage the largest of
+// them needs, and its phases as the largest needs them. `mp2_budget` is what DF-MP2 may hold beside the orbitals,
+// the metric and the integral engine.
 void plan_dfmp2(const Input& input, const Reference& r, const std::vector<linalg::Backend*>& backends,
                 MemoryPlan& plan, int ranks, const std::string& gradient_backend) {
   // The orbitals C (nbf x nmo) and the MP2 metric stay for all of DF-MP2: read from the integral file or generated
