@@ -476,6 +476,9 @@ std::string format_comparison(const Calculation& calc) {
   out += "  error: the correlation energy minus that of the run named under 'against': the same backend's fp64 run,\n"
          "  else the first fp64 run; for bf16 and bf16x3 without any fp64 run, the fp32 run. modelled: the device\n"
          "  model's prediction for device backends (wall: the emulation's time on this machine)\n";
+  for (const auto& run : calc.runs)
+    if (run.energy_from_gradient)
+      out += fmt::format("  {}: the energy of the gradient's amplitude pass; wall is the gradient step's\n", run_label(run));
   return out;
 }
 
