@@ -129,10 +129,14 @@ CASE_RANKS = {"dimer_grid": [1, 2, 3, 4, 5, 6, 7, 8], "dimer_grid_scalapack": [2
               "cation_grid_uhf": [2, 3, 4], "synthetic_grid": [2, 5, 6, 7], "dimer_grid_gradient": [2, 3],
               "h2_tiny_grid": [2, 3, 4, 5, 6], "water_tiny_grid": [5, 6]}
 # Cases whose MP2 products run in fp32: the ranks cut the auxiliary blocks differently, which moves the fp32
-# rounding. Their MP2 energies must agree with one process's within the mixed run's own error against fp64 in that
-# process (measured on Zen 5: up to 2.6e-9 Eh with avx512, 2.1e-8 Eh in the sanitizer build, against an error of
-# about 2e-7 Eh); the SCF, converged in fp64, is still held to TOLERANCE.
+# rounding. Their MP2 energies must agree with one process's within three times the mixed run's own error against
+# fp64 in that process: two fp32 sums in different orders each carry an error of that size, so they differ by up to
+# about twice it, and the error itself varies from one order to another (measured on Zen 5: up to 2.6e-9 Eh with
+# avx512, 2.1e-8 Eh in the sanitizer build, against an error of about 2e-7 Eh; on Zen 4 with eigen, up to 1.7e-7 Eh
+# against an error of 8e-8 Eh). A block pair missed or counted twice moves the energy by far more. The SCF,
+# converged in fp64, is still held to TOLERANCE.
 FP32_CASES = {"dimer_mixed"}
+FP32_SPREAD = 3.0
 
 FAILURE_GROUP = "failures"
 SHAPE_GROUP = "every_storage_rank_thread"
@@ -237,7 +241,7 @@ def energies_case(args, name, c):
         if name in FP32_CASES:  # the fp32 error of one process: its mixed run against its fp64 run
             runs = results[0]["extras"]["dfmp2"]["backends"]
             fp64 = next(x for x in runs if x["precision"] == "fp64")["properties"]["mp2_correlation_energy"]
-            mp2_tolerance = max(TOLERANCE, abs(serial["mp2_correlation_energy"] - fp64))
+            mp2_tolerance = max(TOLERANCE, FP32_SPREAD * abs(serial["mp2_correlation_energy"] - fp64))
         for ranks in rank_counts:
             if ranks not in results:
                 continue
