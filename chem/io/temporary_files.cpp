@@ -59,15 +59,20 @@ extern "C" void on_fatal_signal(int sig) {
 
 TemporaryFile::TemporaryFile(std::string final_path)
     : final_(std::move(final_path)), temporary_(linalg::unpredictable_name(final_ + ".tmp.")) {
+  // The handler learns the name before the file exists: a signal that arrives between the two (on any thread:
+  // masking this one would not stop the others from taking it) then unlinks a name nobody holds, instead of
+  // missing a file that already exists.
+  slot_ = claim(temporary_);
   // Created here, exclusively: a file or link that someone placed at the name in advance cannot receive the write.
   const int fd = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
   if (fd < 0) {
     const std::string why = std::strerror(errno);
+    release(slot_);
+    slot_ = -1;
     temporary_.clear();
     throw OutputError(fmt::format("cannot create a file beside '{}': {}", final_, why));
   }
   ::close(fd);
-  slot_ = claim(temporary_);
 }
 
 TemporaryFile::~TemporaryFile() {
