@@ -57,6 +57,10 @@ struct DfMp2GradientPlan {
   // What the Z-vector's DF J/K keeps across its iterations (chem/scf/rotation_response.hpp): its fitting basis's
   // integrals in the orbitals' basis (mo), their occupied blocks only (occupied), or nothing (none).
   RotationProducts zvector_products = RotationProducts::mo;
+  // The amplitude pass keeps each pair's integrals (ka|ib), k < i, from row k for row i, so that the first product
+  // runs over half of the pairs (na (na - 1) / 2 nv^2 doubles; one rank only: with ranks, rows k and i are dealt to
+  // different ranks).
+  bool keep_pair_integrals = false;
   double memory_bytes = 0;   // the gradient's peak, beside the SCF's J/K and matrices
   double scratch_bytes = 0;  // its scratch file at its largest
   std::string reason;        // why this storage and these blocks

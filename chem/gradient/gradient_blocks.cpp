@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <utility>
 
 #include "chem/gradient/gradient_detail.hpp"
 #include "chem/integrals/integrals.hpp"
@@ -151,6 +153,8 @@ FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, cons
 // active i, block I by block I as the store streams them: t_ki^ab in t_row(a, i nv + b), kept for the whole row
 // since P_ij pairs t_ki with T_kj across blocks; T_ki^ab = 2 t_ki^ab - t_ki^ba in `tile` for block I only. Then
 // E = sum (ka|ib) T_ki^ab, P_ab = 2 sum t_ki^ac T_ki^bc, P_ij = -2 sum t_ki^ab T_kj^ab, G_ka^Q = sum T_ki^ab B_ib^Q.
+// With the plan's keep_pair_integrals, row k computes (ka|ib) for i >= k only and keeps those with i > k; row i
+// takes (ia|kb) = (kb|ia) for k < i from there, transposed.
 AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan,
                              const std::string& scratch_folder, const Ranks& ranks, Kernels& kernels) {
   const Index naux = f.factor.rows(), na = s.na, nv = s.nv, no = s.no;
@@ -172,6 +176,12 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
   }
   Matrix t_row(nv, na * nv), tile(nv, largest * nv), g;
   std::vector<double> ov_buffer, oo_buffer;
+  const bool keep = plan.keep_pair_integrals;
+  if (keep && ranks.size() > 1) throw std::logic_error("amplitude_pass: pair integrals kept across ranks");
+  std::vector<double> kept(keep ? static_cast<std::size_t>(na * (na - 1) / 2 * nv * nv) : 0);
+  auto kept_pair = [&](Index k, Index i) {  // (ka|ib) of k < i, a + nv b
+    return kept.data() + ((k * (2 * na - k - 1)) / 2 + (i - k - 1)) * nv * nv;
+  };
   for (const Index K : order) {
     const Index k0 = f.blocks[static_cast<std::size_t>(K)].first, nk = f.ov->rows(K) / nv;
     const Index rows = nk * nv;
@@ -188,7 +198,25 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
         f.ov->for_each(order, [&](Index I, const double* b_I) {
           const Index i0 = f.blocks[static_cast<std::size_t>(I)].first, cols = f.ov->rows(I), ni = cols / nv;
           const ConstMatrixView b_i{b_I, cols, naux, cols};
-          kernels.gemm(kStep, Trans::no, Trans::yes, 1.0, b_k, b_i, 0.0, MatrixView{tile.data(), nv, cols, nv});
+          const Index computed = keep ? std::clamp<Index>(k - i0, 0, ni) : 0;  // the first i >= k
+          if (computed < ni) {
+            const Index skip = computed * nv;
+            kernels.gemm(kStep, Trans::no, Trans::yes, 1.0, b_k, ConstMatrixView{b_I + skip, cols - skip, naux, cols},
+                         0.0, MatrixView{tile.data() + skip * nv, nv, cols - skip, nv});
+          }
+          if (keep) {
+  #pragma omp parallel for
+            for (Index i = 0; i < ni; ++i) {
+              double* kt = tile.data() + i * nv * nv;
+              if (i < computed) {
+                const double* mirror = kept_pair(i0 + i, k);  // (ib|ka) at b + nv a
+                for (Index b = 0; b < nv; ++b)
+                  for (Index a = 0; a < nv; ++a) kt[b * nv + a] = mirror[a * nv + b];
+              } else if (i0 + i > k) {
+                std::copy_n(kt, nv * nv, kept_pair(k, i0 + i));
+              }
+            }
+          }
           double os = 0, ss = 0;
   #pragma omp parallel for reduction(+ : os, ss)
           for (Index i = 0; i < ni; ++i) {
@@ -263,7 +291,8 @@ struct GradientBytes {
   double peak = 0, scratch = 0;
 };
 
-GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bool scratch, RotationProducts kept) {
+GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bool scratch, RotationProducts kept,
+                             bool keep_pairs) {
   const double nbf = double(z.nbf), no = double(z.nocc), na = double(z.nocc - z.nfrozen), nv = double(z.nbf - z.nocc);
   const double naux = double(z.naux);
   const double ov = naux * na * nv, oo = naux * na * no;  // B and Gamma; B_oo
@@ -276,7 +305,8 @@ GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bo
   const double transform = in_memory * (ov + oo) + ao + (scratch ? n * std::max(nv, no) * naux : 0.0);
   // The amplitudes: t for one k with every i, T for one block, the block's rows of B, B_oo and G (B and B_oo read
   // from scratch, and the next block of B read while one is used).
-  const double pass = na * nv * nv + n * nv * nv + n * nv * naux +
+  const double pairs = keep_pairs ? 0.5 * na * (na - 1.0) * nv * nv : 0.0;
+  const double pass = na * nv * nv + n * nv * nv + n * nv * naux + pairs +
                       (scratch ? n * (nv + no) * naux + 2.0 * n * nv * naux : in_memory * (2.0 * ov + oo));
   // The three-index derivatives: on each thread one auxiliary shell's density and Gamma slab.
   const double shell = double(std::max<Index>(z.largest_aux_shell, 1));
@@ -308,12 +338,17 @@ DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& z, double budget
   std::vector<Index> aux_blocks;
   for (Index m = 64; m >= 8; m /= 2) aux_blocks.push_back(std::max(m, z.largest_aux_shell));
   DfMp2GradientPlan least;
-  // In memory before scratch, the Z-vector's kept products before their rebuild each iteration, then the largest
-  // blocks: the first that fits.
+  // In memory before scratch; the Z-vector's kept products before their rebuild each iteration (each iteration
+  // would pass over the J/K's tensor), the amplitude pass's kept pair integrals (a quarter of its flops) only beside
+  // all of them (or with an exact SCF, whose J/K keeps nothing); then the largest blocks: the first that fits.
+  const std::pair<RotationProducts, bool> kept_in_turn[] = {
+      {RotationProducts::mo, true},        {RotationProducts::mo, false},  {RotationProducts::occupied, false},
+      {RotationProducts::none, z.naux_jk == 0}, {RotationProducts::none, false}};
   for (const bool scratch : {false, true}) {
     if ((scratch && storage == Mp2Storage::memory) || (!scratch && storage == Mp2Storage::scratch)) continue;
-    for (const RotationProducts keep : {RotationProducts::mo, RotationProducts::occupied, RotationProducts::none}) {
+    for (const auto& [keep, keep_pairs] : kept_in_turn) {
       if (z.naux_jk == 0 && keep != RotationProducts::none) continue;  // an exact SCF's J/K keeps nothing
+      if (keep_pairs && z.ranks > 1) continue;
       // Block sizes that cut the active orbitals evenly, largest first; with several ranks, a block for each at least
       // (the blocks' fits and metric densities are dealt to the ranks by block).
       const Index fewest = std::clamp<Index>(z.ranks, 1, std::max<Index>(na, 1));
@@ -321,8 +356,8 @@ DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& z, double budget
         const Index n = std::max<Index>((na + count - 1) / count, 1);
         if (count > fewest && n == (na + count - 2) / (count - 1)) continue;  // the size of one fewer block
         for (const Index m : aux_blocks) {
-          const GradientBytes bytes = gradient_bytes(z, double(n), double(m), scratch, keep);
-          DfMp2GradientPlan plan{n, m, scratch, keep, bytes.peak, bytes.scratch, ""};
+          const GradientBytes bytes = gradient_bytes(z, double(n), double(m), scratch, keep, keep_pairs);
+          DfMp2GradientPlan plan{n, m, scratch, keep, keep_pairs, bytes.peak, bytes.scratch, ""};
           if (least.memory_bytes == 0 || plan.memory_bytes < least.memory_bytes) least = plan;
           if (bytes.peak > budget) continue;
           plan.reason = storage != Mp2Storage::automatic ? "asked for (mp2_storage)"
@@ -332,6 +367,7 @@ DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& z, double budget
             plan.reason += "; the Z-vector keeps b_oo and b_vo only (a pass over the J/K's tensor each iteration)";
           if (keep == RotationProducts::none && z.naux_jk > 0)
             plan.reason += "; the Z-vector's J/K rebuilt each iteration";
+          if (keep_pairs) plan.reason += "; the pair integrals (ka|ib) kept for their mirror pairs";
           return plan;
         }
       }

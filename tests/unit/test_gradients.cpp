@@ -219,8 +219,8 @@ TEST(DfMp2Gradient, MatchesFiniteDifferencesOnAmmoniaAndAWaterDimer) {
 
 // The gradient's three-index tensors (and the separable part's half-transformed integrals) cut into blocks of 1, 2
 // or 3 orbitals (uneven), with AO blocks of one shell, in memory and on scratch, the Z-vector's DF products kept in
-// the orbitals' basis, their occupied blocks only, or rebuilt: the gradient and energy of one block in memory, to
-// 1e-12.
+// the orbitals' basis, their occupied blocks only, or rebuilt, the pair integrals kept for their mirror pairs or
+// computed twice: the gradient and energy of one block in memory (nothing kept), to 1e-12.
 TEST(DfMp2Gradient, BlocksAndScratchGiveTheSameGradient) {
   const Molecule dimer = chem::parse_xyz_lines("O 0.0 0.05 0.117790\nH 0.0 0.755453 -0.471161\nH 0.03 -0.70 -0.50\n"
                                                "O 0.1 0.0 3.0\nH 0.0 0.76 2.45\nH 0.0 -0.74 2.40\n", "dimer");
@@ -237,6 +237,7 @@ TEST(DfMp2Gradient, BlocksAndScratchGiveTheSameGradient) {
         plan.zvector_products = block == 1   ? chem::RotationProducts::occupied
                                 : block == 2 ? chem::RotationProducts::none
                                              : chem::RotationProducts::mo;
+        plan.keep_pair_integrals = block != 2;
         const chem::DfMp2Gradient g = rhf.mp2_gradient(nfrozen, plan);
         expect_gradient_near(g.gradient, whole.gradient, 1e-12, "one block in memory");
         EXPECT_NEAR(g.correlation(), whole.correlation(), 1e-13);
@@ -251,7 +252,16 @@ TEST(DfMp2Gradient, BlocksAndScratchGiveTheSameGradient) {
 // held whole, to dominate the peak.)
 TEST(DfMp2Gradient, PlanFitsItsBlocksToMemory) {
   const chem::DfMp2GradientSizes sizes{384, 80, 16, 1344, 0, 7, 2};
-  const auto all = chem::plan_dfmp2_gradient(sizes, 64e9, chem::Mp2Storage::automatic);
+  const auto kept_pairs = chem::plan_dfmp2_gradient(sizes, 64e9, chem::Mp2Storage::automatic);
+  EXPECT_TRUE(kept_pairs.keep_pair_integrals);
+  EXPECT_EQ(kept_pairs.occupied_block, 64);
+  // The pair integrals (ka|ib), k < i (64 active, 304 virtual), held beside the rest, are given up (after smaller
+  // blocks) before anything goes to scratch.
+  EXPECT_GT(kept_pairs.memory_bytes, 8.0 * 64 * 63 / 2 * 304.0 * 304.0);
+  double budget = kept_pairs.memory_bytes;
+  while (chem::plan_dfmp2_gradient(sizes, budget, chem::Mp2Storage::automatic).keep_pair_integrals) budget *= 0.95;
+  const auto all = chem::plan_dfmp2_gradient(sizes, budget, chem::Mp2Storage::automatic);
+  EXPECT_LT(all.memory_bytes, 0.5 * kept_pairs.memory_bytes);
   EXPECT_FALSE(all.on_scratch);
   EXPECT_EQ(all.occupied_block, 64);
   EXPECT_EQ(all.aux_block, 64);
@@ -289,7 +299,9 @@ TEST(DfMp2Gradient, PlanFitsItsBlocksToMemory) {
   // Over three ranks, a block of orbitals for each at least (64 active: blocks of 22).
   chem::DfMp2GradientSizes ranks = sizes;
   ranks.ranks = 3;
-  EXPECT_EQ(chem::plan_dfmp2_gradient(ranks, 64e9, chem::Mp2Storage::automatic).occupied_block, 22);
+  const auto over_ranks = chem::plan_dfmp2_gradient(ranks, 64e9, chem::Mp2Storage::automatic);
+  EXPECT_EQ(over_ranks.occupied_block, 22);
+  EXPECT_FALSE(over_ranks.keep_pair_integrals);  // rows k and i are on different ranks
 }
 
 // Against Psi4 1.3.2 (gradient('mp2') and properties('mp2', properties=['dipole']), scf_type df, mp2_type df,
