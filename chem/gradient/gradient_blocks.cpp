@@ -149,6 +149,52 @@ FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, cons
   return f;
 }
 
+namespace {
+
+// The pair integrals (ka|ib) of row k with a block of i (from i0; B_I's rows (i b), its leading dimension) into
+// `tile` at a + nv (i nv + b): one GEMM B_k B_I^T; or, keeping them, the GEMM for i >= k only, the i < k taken
+// transposed from row i ((ka|ib) = (ib|ka)), the i > k kept for their own rows (na (na - 1) / 2 nv^2 doubles).
+class PairIntegrals {
+ public:
+  PairIntegrals(bool keep, const Ranks& ranks, Index na, Index nv)
+      : keep_(keep), na_(na), nv_(nv), kept_(keep ? static_cast<std::size_t>(na * (na - 1) / 2 * nv * nv) : 0) {
+    if (keep && ranks.size() > 1) throw std::logic_error("PairIntegrals: rows k and i on different ranks");
+  }
+
+  void tile(Index k, Index i0, ConstMatrixView b_k, ConstMatrixView b_I, double* tile, Kernels& kernels) {
+    const Index nv = nv_, ni = b_I.rows / nv;
+    const Index computed = keep_ ? std::clamp<Index>(k - i0, 0, ni) : 0;  // the first i >= k
+    if (computed < ni) {
+      const Index skip = computed * nv;
+      kernels.gemm(kStep, Trans::no, Trans::yes, 1.0, b_k,
+                   ConstMatrixView{b_I.data + skip, b_I.rows - skip, b_I.cols, b_I.ld}, 0.0,
+                   MatrixView{tile + skip * nv, nv, b_I.rows - skip, nv});
+    }
+    if (!keep_) return;
+#pragma omp parallel for
+    for (Index i = 0; i < ni; ++i) {
+      double* kt = tile + i * nv * nv;
+      if (i < computed) {
+        const double* mirror = kept(i0 + i, k);  // (ib|ka) at b + nv a
+        for (Index b = 0; b < nv; ++b)
+          for (Index a = 0; a < nv; ++a) kt[b * nv + a] = mirror[a * nv + b];
+      } else if (i0 + i > k) {
+        std::copy_n(kt, nv * nv, kept(k, i0 + i));
+      }
+    }
+  }
+
+ private:
+  double* kept(Index k, Index i) {  // (ka|ib) of k < i at a + nv b
+    return kept_.data() + ((k * (2 * na_ - k - 1)) / 2 + (i - k - 1)) * nv_ * nv_;
+  }
+  bool keep_;
+  Index na_, nv_;
+  std::vector<double> kept_;
+};
+
+}  // namespace
+
 // For each active k (a block K of them at a time, its rows of B, B_oo and G held), the pair amplitudes with every
 // active i, block I by block I as the store streams them: t_ki^ab in t_row(a, i nv + b), kept for the whole row
 // since P_ij pairs t_ki with T_kj across blocks; T_ki^ab = 2 t_ki^ab - t_ki^ba in `tile` for block I only. Then
@@ -176,12 +222,7 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
   }
   Matrix t_row(nv, na * nv), tile(nv, largest * nv), g;
   std::vector<double> ov_buffer, oo_buffer;
-  const bool keep = plan.keep_pair_integrals;
-  if (keep && ranks.size() > 1) throw std::logic_error("amplitude_pass: pair integrals kept across ranks");
-  std::vector<double> kept(keep ? static_cast<std::size_t>(na * (na - 1) / 2 * nv * nv) : 0);
-  auto kept_pair = [&](Index k, Index i) {  // (ka|ib) of k < i, a + nv b
-    return kept.data() + ((k * (2 * na - k - 1)) / 2 + (i - k - 1)) * nv * nv;
-  };
+  PairIntegrals pairs(plan.keep_pair_integrals, ranks, na, nv);
   for (const Index K : order) {
     const Index k0 = f.blocks[static_cast<std::size_t>(K)].first, nk = f.ov->rows(K) / nv;
     const Index rows = nk * nv;
@@ -198,25 +239,7 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
         f.ov->for_each(order, [&](Index I, const double* b_I) {
           const Index i0 = f.blocks[static_cast<std::size_t>(I)].first, cols = f.ov->rows(I), ni = cols / nv;
           const ConstMatrixView b_i{b_I, cols, naux, cols};
-          const Index computed = keep ? std::clamp<Index>(k - i0, 0, ni) : 0;  // the first i >= k
-          if (computed < ni) {
-            const Index skip = computed * nv;
-            kernels.gemm(kStep, Trans::no, Trans::yes, 1.0, b_k, ConstMatrixView{b_I + skip, cols - skip, naux, cols},
-                         0.0, MatrixView{tile.data() + skip * nv, nv, cols - skip, nv});
-          }
-          if (keep) {
-  #pragma omp parallel for
-            for (Index i = 0; i < ni; ++i) {
-              double* kt = tile.data() + i * nv * nv;
-              if (i < computed) {
-                const double* mirror = kept_pair(i0 + i, k);  // (ib|ka) at b + nv a
-                for (Index b = 0; b < nv; ++b)
-                  for (Index a = 0; a < nv; ++a) kt[b * nv + a] = mirror[a * nv + b];
-              } else if (i0 + i > k) {
-                std::copy_n(kt, nv * nv, kept_pair(k, i0 + i));
-              }
-            }
-          }
+          pairs.tile(k, i0, b_k, b_i, tile.data(), kernels);
           double os = 0, ss = 0;
   #pragma omp parallel for reduction(+ : os, ss)
           for (Index i = 0; i < ni; ++i) {
