@@ -832,6 +832,18 @@ TEST(KernelSet, IsTheOneAskedForAndDecidesTheDefaultBackend) {
       << dfmp2::devices::default_backend_choice().reason;
 }
 
+extern "C" int openblas_thread_timeout(void);
+
+// Once an OpenBLAS backend exists, OpenBLAS's idle workers sleep after its shortest spin (2^4 cycles, setting 4)
+// unless the user set OPENBLAS_THREAD_TIMEOUT (devices/openblas/openblas_backend.cpp), and the variable set for that
+// is not left in the environment. (ctest runs this program without the variable.)
+TEST(OpenBlas, IdleWorkersSleepAtOnce) {
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr) GTEST_SKIP() << "OPENBLAS_THREAD_TIMEOUT is set";
+  const auto backend = dfmp2::devices::make_openblas_backend();
+  EXPECT_EQ(openblas_thread_timeout(), 4);
+  EXPECT_EQ(std::getenv("OPENBLAS_THREAD_TIMEOUT"), nullptr);
+}
+
 // A backend made slower (every call run `factor` times) than it is.
 class Slowed final : public dfmp2::linalg::Backend {
  public:
