@@ -151,6 +151,31 @@ FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, cons
 
 namespace {
 
+// f(a, b) for every a, b < n, tile by tile (32 x 32): a loop that also reads element (b, a) of an n x n matrix
+// then finds it in cache (reading it row by row took a new cache line for every element).
+template <class F>
+void for_tiles(Index n, const F& f) {
+  constexpr Index kTile = 32;
+  for (Index b0 = 0; b0 < n; b0 += kTile)
+    for (Index a0 = 0; a0 < n; a0 += kTile)
+      for (Index b = b0; b < std::min(b0 + kTile, n); ++b)
+        for (Index a = a0; a < std::min(a0 + kTile, n); ++a) f(a, b);
+}
+
+// One pair's amplitudes from its integrals kt = (ka|ib) at a + nv b and the denominators' occupied part e_ki:
+// t_ki^ab into t, T_ki^ab = 2 t^ab - t^ba over kt, the pair's opposite- and same-spin energies added to os and ss.
+void pair_amplitudes(double* kt, double* t, double e_ki, const Vector& e_vir, double& os, double& ss) {
+  const Index nv = e_vir.size();
+  for (Index b = 0; b < nv; ++b)
+    for (Index a = 0; a < nv; ++a) t[b * nv + a] = kt[b * nv + a] / (e_ki - e_vir(a) - e_vir(b));
+  for_tiles(nv, [&](Index a, Index b) {
+    const double kab = kt[b * nv + a], tab = t[b * nv + a], tba = t[a * nv + b];
+    kt[b * nv + a] = 2.0 * tab - tba;
+    os += kab * tab;
+    ss += kab * (tab - tba);
+  });
+}
+
 // The pair integrals (ka|ib) of row k with a block of i (from i0; B_I's rows (i b), its leading dimension) into
 // `tile` at a + nv (i nv + b): one GEMM B_k B_I^T; or, keeping them, the GEMM for i >= k only, the i < k taken
 // transposed from row i ((ka|ib) = (ib|ka)), the i > k kept for their own rows (na (na - 1) / 2 nv^2 doubles).
@@ -176,8 +201,7 @@ class PairIntegrals {
       double* kt = tile + i * nv * nv;
       if (i < computed) {
         const double* mirror = kept(i0 + i, k);  // (ib|ka) at b + nv a
-        for (Index b = 0; b < nv; ++b)
-          for (Index a = 0; a < nv; ++a) kt[b * nv + a] = mirror[a * nv + b];
+        for_tiles(nv, [&](Index a, Index b) { kt[b * nv + a] = mirror[a * nv + b]; });
       } else if (i0 + i > k) {
         std::copy_n(kt, nv * nv, kept(k, i0 + i));
       }
@@ -243,19 +267,8 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
           double os = 0, ss = 0;
   #pragma omp parallel for reduction(+ : os, ss)
           for (Index i = 0; i < ni; ++i) {
-            double* t = t_row.data() + (i0 + i) * nv * nv;  // t_ki^ab at a + b nv
-            double* kt = tile.data() + i * nv * nv;         // (ka|ib), replaced by T_ki^ab
-            for (Index b = 0; b < nv; ++b)
-              for (Index a = 0; a < nv; ++a)
-                t[b * nv + a] = kt[b * nv + a] / (e_act(k) + e_act(i0 + i) - e_vir(a) - e_vir(b));
-            for (Index b = 0; b < nv; ++b) {
-              for (Index a = 0; a < nv; ++a) {
-                const double kab = kt[b * nv + a], tab = t[b * nv + a], tba = t[a * nv + b];
-                kt[b * nv + a] = 2.0 * tab - tba;
-                os += kab * tab;
-                ss += kab * (tab - tba);
-              }
-            }
+            pair_amplitudes(tile.data() + i * nv * nv, t_row.data() + (i0 + i) * nv * nv, e_act(k) + e_act(i0 + i),
+                            e_vir, os, ss);
           }
           out.opposite_spin += os;
           out.same_spin += ss;
