@@ -378,13 +378,13 @@ DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& z, double budget
   // would pass over the J/K's tensor), the amplitude pass's kept pair integrals (a quarter of its flops) only beside
   // all of them (or with an exact SCF, whose J/K keeps nothing); then the largest blocks: the first that fits.
   const std::pair<RotationProducts, bool> kept_in_turn[] = {
-      {RotationProducts::mo, true},        {RotationProducts::mo, false},  {RotationProducts::occupied, false},
-      {RotationProducts::none, z.naux_jk == 0}, {RotationProducts::none, false}};
+      {RotationProducts::mo, true}, {RotationProducts::mo, false}, {RotationProducts::occupied, false},
+      {RotationProducts::none, true}, {RotationProducts::none, false}};
   for (const bool scratch : {false, true}) {
     if ((scratch && storage == Mp2Storage::memory) || (!scratch && storage == Mp2Storage::scratch)) continue;
     for (const auto& [keep, keep_pairs] : kept_in_turn) {
       if (z.naux_jk == 0 && keep != RotationProducts::none) continue;  // an exact SCF's J/K keeps nothing
-      if (keep_pairs && z.ranks > 1) continue;
+      if (keep_pairs && (z.ranks > 1 || (keep == RotationProducts::none && z.naux_jk > 0))) continue;
       // Block sizes that cut the active orbitals evenly, largest first; with several ranks, a block for each at least
       // (the blocks' fits and metric densities are dealt to the ranks by block).
       const Index fewest = std::clamp<Index>(z.ranks, 1, std::max<Index>(na, 1));

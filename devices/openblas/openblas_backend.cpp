@@ -265,10 +265,6 @@ class OpenBlasBackend final : public linalg::BackendOf<OpenBlasBackend> {
   void exec(const linalg::SpmmBsr<T>& p, linalg::MatmulMode) { spmm_bsr_impl(p.ts, p.alpha, p.s, p.b, p.beta, p.c); }
 };
 
-}  // namespace
-
-namespace {
-
 // OpenBLAS's idle workers spin (yielding) for 2^28 cycles after each call before they sleep. Beside dfmp2's own
 // OpenMP threads, which run the elementwise loops and gathers between the products, a spinning worker is one thread
 // too many on a core: on 2 cores the SCF's exchange ran at half speed for stretches of a run, at random ((H2O)16
