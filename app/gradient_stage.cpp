@@ -128,6 +128,7 @@ void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& co
   in.nfrozen = calc.reference.nfrozen;
   in.jk = jk.get();
   in.plan = calc.memory.gradient;
+  in.zvector_convergence = input.scf.d_convergence;
   in.scratch_folder = calc.memory.scratch_folder;
   in.comm = &comm;
   g.result = chem::rhf_dfmp2_gradient(in, kernels);

@@ -116,13 +116,15 @@ Matrix three_index_gradient(const BasisSet& ri, const BasisSet& basis, Index nat
   return out;
 }
 
-// Step 4: (e_a - e_i) z_ai + [C_v^T G[Z] C_o]_ai = rhs_ai by conjugate gradients preconditioned with the
-// orbital-energy differences, to max |residual| kZvectorConvergence. The operator is symmetric positive definite for
-// a stable RHF. The gradient is first order in the residual with a small prefactor: on benzene cc-pVDZ, 1e-8 moves
-// it by 2.0e-10 Eh/bohr from the 1e-10 result (1e-7: 2.0e-9), at two fewer iterations; since the iterations' products
-// are a few GEMMs over kept MO-basis integrals (chem/scf/rotation_response.hpp), the two are worth their cost.
-constexpr double kZvectorConvergence = 1e-10;
-Matrix solve_zvector(JkBuilder& jk, const Spaces& s, const Matrix& rhs, DfMp2Gradient& out, Kernels& kernels) {
+// Step 4: (e_a - e_i) z_ai + [C_v^T G[Z] C_o]_ai = rhs_ai by conjugate gradients, to max |residual| below
+// `convergence`, the SCF's own d_convergence: the orbital response converged as far as the orbitals it responds
+// with (on benzene cc-pVDZ a residual of 1e-8 moves the gradient by 2.0e-10 Eh/bohr from that of 1e-10, 1e-7 by
+// 2.0e-9: far below what the orbitals' own convergence to 1e-8 moves it by). Preconditioned with the operator's
+// diagonal: the orbital-energy differences, and from the first product on, where the J/K's kept products give it,
+// the exact 3 (ai|ai) - (aa|ii) beside them (one or two iterations fewer). The operator is symmetric positive
+// definite for a stable RHF.
+Matrix solve_zvector(JkBuilder& jk, const Spaces& s, const Matrix& rhs, double convergence, DfMp2Gradient& out,
+                     Kernels& kernels) {
   const Matrix delta = s.e.tail(s.nv).replicate(1, s.no) - s.e.head(s.no).transpose().replicate(s.nv, 1);
   auto apply = [&](const Matrix& z) {
     Matrix applied = jk.rotation_hessian(s.c_vir, s.c_occ, z, kernels);
@@ -131,17 +133,19 @@ Matrix solve_zvector(JkBuilder& jk, const Spaces& s, const Matrix& rhs, DfMp2Gra
   };
   Matrix z = rhs.cwiseQuotient(delta);
   Matrix r = rhs - apply(z);
-  Matrix p = r.cwiseQuotient(delta);
+  Matrix diagonal = delta;
+  if (const Matrix two_electron = jk.rotation_hessian_diagonal(); two_electron.size() > 0) diagonal += two_electron;
+  Matrix p = r.cwiseQuotient(diagonal);
   double rz = r.cwiseProduct(p).sum();
   constexpr int kMaxIterations = 100;
   for (out.zvector_iterations = 0; out.zvector_iterations < kMaxIterations; ++out.zvector_iterations) {
     out.zvector_residual = r.cwiseAbs().maxCoeff();
-    if (out.zvector_residual < kZvectorConvergence) return z;
+    if (out.zvector_residual < convergence) return z;
     const Matrix ap = apply(p);
     const double alpha = rz / p.cwiseProduct(ap).sum();
     z += alpha * p;
     r -= alpha * ap;
-    const Matrix zr = r.cwiseQuotient(delta);
+    const Matrix zr = r.cwiseQuotient(diagonal);
     const double rz_next = r.cwiseProduct(zr).sum();
     p = zr + (rz_next / rz) * p;
     rz = rz_next;
@@ -150,9 +154,9 @@ Matrix solve_zvector(JkBuilder& jk, const Spaces& s, const Matrix& rhs, DfMp2Gra
                                    "(largest residual {:.2e})", kMaxIterations, out.zvector_residual));
 }
 
-// The energy-weighted density W (MO basis) from X = dE/dU, the Z-vector, the frozen-active rotations and their
-// AO form (whose Fock response enters the occupied block).
-Matrix energy_weighted_density(const Matrix& x, const Matrix& z, const Matrix& z_frozen, const Matrix& rotations_ao,
+// The energy-weighted density W (MO basis) from X = dE/dU, the Z-vector, the frozen-active rotations and the Fock
+// response of all of them (rotations, symmetric, MO), whose occupied block C_o^T G[C rotations C^T] C_o enters W's.
+Matrix energy_weighted_density(const Matrix& x, const Matrix& z, const Matrix& z_frozen, const Matrix& rotations,
                                const Spaces& s, JkBuilder& jk, Kernels& kernels) {
   const Index nf = s.nf, no = s.no, na = s.na, nv = s.nv, nmo = s.nmo;
   const Matrix xs = 0.5 * (x + x.transpose());
@@ -161,9 +165,8 @@ Matrix energy_weighted_density(const Matrix& x, const Matrix& z, const Matrix& z
   for (Index i = 0; i < nf; ++i)
     for (Index j = 0; j < na; ++j)
       w(i, nf + j) = w(nf + j, i) = 0.5 * (x(nf + j, i) + z_frozen(i, j) * s.e(nf + j));
-  kernels.gemm<double>(kStep, Trans::yes, Trans::no, 0.5, linalg::view(s.c_occ),
-                       linalg::view(fock_response(jk, rotations_ao, s.c_occ, kernels)), 1.0,
-                       MatrixView{w.data(), no, no, nmo});
+  w.topLeftCorner(no, no) += 0.5 * jk.occupied_rotation_response(s.c_vir, s.c_occ, rotations.block(no, 0, nv, no),
+                                                                   rotations.topLeftCorner(no, no), kernels);
   w.block(no, no, nv, nv) = 0.5 * xs.block(no, no, nv, nv);
   w.block(no, 0, nv, no) = 0.5 * (x.block(0, no, no, nv).transpose() + z * s.e.head(no).asDiagonal());
   w.block(0, no, no, nv) = w.block(no, 0, nv, no).transpose();
@@ -228,20 +231,20 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
                          linalg::view(lagrangian));
   }
   in.jk->keep_rotation_products(in.plan.zvector_products);
-  const Matrix z = solve_zvector(*in.jk, s, -lagrangian, out, kernels);
-  in.jk->release_response();
+  const Matrix z = solve_zvector(*in.jk, s, -lagrangian, in.zvector_convergence, out, kernels);
   lap("z-vector");
 
-  // Step 5: the relaxed and energy-weighted densities.
+  // Step 5: the relaxed and energy-weighted densities (W's Fock response from the Z-vector's kept products, then
+  // released).
   Matrix rotations = Matrix::Zero(nmo, nmo);  // the z/2 blocks, symmetric
   rotations.block(no, 0, nv, no) = 0.5 * z;
   rotations.block(0, nf, nf, na) = 0.5 * z_frozen;
   rotations = (rotations + rotations.transpose()).eval();
-  const Matrix rotations_ao = sandwich(kernels, s.c, rotations, s.c);
   Matrix p_mo = rotations;
   p_mo.block(nf, nf, na, na) += amp.p_oo;
   p_mo.block(no, no, nv, nv) += amp.p_vv;
-  const Matrix w = energy_weighted_density(x, z, z_frozen, rotations_ao, s, *in.jk, kernels);
+  const Matrix w = energy_weighted_density(x, z, z_frozen, rotations, s, *in.jk, kernels);
+  in.jk->release_response();
   const DensityCorrection correction{sandwich(kernels, s.c, p_mo, s.c), sandwich(kernels, s.c, w, s.c)};
   lap("densities");
 

@@ -87,6 +87,8 @@ struct DfMp2GradientInput {
   int nfrozen = 0;
   JkBuilder* jk = nullptr;             // the SCF's J/K (its compute_symmetric builds the orbital response's G[M])
   DfMp2GradientPlan plan;              // made by plan_dfmp2_gradient
+  // The Z-vector's largest residual at convergence: the SCF's d_convergence (rhf_dfmp2_gradient's step 4).
+  double zvector_convergence = 1e-8;
   std::string scratch_folder;          // where its tensors go when the plan puts them on scratch
   // The ranks sharing its work (the same call on each, with `jk` shared among them too): the integrals' blocks,
   // the pair amplitudes (active orbitals k dealt in turn), the AO passes and the derivative integrals (auxiliary

@@ -119,6 +119,21 @@ class BlockedDfJk final : public JkBuilder {
     return out;
   }
 
+  Matrix rotation_hessian_diagonal() override {
+    if (!rotation_) return Matrix();
+    Matrix d = rotation_->diagonal();
+    if (d.size() > 0) summed(step_name(ScfStep::jk), d.data(), d.size());
+    return d;
+  }
+  Matrix occupied_rotation_response(const Matrix& c_vir, const Matrix& c_occ, const Matrix& r_vo, const Matrix& r_oo,
+                                    linalg::Kernels& kernels) override {
+    if (!rotation_ || !rotation_->made_for(c_vir, c_occ))
+      return JkBuilder::occupied_rotation_response(c_vir, c_occ, r_vo, r_oo, kernels);
+    Matrix out;
+    comm_.checked([&] { out = rotation_->occupied_response(r_vo, r_oo); });
+    summed(step_name(ScfStep::jk), out.data(), out.size());
+    return out;
+  }
   void release_response() override {
     rotation_.reset();
     response_ = {};

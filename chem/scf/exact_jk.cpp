@@ -32,6 +32,20 @@ Matrix JkBuilder::rotation_hessian(const Matrix& c_vir, const Matrix& c_occ, con
   return linalg::product(kernels, step, c_vir, Trans::yes, kc, Trans::no);
 }
 
+Matrix JkBuilder::occupied_rotation_response(const Matrix& c_vir, const Matrix& c_occ, const Matrix& r_vo,
+                                            const Matrix& r_oo, linalg::Kernels& kernels) {
+  const std::string& step = step_name(ScfStep::jk);
+  Matrix m = linalg::product(kernels, step, linalg::product(kernels, step, c_vir, Trans::no, r_vo, Trans::no),
+                             Trans::no, c_occ, Trans::yes);
+  m = (m + m.transpose()).eval();
+  m += linalg::product(kernels, step, linalg::product(kernels, step, c_occ, Trans::no, r_oo, Trans::no), Trans::no,
+                       c_occ, Trans::yes);
+  Matrix j, kc;
+  compute_response(m, c_occ, j, kc);
+  kernels.gemm<double>(step, Trans::no, Trans::no, 4.0, linalg::view(j), linalg::view(c_occ), -2.0, linalg::view(kc));
+  return linalg::product(kernels, step, c_occ, Trans::yes, kc, Trans::no);
+}
+
 void JkBuilder::compute_symmetric(const Matrix& m, Matrix& j, Matrix& k) {
   const Index n = m.rows();
   j.setZero(n, n);

@@ -41,6 +41,16 @@ class JkBuilder {
   // (chem/scf/rotation_response.hpp). Its products are logged under the J/K's step.
   virtual linalg::Matrix rotation_hessian(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ,
                                           const linalg::Matrix& z, linalg::Kernels& kernels);
+  // After a rotation_hessian call, the two-electron part of that operator's diagonal (nv x no) where the products it
+  // kept give it cheaply (the DF builder keeping `mo`, RotationResponse::diagonal); else empty.
+  virtual linalg::Matrix rotation_hessian_diagonal() { return linalg::Matrix(); }
+  // C_o^T G[M] C_o (no x no) for M = C R C^T, R with the occupied-virtual block r_vo (nv x no, and its mirror) and the
+  // occupied block r_oo (no x no, symmetric): what the energy-weighted density reads of the Z-vector's rotations. The
+  // DF builder still keeping rotation_hessian's products for these orbitals forms it from them
+  // (RotationResponse::occupied_response) instead of a pass over B; this default is compute_response's.
+  virtual linalg::Matrix occupied_rotation_response(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ,
+                                                    const linalg::Matrix& r_vo, const linalg::Matrix& r_oo,
+                                                    linalg::Kernels& kernels);
   // Frees what rotation_hessian keeps between calls (the Z-vector is solved).
   virtual void release_response() {}
   // What rotation_hessian may keep between calls: none, when the gradient's memory plan has no room for them.

@@ -91,6 +91,50 @@ void RotationResponse::pass_block(const double* squares, Index q, Index first, b
   }
 }
 
+Matrix RotationResponse::diagonal() const {
+  // (A rank without fitting functions has made nothing and gives zeros, as its share of each product.)
+  if (kept_ != RotationProducts::mo || !(made_ || naux_ == 0)) return Matrix();
+  Matrix d = Matrix::Zero(nv_, no_);
+#pragma omp parallel for
+  for (Index i = 0; i < no_; ++i)
+    for (Index q = 0; q < naux_; ++q) {
+      const double* ai = vo_.data() + (q * no_ + i) * nv_;
+      const double* vv = vv_.data() + q * nv_ * nv_;
+      const double ii = oo_[static_cast<std::size_t>((q * no_ + i) * no_ + i)];
+      for (Index a = 0; a < nv_; ++a) d(a, i) += 3.0 * ai[a] * ai[a] - vv[a * nv_ + a] * ii;
+    }
+  return d;
+}
+
+Matrix RotationResponse::occupied_response(const Matrix& r_vo, const Matrix& r_oo) {
+  Matrix out = Matrix::Zero(no_, no_);
+  if (naux_ == 0) return out;
+  if (!made_) throw std::logic_error("RotationResponse::occupied_response before the products are made");
+  const ConstMatrixView vo_flat{vo_.data(), nv_ * no_, naux_, nv_ * no_}, oo_flat{oo_.data(), no_ * no_, naux_, no_ * no_};
+  const ConstMatrixView vo_side{vo_.data(), nv_, no_ * naux_, nv_}, oo_side{oo_.data(), no_, no_ * naux_, no_};
+  // J: d = 2 vo_flat^T r_vo + oo_flat^T r_oo, then 4 sum_Q d_Q b^Q_oo.
+  Matrix d(naux_, 1);
+  kernels_.gemm<double>(step_, Trans::yes, Trans::no, 2.0, vo_flat, ConstMatrixView{r_vo.data(), nv_ * no_, 1, nv_ * no_},
+                        0.0, linalg::view(d));
+  kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, oo_flat, ConstMatrixView{r_oo.data(), no_ * no_, 1, no_ * no_},
+                        1.0, linalg::view(d));
+  kernels_.gemm<double>(step_, Trans::no, Trans::no, 4.0, oo_flat, linalg::view(d), 0.0,
+                        MatrixView{out.data(), no_ * no_, 1, no_ * no_});
+  // K: with a side-by-side product X_Q (no x no each) restacked one under the other, sum_Q b^Q_oo X_Q is one GEMM.
+  Matrix side(no_, no_ * naux_), stacked(no_ * naux_, no_), k = Matrix::Zero(no_, no_);
+  auto add_oo_times = [&](double alpha) {
+    for (Index p = 0; p < naux_; ++p) stacked.middleRows(p * no_, no_) = side.middleCols(p * no_, no_);
+    kernels_.gemm<double>(step_, Trans::no, Trans::no, alpha, oo_side, linalg::view(stacked), 1.0, linalg::view(k));
+  };
+  kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, linalg::view(r_vo), vo_side, 0.0, linalg::view(side));
+  add_oo_times(1.0);  // sum_Q b_oo U_Q
+  k = (k + k.transpose()).eval();
+  kernels_.gemm<double>(step_, Trans::no, Trans::no, 1.0, linalg::view(r_oo), oo_side, 0.0, linalg::view(side));
+  add_oo_times(1.0);  // sum_Q b_oo r_oo b_oo
+  out -= 2.0 * k;
+  return out;
+}
+
 Matrix RotationResponse::apply(const Matrix& z, const Squares& squares) {
   Matrix out = Matrix::Zero(nv_, no_), k1 = Matrix::Zero(nv_, no_);
   if (naux_ == 0) return out;

@@ -48,6 +48,16 @@ class RotationResponse {
   }
   // This rank's share of C_v^T G[M] C_o (its auxiliary functions'; the caller sums over the ranks).
   linalg::Matrix apply(const linalg::Matrix& z, const Squares& squares);
+  // This rank's share of the two-electron part of the orbital Hessian's diagonal, [C_v^T G[M] C_o]_ai for z = e_ai:
+  // 3 (ai|ai) - (aa|ii) = sum_Q 3 (b^Q_ai)^2 - b^Q_aa b^Q_ii (the Z-vector's preconditioner). Empty unless the
+  // products are made and b_vv is among them (`mo`).
+  linalg::Matrix diagonal() const;
+  // This rank's share of C_o^T G[M] C_o for M = C R C^T whose R has the occupied-virtual block r_vo (nv x no, and its
+  // mirror) and the occupied block r_oo (no x no, symmetric), from the kept products alone (made, either kind):
+  //   C_o^T J[M] C_o = sum_Q d_Q b^Q_oo,  d_Q = 2 b^Q_vo . r_vo + b^Q_oo . r_oo
+  //   C_o^T K[M] C_o = sum_Q [ b^Q_oo r_oo b^Q_oo + U_Q^T b^Q_oo + b^Q_oo U_Q ],  U_Q = r_vo^T b^Q_vo
+  // about 4 nv no^2 naux flops, where a J/K build would pass over B.
+  linalg::Matrix occupied_response(const linalg::Matrix& r_vo, const linalg::Matrix& r_oo);
 
  private:
   // The block of q fitting functions from `first` on: `making`, its b_oo, b_vo (and b_vv) into the kept tensors;
