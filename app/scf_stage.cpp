@@ -65,6 +65,15 @@ class TimedJk final : public chem::JkBuilder {
     seconds += clock.seconds();
     return out;
   }
+  linalg::Matrix rotation_hessian_diagonal() override { return inner_.rotation_hessian_diagonal(); }
+  linalg::Matrix occupied_rotation_response(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ,
+                                            const linalg::Matrix& r_vo, const linalg::Matrix& r_oo,
+                                            linalg::Kernels& kernels) override {
+    linalg::Stopwatch clock;
+    linalg::Matrix out = inner_.occupied_rotation_response(c_vir, c_occ, r_vo, r_oo, kernels);
+    seconds += clock.seconds();
+    return out;
+  }
   void keep_rotation_products(chem::RotationProducts kept) override { inner_.keep_rotation_products(kept); }
   void use_kernels(linalg::Kernels& kernels) override { inner_.use_kernels(kernels); }
   double seconds = 0;

@@ -102,40 +102,20 @@ class BlockedDfJk final : public JkBuilder {
     for (Index x = 0; x < npacked_; ++x) j(pm[x], pn[x]) = j(pn[x], pm[x]) = jp(x);
   }
   void use_kernels(linalg::Kernels& kernels) override { kernels_ = &kernels; }
-  Matrix rotation_hessian(const Matrix& c_vir, const Matrix& c_occ, const Matrix& z, linalg::Kernels& kernels) override {
-    const bool stored = plan_.storage != JkStorage::recompute && c_occ.cols() <= plan_.nocc;
-    if (rotation_products_ == RotationProducts::none || !stored)
-      return JkBuilder::rotation_hessian(c_vir, c_occ, z, kernels);
-    if (!rotation_ || !rotation_->made_for(c_vir, c_occ))
-      rotation_ = std::make_unique<RotationResponse>(rotation_products_, c_vir, c_occ, my_cols_, *kernels_,
-                                                     step_name(ScfStep::jk));
-    Matrix out;
-    comm_.checked([&] {
-      out = rotation_->apply(z, [&](const RotationResponse::SquareVisitor& visit) {
-        for_each_stored_block([&](const double* b, Index q) { visit(unpack(b, q).data(), q); });
-      });
-    });
-    summed(step_name(ScfStep::jk), out.data(), out.size());
-    return out;
-  }
-
-  Matrix rotation_hessian_diagonal() override {
-    if (!rotation_) return Matrix();
-    Matrix d = rotation_->diagonal();
-    if (d.size() > 0) summed(step_name(ScfStep::jk), d.data(), d.size());
-    return d;
-  }
-  Matrix occupied_rotation_response(const Matrix& c_vir, const Matrix& c_occ, const Matrix& r_vo, const Matrix& r_oo,
-                                    linalg::Kernels& kernels) override {
-    if (!rotation_ || !rotation_->made_for(c_vir, c_occ))
-      return JkBuilder::occupied_rotation_response(c_vir, c_occ, r_vo, r_oo, kernels);
-    Matrix out;
-    comm_.checked([&] { out = rotation_->occupied_response(r_vo, r_oo); });
-    summed(step_name(ScfStep::jk), out.data(), out.size());
-    return out;
+  std::optional<RotationSource> rotation_source(const Matrix& c_occ) override {
+    if (plan_.storage == JkStorage::recompute || c_occ.cols() > plan_.nocc) return std::nullopt;
+    return RotationSource{
+        my_cols_,
+        [this](const RotationResponse::SquareVisitor& visit) {
+          for_each_stored_block([&](const double* b, Index q) { visit(unpack(b, q).data(), q); });
+        },
+        kernels_, [this](const std::function<void()>& work, Matrix& out) {
+          comm_.checked(work);
+          summed(step_name(ScfStep::jk), out.data(), out.size());
+        }};
   }
   void release_response() override {
-    rotation_.reset();
+    JkBuilder::release_response();
     response_ = {};
   }
 
@@ -510,7 +490,6 @@ class BlockedDfJk final : public JkBuilder {
 
   // The exchange's work arrays of each element type (the fp32 ones exist only in a mixed-precision SCF).
   std::vector<double> response_;  // compute_response's M (B_Q C), one block's worth
-  std::unique_ptr<RotationResponse> rotation_;  // the Z-vector's kept products (rotation_hessian)
   template <class T>
   struct Work {
     std::vector<T> half;                // E (exchange) or B_Q C side by side (responses)

@@ -21,29 +21,56 @@ void JkBuilder::compute_response(const Matrix& m, const Matrix& c, Matrix& j, Ma
   kc = k * c;
 }
 
+Matrix JkBuilder::response_between(const Matrix& left, const Matrix& m, const Matrix& c_occ, linalg::Kernels& kernels) {
+  const std::string& step = step_name(ScfStep::jk);
+  Matrix j, kc;
+  compute_response(m, c_occ, j, kc);
+  kernels.gemm<double>(step, Trans::no, Trans::no, 4.0, linalg::view(j), linalg::view(c_occ), -2.0, linalg::view(kc));
+  return linalg::product(kernels, step, left, Trans::yes, kc, Trans::no);
+}
+
 Matrix JkBuilder::rotation_hessian(const Matrix& c_vir, const Matrix& c_occ, const Matrix& z,
                                    linalg::Kernels& kernels) {
+  if (rotation_products_ != RotationProducts::none && !(rotation_ && rotation_->made_for(c_vir, c_occ))) {
+    rotation_.reset();
+    if (std::optional<RotationSource> source = rotation_source(c_occ)) {
+      source_ = std::move(*source);
+      rotation_ = std::make_unique<RotationResponse>(rotation_products_, c_vir, c_occ, source_.naux,
+                                                     *source_.kernels, step_name(ScfStep::jk));
+    }
+  }
+  if (rotation_ && rotation_->made_for(c_vir, c_occ)) {
+    Matrix out;
+    source_.on_ranks([&] { out = rotation_->apply(z, source_.pass); }, out);
+    return out;
+  }
   const std::string& step = step_name(ScfStep::jk);
   const Matrix half = linalg::product(kernels, step, linalg::product(kernels, step, c_vir, Trans::no, z, Trans::no),
                                       Trans::no, c_occ, Trans::yes);
-  Matrix j, kc;
-  compute_response(0.5 * (half + half.transpose()), c_occ, j, kc);
-  kernels.gemm<double>(step, Trans::no, Trans::no, 4.0, linalg::view(j), linalg::view(c_occ), -2.0, linalg::view(kc));
-  return linalg::product(kernels, step, c_vir, Trans::yes, kc, Trans::no);
+  return response_between(c_vir, 0.5 * (half + half.transpose()), c_occ, kernels);
+}
+
+Matrix JkBuilder::rotation_hessian_diagonal() {
+  if (!rotation_ || rotation_products_ != RotationProducts::mo) return Matrix();
+  Matrix out;
+  source_.on_ranks([&] { out = rotation_->diagonal(); }, out);
+  return out;
 }
 
 Matrix JkBuilder::occupied_rotation_response(const Matrix& c_vir, const Matrix& c_occ, const Matrix& r_vo,
                                             const Matrix& r_oo, linalg::Kernels& kernels) {
+  if (rotation_ && rotation_->made_for(c_vir, c_occ)) {
+    Matrix out;
+    source_.on_ranks([&] { out = rotation_->occupied_response(r_vo, r_oo); }, out);
+    return out;
+  }
   const std::string& step = step_name(ScfStep::jk);
   Matrix m = linalg::product(kernels, step, linalg::product(kernels, step, c_vir, Trans::no, r_vo, Trans::no),
                              Trans::no, c_occ, Trans::yes);
   m = (m + m.transpose()).eval();
   m += linalg::product(kernels, step, linalg::product(kernels, step, c_occ, Trans::no, r_oo, Trans::no), Trans::no,
                        c_occ, Trans::yes);
-  Matrix j, kc;
-  compute_response(m, c_occ, j, kc);
-  kernels.gemm<double>(step, Trans::no, Trans::no, 4.0, linalg::view(j), linalg::view(c_occ), -2.0, linalg::view(kc));
-  return linalg::product(kernels, step, c_occ, Trans::yes, kc, Trans::no);
+  return response_between(c_occ, m, c_occ, kernels);
 }
 
 void JkBuilder::compute_symmetric(const Matrix& m, Matrix& j, Matrix& k) {

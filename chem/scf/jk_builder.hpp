@@ -1,8 +1,10 @@
 #pragma once
 // What the SCF iterations ask of a J/K build, and the exact (four-centre) builder. The density-fitted builder is in
 // chem/scf/df_jk.hpp; both are made by the SCF stage from the input's scf.type (README "SCF").
+#include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "chem/scf/rotation_response.hpp"
@@ -35,24 +37,25 @@ class JkBuilder {
   virtual void compute_response(const linalg::Matrix& m, const linalg::Matrix& c, linalg::Matrix& j,
                                 linalg::Matrix& kc);
   // C_v^T G[M] C_o, G[M] = 4 J[M] - 2 K[M], for M = (C_v z C_o^T + C_o z^T C_v^T) / 2, an occupied-virtual
-  // rotation z's change of the density: what each iteration of a gradient's Z-vector applies (nv x no). This default
-  // is compute_response's J and K C_o; the DF builder with a stored tensor keeps what the gradient's plan allows
+  // rotation z's change of the density: what each iteration of a gradient's Z-vector applies (nv x no). A builder
+  // with a rotation_source (the DF builder with a stored tensor) keeps what the gradient's plan allows
   // (keep_rotation_products) from its first call and then needs one pass over B per call, or none
-  // (chem/scf/rotation_response.hpp). Its products are logged under the J/K's step.
+  // (chem/scf/rotation_response.hpp); otherwise, each call is compute_response's J and K C_o. Its products are
+  // logged under the J/K's step.
   virtual linalg::Matrix rotation_hessian(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ,
                                           const linalg::Matrix& z, linalg::Kernels& kernels);
   // After a rotation_hessian call, the two-electron part of that operator's diagonal (nv x no) where the products it
-  // kept give it cheaply (the DF builder keeping `mo`, RotationResponse::diagonal); else empty.
-  virtual linalg::Matrix rotation_hessian_diagonal() { return linalg::Matrix(); }
+  // kept give it cheaply (`mo` kept, RotationResponse::diagonal); else empty.
+  virtual linalg::Matrix rotation_hessian_diagonal();
   // C_o^T G[M] C_o (no x no) for M = C R C^T, R with the occupied-virtual block r_vo (nv x no, and its mirror) and the
-  // occupied block r_oo (no x no, symmetric): what the energy-weighted density reads of the Z-vector's rotations. The
-  // DF builder still keeping rotation_hessian's products for these orbitals forms it from them
-  // (RotationResponse::occupied_response) instead of a pass over B; this default is compute_response's.
+  // occupied block r_oo (no x no, symmetric): what the energy-weighted density reads of the Z-vector's rotations.
+  // From rotation_hessian's products while they are kept for these orbitals (RotationResponse::occupied_response),
+  // instead of a pass over B; else compute_response's.
   virtual linalg::Matrix occupied_rotation_response(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ,
                                                     const linalg::Matrix& r_vo, const linalg::Matrix& r_oo,
                                                     linalg::Kernels& kernels);
   // Frees what rotation_hessian keeps between calls (the Z-vector is solved).
-  virtual void release_response() {}
+  virtual void release_response() { rotation_.reset(); }
   // What rotation_hessian may keep between calls: none, when the gradient's memory plan has no room for them.
   virtual void keep_rotation_products(RotationProducts kept) { rotation_products_ = kept; }
   // The kernels its products run on and are logged in from now on: a J/K kept from the SCF for a gradient logs the
@@ -61,7 +64,30 @@ class JkBuilder {
   static constexpr int kResponseDensity = 2;
 
  protected:
+  // What a builder that can keep the Z-vector's products in the orbitals' basis provides: this rank's fitting
+  // functions, one pass over its fitted B_Q unpacked to nbf x nbf squares, the kernels the products run on, and
+  // `on_ranks`, which runs this rank's work so that an error on any rank is raised on every one and then sums `out`
+  // over the ranks.
+  struct RotationSource {
+    linalg::Index naux = 0;
+    RotationResponse::Squares pass;
+    linalg::Kernels* kernels = nullptr;
+    std::function<void(const std::function<void()>& work, linalg::Matrix& out)> on_ranks;
+  };
+  // None (this default): every product through compute_response. Asked on the first rotation_hessian call for
+  // another set of orbitals (`c_occ`'s columns).
+  virtual std::optional<RotationSource> rotation_source(const linalg::Matrix& c_occ) {
+    (void)c_occ;
+    return std::nullopt;
+  }
   RotationProducts rotation_products_ = RotationProducts::mo;
+
+ private:
+  // left^T (4 J[M] - 2 K[M]) C_o through compute_response.
+  linalg::Matrix response_between(const linalg::Matrix& left, const linalg::Matrix& m, const linalg::Matrix& c_occ,
+                                   linalg::Kernels& kernels);
+  std::unique_ptr<RotationResponse> rotation_;  // rotation_hessian's kept products, from source_
+  RotationSource source_;
 };
 
 // Density-fitted J/K within a memory budget: chem/scf/df_jk.hpp.
