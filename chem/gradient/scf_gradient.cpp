@@ -1,9 +1,12 @@
 #include "chem/gradient/scf_gradient.hpp"
 
+#include <cmath>
 #include <memory>
 #include <stdexcept>
 #include <utility>
 #include <vector>
+
+#include <Eigen/Eigenvalues>
 
 #include "chem/gradient/gradient_detail.hpp"
 #include "chem/integrals/integrals.hpp"
@@ -105,18 +108,34 @@ FittedHalf fitted_half(const BasisSet& basis, const BasisSet& jk_basis, const Ma
 }
 
 // The metric's densities, block by block: the SCF's V0 = sum_ij B^P_ij B^Q_ij - 1/2 d_D d_D^T with B^P = C_o^T H^P;
-// each correction's V = V0 + sum_mi H^P_mi (P H^Q)_mi - 1/2 (d_P d_D^T + d_D d_P^T) (before the last term).
+// each correction's V = V0 + sum_mi H^P_mi (P H^Q)_mi - 1/2 (d_P d_D^T + d_D d_P^T) (before the last term). With P
+// split by its eigenvalues into W+ W+^T - W- W-^T (columns scaled by sqrt |lambda|), the middle sum is
+// sum_i (W+^T H_i)^T (W+^T H_i) - (W-^T H_i)^T (W-^T H_i): two SYRKs, half the flops of H^T (P H). Every sum builds
+// its lower triangle only, mirrored at the end.
 std::pair<Matrix, std::vector<Matrix>> metric_densities(const FittedHalf& f, Index nbf, const Matrix& c_occ,
                                                         const std::vector<Matrix>& corrections,
                                                         const gradient_detail::Ranks& ranks, linalg::Kernels& kernels) {
   using linalg::ConstMatrixView;
   using linalg::MatrixView;
   using linalg::Trans;
+  using linalg::Uplo;
   const Index nocc = c_occ.cols(), naux = f.factor.rows();
   const auto count = static_cast<Index>(corrections.size()), nblocks = static_cast<Index>(f.blocks.size());
   const gradient_detail::Store* h = f.h.get();
   Matrix v0 = Matrix::Zero(naux, naux);
   std::vector<Matrix> v(static_cast<std::size_t>(count), Matrix::Zero(naux, naux));
+  std::vector<std::pair<Matrix, Index>> split;  // per correction: [W+ W-] and the count of W+'s columns
+  for (const Matrix& p : corrections) {
+    const Eigen::SelfAdjointEigenSolver<Matrix> eig(p);
+    const Index positive = (eig.eigenvalues().array() > 0.0).count();
+    Matrix w(nbf, nbf);
+    Index next_plus = 0, next_minus = positive;
+    for (Index e = 0; e < nbf; ++e) {
+      const double lambda = eig.eigenvalues()(e);
+      w.col(lambda > 0.0 ? next_plus++ : next_minus++) = std::sqrt(std::abs(lambda)) * eig.eigenvectors().col(e);
+    }
+    split.emplace_back(std::move(w), positive);
+  }
   std::vector<double> buffer;
   Matrix occupied, corrected;
   ranks.checked([&] {
@@ -129,21 +148,37 @@ std::pair<Matrix, std::vector<Matrix>> metric_densities(const FittedHalf& f, Ind
         kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, linalg::view(c_occ),
                      ConstMatrixView{h_b + i * nbf, nbf, naux, rows}, 0.0,
                      MatrixView{occupied.data() + i * nocc, nocc, naux, nocc * ni});
-      kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, linalg::view(occupied), linalg::view(occupied), 1.0,
-                   linalg::view(v0));
+      kernels.syrk(kStep, Uplo::lower, Trans::yes, 1.0, linalg::view(occupied), 1.0, linalg::view(v0));
       for (Index k = 0; k < count; ++k) {
+        // W+^T H_i for every i of the block, one under the other, then the W-^T H_i under them.
+        const auto& [w, positive] = split[std::size_t(k)];
+        const Index negative = nbf - positive;
         corrected.resize(rows, naux);
-        for (Index i = 0; i < ni; ++i)
-          kernels.gemm(kStep, Trans::no, Trans::no, 1.0, linalg::view(corrections[std::size_t(k)]),
-                       ConstMatrixView{h_b + i * nbf, nbf, naux, rows}, 0.0,
-                       MatrixView{corrected.data() + i * nbf, nbf, naux, rows});
-        kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{h_b, rows, naux, rows},
-                     linalg::view(corrected), 1.0, linalg::view(v[std::size_t(k)]));
+        for (Index i = 0; i < ni; ++i) {
+          const ConstMatrixView h_i{h_b + i * nbf, nbf, naux, rows};
+          if (positive > 0)
+            kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{w.data(), nbf, positive, nbf}, h_i, 0.0,
+                         MatrixView{corrected.data() + i * positive, positive, naux, rows});
+          if (negative > 0)
+            kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{w.data() + positive * nbf, nbf, negative, nbf},
+                         h_i, 0.0, MatrixView{corrected.data() + ni * positive + i * negative, negative, naux, rows});
+        }
+        if (positive > 0)
+          kernels.syrk(kStep, Uplo::lower, Trans::yes, 1.0, ConstMatrixView{corrected.data(), ni * positive, naux, rows},
+                       1.0, linalg::view(v[std::size_t(k)]));
+        if (negative > 0)
+          kernels.syrk(kStep, Uplo::lower, Trans::yes, -1.0,
+                       ConstMatrixView{corrected.data() + ni * positive, ni * negative, naux, rows}, 1.0,
+                       linalg::view(v[std::size_t(k)]));
       }
     }
   });
-  ranks.sum(v0);
-  for (Matrix& vk : v) ranks.sum(vk);
+  auto summed_and_mirrored = [&](Matrix& m) {
+    ranks.sum(m);
+    m.triangularView<Eigen::StrictlyUpper>() = m.transpose();
+  };
+  summed_and_mirrored(v0);
+  for (Matrix& vk : v) summed_and_mirrored(vk);
   v0 -= 0.5 * f.fitted_d * f.fitted_d.transpose();
   return {v0, v};
 }
