@@ -74,6 +74,13 @@ class TimedJk final : public chem::JkBuilder {
     seconds += clock.seconds();
     return out;
   }
+  linalg::Matrix unrelaxed_response(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ, const linalg::Matrix& p_oo,
+                                    const linalg::Matrix& p_vv, linalg::Kernels& kernels) override {
+    linalg::Stopwatch clock;
+    linalg::Matrix out = inner_.unrelaxed_response(c_vir, c_occ, p_oo, p_vv, kernels);
+    seconds += clock.seconds();
+    return out;
+  }
   void keep_rotation_products(chem::RotationProducts kept) override { inner_.keep_rotation_products(kept); }
   void use_kernels(linalg::Kernels& kernels) override { inner_.use_kernels(kernels); }
   double seconds = 0;

@@ -210,14 +210,14 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
     lap("non-separable");
   }
 
-  // Step 3: the Fock matrix's part of X.
-  const Matrix p_unrelaxed =
-      sandwich(kernels, s.c_act, amp.p_oo, s.c_act) + sandwich(kernels, s.c_vir, amp.p_vv, s.c_vir);
+  // Step 3: the Fock matrix's part of X; its response to the unrelaxed density from the Z-vector's products when
+  // they are kept in the orbitals' basis (made here, for the Z-vector to use).
   x.block(nf, nf, na, na) += 2.0 * s.e.segment(nf, na).asDiagonal() * amp.p_oo;
   x.block(no, no, nv, nv) += 2.0 * s.e.tail(nv).asDiagonal() * amp.p_vv;
-  kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, linalg::view(s.c),
-                       linalg::view(fock_response(*in.jk, p_unrelaxed, s.c_occ, kernels)), 1.0,
-                       MatrixView{x.data(), nmo, no, nmo});
+  Matrix p_occupied = Matrix::Zero(no, no);
+  p_occupied.block(nf, nf, na, na) = amp.p_oo;
+  in.jk->keep_rotation_products(in.plan.zvector_products);
+  x.leftCols(no) += in.jk->unrelaxed_response(s.c_vir, s.c_occ, p_occupied, amp.p_vv, kernels);
 
   // Step 4: the frozen-active rotations, then the Z-vector.
   Matrix z_frozen(nf, na);
@@ -230,7 +230,6 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
                          linalg::view(fock_response(*in.jk, 0.5 * (m + m.transpose()), s.c_occ, kernels)), 1.0,
                          linalg::view(lagrangian));
   }
-  in.jk->keep_rotation_products(in.plan.zvector_products);
   const Matrix z = solve_zvector(*in.jk, s, -lagrangian, in.zvector_convergence, out, kernels);
   lap("z-vector");
 

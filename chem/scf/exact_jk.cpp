@@ -29,17 +29,21 @@ Matrix JkBuilder::response_between(const Matrix& left, const Matrix& m, const Ma
   return linalg::product(kernels, step, left, Trans::yes, kc, Trans::no);
 }
 
+bool JkBuilder::kept_products_for(const Matrix& c_vir, const Matrix& c_occ) {
+  if (rotation_products_ == RotationProducts::none) return false;
+  if (rotation_ && rotation_->made_for(c_vir, c_occ)) return true;
+  rotation_.reset();
+  if (std::optional<RotationSource> source = rotation_source(c_occ)) {
+    source_ = std::move(*source);
+    rotation_ = std::make_unique<RotationResponse>(rotation_products_, c_vir, c_occ, source_.naux, *source_.kernels,
+                                                   step_name(ScfStep::jk));
+  }
+  return rotation_ != nullptr;
+}
+
 Matrix JkBuilder::rotation_hessian(const Matrix& c_vir, const Matrix& c_occ, const Matrix& z,
                                    linalg::Kernels& kernels) {
-  if (rotation_products_ != RotationProducts::none && !(rotation_ && rotation_->made_for(c_vir, c_occ))) {
-    rotation_.reset();
-    if (std::optional<RotationSource> source = rotation_source(c_occ)) {
-      source_ = std::move(*source);
-      rotation_ = std::make_unique<RotationResponse>(rotation_products_, c_vir, c_occ, source_.naux,
-                                                     *source_.kernels, step_name(ScfStep::jk));
-    }
-  }
-  if (rotation_ && rotation_->made_for(c_vir, c_occ)) {
+  if (kept_products_for(c_vir, c_occ)) {
     Matrix out;
     source_.on_ranks([&] { out = rotation_->apply(z, source_.pass); }, out);
     return out;
@@ -48,6 +52,26 @@ Matrix JkBuilder::rotation_hessian(const Matrix& c_vir, const Matrix& c_occ, con
   const Matrix half = linalg::product(kernels, step, linalg::product(kernels, step, c_vir, Trans::no, z, Trans::no),
                                       Trans::no, c_occ, Trans::yes);
   return response_between(c_vir, 0.5 * (half + half.transpose()), c_occ, kernels);
+}
+
+Matrix JkBuilder::unrelaxed_response(const Matrix& c_vir, const Matrix& c_occ, const Matrix& p_oo, const Matrix& p_vv,
+                                     linalg::Kernels& kernels) {
+  if (rotation_products_ == RotationProducts::mo && kept_products_for(c_vir, c_occ)) {
+    Matrix out;
+    source_.on_ranks([&] {
+      rotation_->make(source_.pass);
+      out = rotation_->unrelaxed_response(p_oo, p_vv);
+    }, out);
+    return out;
+  }
+  const std::string& step = step_name(ScfStep::jk);
+  Matrix c(c_occ.rows(), c_occ.cols() + c_vir.cols());
+  c << c_occ, c_vir;
+  const Matrix m = linalg::product(kernels, step, linalg::product(kernels, step, c_occ, Trans::no, p_oo, Trans::no),
+                                   Trans::no, c_occ, Trans::yes) +
+                   linalg::product(kernels, step, linalg::product(kernels, step, c_vir, Trans::no, p_vv, Trans::no),
+                                   Trans::no, c_vir, Trans::yes);
+  return response_between(c, m, c_occ, kernels);
 }
 
 Matrix JkBuilder::rotation_hessian_diagonal() {

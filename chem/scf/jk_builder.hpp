@@ -54,6 +54,13 @@ class JkBuilder {
   virtual linalg::Matrix occupied_rotation_response(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ,
                                                     const linalg::Matrix& r_vo, const linalg::Matrix& r_oo,
                                                     linalg::Kernels& kernels);
+  // C^T G[M] C_o ((no + nv) x no, occupied rows first) for M = C_o p_oo C_o^T + C_v p_vv C_v^T, the unrelaxed
+  // density's response that the Z-vector's right-hand side reads. Where rotation_hessian will keep b_vv for these
+  // orbitals (`mo`), the products are made here and it is formed from them (RotationResponse::unrelaxed_response);
+  // else compute_response's.
+  virtual linalg::Matrix unrelaxed_response(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ,
+                                            const linalg::Matrix& p_oo, const linalg::Matrix& p_vv,
+                                            linalg::Kernels& kernels);
   // Frees what rotation_hessian keeps between calls (the Z-vector is solved).
   virtual void release_response() { rotation_.reset(); }
   // What rotation_hessian may keep between calls: none, when the gradient's memory plan has no room for them.
@@ -83,6 +90,8 @@ class JkBuilder {
   RotationProducts rotation_products_ = RotationProducts::mo;
 
  private:
+  // rotation_hessian's kept products for these orbitals, set up (not yet made) from rotation_source if there is one.
+  bool kept_products_for(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ);
   // left^T (4 J[M] - 2 K[M]) C_o through compute_response.
   linalg::Matrix response_between(const linalg::Matrix& left, const linalg::Matrix& m, const linalg::Matrix& c_occ,
                                    linalg::Kernels& kernels);

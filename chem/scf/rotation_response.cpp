@@ -135,6 +135,77 @@ Matrix RotationResponse::occupied_response(const Matrix& r_vo, const Matrix& r_o
   return out;
 }
 
+void RotationResponse::pass(const Squares& squares, const Matrix* l, Matrix* k1_ao) {
+  Index first = 0;  // the block's first fitting function among this rank's
+  squares([&](const double* block, Index q) {
+    pass_block(block, q, first, !made_, l, k1_ao);
+    first += q;
+  });
+  if (first != naux_) throw std::logic_error("RotationResponse: a pass over another number of fitting functions");
+  if (!made_ && kept_ == RotationProducts::mo) {
+    oo_by_q_.resize(naux_ * no_, no_);
+    for (Index p = 0; p < naux_; ++p)
+      for (Index i = 0; i < no_; ++i)
+        for (Index j = 0; j < no_; ++j)
+          oo_by_q_(p + naux_ * j, i) = oo_[static_cast<std::size_t>((p * no_ + i) * no_ + j)];
+  }
+  made_ = true;
+}
+
+void RotationResponse::make(const Squares& squares) {
+  if (!made_ && naux_ > 0) pass(squares, nullptr, nullptr);
+}
+
+Matrix RotationResponse::unrelaxed_response(const Matrix& p_oo, const Matrix& p_vv) {
+  Matrix out = Matrix::Zero(no_ + nv_, no_);
+  if (naux_ == 0) return out;
+  if (!made_ || kept_ != RotationProducts::mo)
+    throw std::logic_error("RotationResponse::unrelaxed_response without the products b_vv among them");
+  const ConstMatrixView oo_flat{oo_.data(), no_ * no_, naux_, no_ * no_}, vo_flat{vo_.data(), nv_ * no_, naux_, nv_ * no_};
+  const ConstMatrixView oo_side{oo_.data(), no_, no_ * naux_, no_}, vo_side{vo_.data(), nv_, no_ * naux_, nv_};
+  // J: d_Q = b^Q_oo . p_oo + b^Q_vv . p_vv, then 4 sum_Q d_Q b^Q_oo and 4 sum_Q d_Q b^Q_vo.
+  Matrix d(naux_, 1), j_oo(no_, no_), j_vo(nv_, no_);
+  kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, oo_flat,
+                        ConstMatrixView{p_oo.data(), no_ * no_, 1, no_ * no_}, 0.0, linalg::view(d));
+  kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, ConstMatrixView{vv_.data(), nv_ * nv_, naux_, nv_ * nv_},
+                        ConstMatrixView{p_vv.data(), nv_ * nv_, 1, nv_ * nv_}, 1.0, linalg::view(d));
+  kernels_.gemm<double>(step_, Trans::no, Trans::no, 4.0, oo_flat, linalg::view(d), 0.0,
+                        MatrixView{j_oo.data(), no_ * no_, 1, no_ * no_});
+  kernels_.gemm<double>(step_, Trans::no, Trans::no, 4.0, vo_flat, linalg::view(d), 0.0,
+                        MatrixView{j_vo.data(), nv_ * no_, 1, nv_ * no_});
+  // K's p_oo terms: W_Q = p_oo b^Q_oo side by side, restacked one under the other: sum_Q b^Q_oo W_Q, b^Q_vo W_Q.
+  Matrix k_oo(no_, no_), k_vo(nv_, no_);
+  {
+    Matrix side(no_, no_ * naux_), stacked(no_ * naux_, no_);
+    kernels_.gemm<double>(step_, Trans::no, Trans::no, 1.0, linalg::view(p_oo), oo_side, 0.0, linalg::view(side));
+    for (Index p = 0; p < naux_; ++p) stacked.middleRows(p * no_, no_) = side.middleCols(p * no_, no_);
+    kernels_.gemm<double>(step_, Trans::no, Trans::no, 1.0, oo_side, linalg::view(stacked), 0.0, linalg::view(k_oo));
+    kernels_.gemm<double>(step_, Trans::no, Trans::no, 1.0, vo_side, linalg::view(stacked), 0.0, linalg::view(k_vo));
+  }
+  // K's p_vv terms, a chunk of fitting functions at a time (its buffers well within the iterations' own work):
+  // Y_Q = p_vv b^Q_vo, then sum_Q b^Q_vv Y_Q and sum_Q b^Q_vo^T Y_Q with Y and b_vo restacked one under the other.
+  const Index chunk = std::clamp<Index>(naux_ / 3, 1, 64);
+  Matrix y(nv_, no_ * chunk), y_stacked(nv_ * chunk, no_), vo_stacked(nv_ * chunk, no_);
+  for (Index q0 = 0; q0 < naux_; q0 += chunk) {
+    const Index qc = std::min(chunk, naux_ - q0);
+    const double* vo_q0 = vo_.data() + q0 * nv_ * no_;
+    kernels_.gemm<double>(step_, Trans::no, Trans::no, 1.0, linalg::view(p_vv), ConstMatrixView{vo_q0, nv_, no_ * qc, nv_},
+                          0.0, MatrixView{y.data(), nv_, no_ * qc, nv_});
+    for (Index p = 0; p < qc; ++p) {
+      y_stacked.middleRows(p * nv_, nv_) = y.middleCols(p * no_, no_);
+      vo_stacked.middleRows(p * nv_, nv_) = Eigen::Map<const Matrix>(vo_q0 + p * nv_ * no_, nv_, no_);
+    }
+    const ConstMatrixView ys{y_stacked.data(), nv_ * qc, no_, nv_ * chunk};
+    kernels_.gemm<double>(step_, Trans::no, Trans::no, 1.0, ConstMatrixView{vv_.data() + q0 * nv_ * nv_, nv_, nv_ * qc, nv_},
+                          ys, 1.0, linalg::view(k_vo));
+    kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, ConstMatrixView{vo_stacked.data(), nv_ * qc, no_, nv_ * chunk},
+                          ys, 1.0, linalg::view(k_oo));
+  }
+  out.topRows(no_) = j_oo - 2.0 * k_oo;
+  out.bottomRows(nv_) = j_vo - 2.0 * k_vo;
+  return out;
+}
+
 Matrix RotationResponse::apply(const Matrix& z, const Squares& squares) {
   Matrix out = Matrix::Zero(nv_, no_), k1 = Matrix::Zero(nv_, no_);
   if (naux_ == 0) return out;
@@ -142,20 +213,7 @@ Matrix RotationResponse::apply(const Matrix& z, const Squares& squares) {
   if (!made_ || occupied) {
     const Matrix l = occupied ? linalg::product(kernels_, step_, c_vir_, Trans::no, z, Trans::no) : Matrix();
     Matrix k1_ao = occupied ? Matrix::Zero(nbf_, no_) : Matrix();
-    Index first = 0;  // the block's first fitting function among this rank's
-    squares([&](const double* block, Index q) {
-      pass_block(block, q, first, !made_, occupied ? &l : nullptr, &k1_ao);
-      first += q;
-    });
-    if (first != naux_) throw std::logic_error("RotationResponse: a pass over another number of fitting functions");
-    if (!made_ && kept_ == RotationProducts::mo) {
-      oo_by_q_.resize(naux_ * no_, no_);
-      for (Index p = 0; p < naux_; ++p)
-        for (Index i = 0; i < no_; ++i)
-          for (Index j = 0; j < no_; ++j)
-            oo_by_q_(p + naux_ * j, i) = oo_[static_cast<std::size_t>((p * no_ + i) * no_ + j)];
-    }
-    made_ = true;
+    pass(squares, occupied ? &l : nullptr, &k1_ao);
     if (occupied) k1 = linalg::product(kernels_, step_, c_vir_, Trans::yes, k1_ao, Trans::no);
   }
   if (kept_ == RotationProducts::mo) {

@@ -48,6 +48,14 @@ class RotationResponse {
   }
   // This rank's share of C_v^T G[M] C_o (its auxiliary functions'; the caller sums over the ranks).
   linalg::Matrix apply(const linalg::Matrix& z, const Squares& squares);
+  // Makes the kept products now (one pass over B), if they are not made yet.
+  void make(const Squares& squares);
+  // This rank's share of C^T G[M] C_o ((no + nv) x no, occupied rows first) for M = C_o p_oo C_o^T + C_v p_vv C_v^T,
+  // an unrelaxed density, from the made products with b_vv (`mo`): J from d_Q = b^Q_oo . p_oo + b^Q_vv . p_vv; K's
+  // occupied rows sum_Q b^Q_oo p_oo b^Q_oo + b^Q_vo^T p_vv b^Q_vo, its virtual rows sum_Q b^Q_vo p_oo b^Q_oo +
+  // b^Q_vv p_vv b^Q_vo. About 4 nv^2 no naux flops, against a J/K build's pass over B (6 nbf^2 no naux and the
+  // unpacking).
+  linalg::Matrix unrelaxed_response(const linalg::Matrix& p_oo, const linalg::Matrix& p_vv);
   // This rank's share of the two-electron part of the orbital Hessian's diagonal, [C_v^T G[M] C_o]_ai for z = e_ai:
   // 3 (ai|ai) - (aa|ii) = sum_Q 3 (b^Q_ai)^2 - b^Q_aa b^Q_ii (the Z-vector's preconditioner). Empty unless the
   // products are made and b_vv is among them (`mo`).
@@ -60,6 +68,8 @@ class RotationResponse {
   linalg::Matrix occupied_response(const linalg::Matrix& r_vo, const linalg::Matrix& r_oo);
 
  private:
+  // One pass over B: the products made if they are not yet; with `l`, k1_ao accumulated as pass_block says.
+  void pass(const Squares& squares, const linalg::Matrix* l, linalg::Matrix* k1_ao);
   // The block of q fitting functions from `first` on: `making`, its b_oo, b_vo (and b_vv) into the kept tensors;
   // with `l` = C_v z, sum_Q C_v^T B_Q L b_oo^Q added to `k1`.
   void pass_block(const double* squares, Index q, Index first, bool making, const linalg::Matrix* l,

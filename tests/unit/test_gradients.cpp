@@ -194,6 +194,18 @@ TEST(DfMp2Gradient, OrbitalResponseProductsMatchTheFullBuild) {
       EXPECT_LT((j1 - j).cwiseAbs().maxCoeff(), 1e-12);
       EXPECT_LT((kc1 - k * occ).cwiseAbs().maxCoeff(), 1e-12);
       const Matrix expected = c_vir.transpose() * (4.0 * j - 2.0 * k) * occ;
+      // An unrelaxed density's response (the Z-vector's right-hand side), asked before rotation_hessian: with `mo`
+      // it makes the products the Z-vector then uses.
+      const Matrix p_oo_half = Matrix::Random(occ.cols(), occ.cols()), p_vv_half = Matrix::Random(z.rows(), z.rows());
+      const Matrix p_oo = p_oo_half + p_oo_half.transpose(), p_vv = p_vv_half + p_vv_half.transpose();
+      Matrix j_p, k_p;
+      rhf.jk->compute_symmetric(occ * p_oo * occ.transpose() + c_vir * p_vv * c_vir.transpose(), j_p, k_p);
+      Matrix orbitals(nbf, nbf);
+      orbitals << occ, c_vir;
+      const Matrix unrelaxed_expected = orbitals.transpose() * (4.0 * j_p - 2.0 * k_p) * occ;
+      const Matrix unrelaxed = rhf.jk->unrelaxed_response(c_vir, occ, p_oo, p_vv, rhf.kernels);
+      EXPECT_LT((unrelaxed - unrelaxed_expected).cwiseAbs().maxCoeff(),
+                1e-11 * std::max(1.0, unrelaxed_expected.cwiseAbs().maxCoeff()));
       const Matrix hessian = rhf.jk->rotation_hessian(c_vir, occ, z, rhf.kernels);
       EXPECT_LT((hessian - expected).cwiseAbs().maxCoeff(), 1e-11 * std::max(1.0, expected.cwiseAbs().maxCoeff()));
       // The diagonal (the Z-vector's preconditioner), with b_vv kept: element (a, i) of the operator applied to
