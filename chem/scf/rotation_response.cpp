@@ -16,6 +16,9 @@ namespace {
 // Fitting functions whose half-transformed B_Q are held at once in a pass: the pass's work stays small beside the
 // kept products (nbf nv kChunk doubles), and a batch of this many is already as fast per flop as a larger one.
 constexpr Index kChunk = 16;
+// Fitting functions per chunk of unrelaxed_response's p_vv terms: its three nv x no x chunk buffers stay within a
+// third of an iteration's own work (nv no naux).
+Index response_chunk(Index naux) { return std::clamp<Index>(naux / 3, 1, 64); }
 }  // namespace
 
 const char* rotation_products_name(RotationProducts kept) {
@@ -32,9 +35,14 @@ double rotation_products_bytes(RotationProducts kept, Index nbf, Index nocc, Ind
   const double no = double(nocc), nv = double(nvir), n = double(naux), chunk = double(std::min(kChunk, naux));
   const double occupied = n * (no * no + nv * no);
   const double pass = chunk * double(nbf) * std::max(nv, no + nv * no / double(nbf) + no);
-  if (kept == RotationProducts::occupied) return 8.0 * (occupied + pass);
-  // b_vv and b_oo reordered beside them, and while an iteration runs, b_vv^Q z for every Q (nv no naux).
-  return 8.0 * (occupied + n * (nv * nv + no * no) + std::max(pass, n * nv * no));
+  // Beside the pass's work, an iteration's (and the occupied response's) no x (no naux) products side by side and
+  // restacked.
+  const double restacked = 2.0 * n * no * no;
+  if (kept == RotationProducts::occupied) return 8.0 * (occupied + pass + restacked);
+  // b_vv and b_oo reordered beside them; while an iteration runs, b_vv^Q z for every Q (nv no naux); the unrelaxed
+  // response's chunk buffers after its restacked products.
+  const double response = 3.0 * nv * no * double(response_chunk(naux));
+  return 8.0 * (occupied + n * (nv * nv + no * no) + std::max(pass, n * nv * no) + std::max(restacked, response));
 }
 
 RotationResponse::RotationResponse(RotationProducts kept, const Matrix& c_vir, const Matrix& c_occ, Index naux,
@@ -182,9 +190,9 @@ Matrix RotationResponse::unrelaxed_response(const Matrix& p_oo, const Matrix& p_
     kernels_.gemm<double>(step_, Trans::no, Trans::no, 1.0, oo_side, linalg::view(stacked), 0.0, linalg::view(k_oo));
     kernels_.gemm<double>(step_, Trans::no, Trans::no, 1.0, vo_side, linalg::view(stacked), 0.0, linalg::view(k_vo));
   }
-  // K's p_vv terms, a chunk of fitting functions at a time (its buffers well within the iterations' own work):
+  // K's p_vv terms, a chunk of fitting functions at a time (rotation_products_bytes counts its buffers):
   // Y_Q = p_vv b^Q_vo, then sum_Q b^Q_vv Y_Q and sum_Q b^Q_vo^T Y_Q with Y and b_vo restacked one under the other.
-  const Index chunk = std::clamp<Index>(naux_ / 3, 1, 64);
+  const Index chunk = response_chunk(naux_);
   Matrix y(nv_, no_ * chunk), y_stacked(nv_ * chunk, no_), vo_stacked(nv_ * chunk, no_);
   for (Index q0 = 0; q0 < naux_; q0 += chunk) {
     const Index qc = std::min(chunk, naux_ - q0);
