@@ -19,6 +19,15 @@ constexpr Index kChunk = 16;
 // Fitting functions per chunk of unrelaxed_response's p_vv terms: its three nv x no x chunk buffers stay within a
 // third of an iteration's own work (nv no naux).
 Index response_chunk(Index naux) { return std::clamp<Index>(naux / 3, 1, 64); }
+
+// Blocks of `width` columns side by side (one per fitting function), one under the other instead: then a sum over
+// the fitting functions of b^Q X_Q, with the b^Q side by side, is one GEMM.
+Matrix restacked(const Matrix& side, Index width) {
+  const Index rows = side.rows(), count = side.cols() / width;
+  Matrix out(rows * count, width);
+  for (Index p = 0; p < count; ++p) out.middleRows(p * rows, rows) = side.middleCols(p * width, width);
+  return out;
+}
 }  // namespace
 
 const char* rotation_products_name(RotationProducts kept) {
@@ -129,10 +138,10 @@ Matrix RotationResponse::occupied_response(const Matrix& r_vo, const Matrix& r_o
   kernels_.gemm<double>(step_, Trans::no, Trans::no, 4.0, oo_flat, linalg::view(d), 0.0,
                         MatrixView{out.data(), no_ * no_, 1, no_ * no_});
   // K: with a side-by-side product X_Q (no x no each) restacked one under the other, sum_Q b^Q_oo X_Q is one GEMM.
-  Matrix side(no_, no_ * naux_), stacked(no_ * naux_, no_), k = Matrix::Zero(no_, no_);
+  Matrix side(no_, no_ * naux_), k = Matrix::Zero(no_, no_);
   auto add_oo_times = [&](double alpha) {
-    for (Index p = 0; p < naux_; ++p) stacked.middleRows(p * no_, no_) = side.middleCols(p * no_, no_);
-    kernels_.gemm<double>(step_, Trans::no, Trans::no, alpha, oo_side, linalg::view(stacked), 1.0, linalg::view(k));
+    kernels_.gemm<double>(step_, Trans::no, Trans::no, alpha, oo_side, linalg::view(restacked(side, no_)), 1.0,
+                          linalg::view(k));
   };
   kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, linalg::view(r_vo), vo_side, 0.0, linalg::view(side));
   add_oo_times(1.0);  // sum_Q b_oo U_Q
@@ -184,9 +193,9 @@ Matrix RotationResponse::unrelaxed_response(const Matrix& p_oo, const Matrix& p_
   // K's p_oo terms: W_Q = p_oo b^Q_oo side by side, restacked one under the other: sum_Q b^Q_oo W_Q, b^Q_vo W_Q.
   Matrix k_oo(no_, no_), k_vo(nv_, no_);
   {
-    Matrix side(no_, no_ * naux_), stacked(no_ * naux_, no_);
+    Matrix side(no_, no_ * naux_);
     kernels_.gemm<double>(step_, Trans::no, Trans::no, 1.0, linalg::view(p_oo), oo_side, 0.0, linalg::view(side));
-    for (Index p = 0; p < naux_; ++p) stacked.middleRows(p * no_, no_) = side.middleCols(p * no_, no_);
+    const Matrix stacked = restacked(side, no_);
     kernels_.gemm<double>(step_, Trans::no, Trans::no, 1.0, oo_side, linalg::view(stacked), 0.0, linalg::view(k_oo));
     kernels_.gemm<double>(step_, Trans::no, Trans::no, 1.0, vo_side, linalg::view(stacked), 0.0, linalg::view(k_vo));
   }
@@ -242,12 +251,11 @@ Matrix RotationResponse::apply(const Matrix& z, const Squares& squares) {
   kernels_.gemm<double>(step_, Trans::no, Trans::no, 4.0, vo_flat, linalg::view(d), 0.0,
                         MatrixView{out.data(), nv_ * no_, 1, nv_ * no_});
   // K's second half: V_Q = z^T b^Q_vo side by side, restacked one under the other, then sum_Q b^Q_vo V_Q.
-  Matrix v_side(no_, no_ * naux_), v_stacked(no_ * naux_, no_);
+  Matrix v_side(no_, no_ * naux_);
   kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, linalg::view(z),
                         ConstMatrixView{vo_.data(), nv_, no_ * naux_, nv_}, 0.0, linalg::view(v_side));
-  for (Index p = 0; p < naux_; ++p) v_stacked.middleRows(p * no_, no_) = v_side.middleCols(p * no_, no_);
   kernels_.gemm<double>(step_, Trans::no, Trans::no, -1.0, ConstMatrixView{vo_.data(), nv_, no_ * naux_, nv_},
-                        linalg::view(v_stacked), 1.0, linalg::view(out));
+                        linalg::view(restacked(v_side, no_)), 1.0, linalg::view(out));
   // - 2 K = -(k1 + the second half).
   out -= k1;
   return out;
