@@ -64,22 +64,20 @@ Matrix fock_response(JkBuilder& jk, const Matrix& m, const Matrix& c_occ, Kernel
 
 // Y's active columns, 4 sum_P (P|pb) Gamma^P_ib for every orbital p, through the AO integrals (the fitted (P|ab) are
 // never formed): Yo = 4 sum_P (P|mn) (C_v Gamma^P^T), nbf x na, and C^T Yo. Gamma is read a slab of auxiliary
-// functions at a time from its blocks.
+// functions at a time from its blocks; each rank does its own auxiliary functions (amp.aux), Yo summed over them.
 Matrix active_lagrangian(const BasisSet& ri, const BasisSet& basis, const AmplitudePass& amp, const Spaces& s,
-                         Index aux_block, const Ranks& ranks, Kernels& kernels) {
-  const Index nbf = basis.nbf();
+                         const Ranks& ranks, Kernels& kernels) {
+  const Index nbf = basis.nbf(), col0 = amp.aux.first(ranks.rank());
   const ThreeCenterEngine engine(ri, basis);
   Matrix yo = Matrix::Zero(nbf, s.na), slab;
   std::vector<double> block;
-  const auto ranges = engine.blocks(aux_block);
   ranks.checked([&] {
-    for (std::size_t r = 0; r < ranges.size(); ++r) {
-      if (!ranks.mine(Index(r))) continue;  // each rank its blocks of auxiliary functions; Yo summed over the ranks
-      const Index p0 = ranges[r].first, np = ranges[r].second - ranges[r].first;
+    for (const auto& [p0, p1] : amp.aux.mine) {
+      const Index np = p1 - p0;
       block.resize(static_cast<std::size_t>(np * nbf * nbf));
       engine.compute_square(p0, p0 + np, block.data());
       slab.resize(s.na * s.nv, np);
-      amp.gamma->read_slab(p0, np, slab.data());
+      amp.gamma->read_slab(p0 - col0, np, slab.data());
       // C_v Gamma^P for the block's P in one GEMM (the Gamma^P side by side in the slab's columns), then stacked
       // P above P as (nbf np) x na, so that sum_P (P|mn) (C_v Gamma^P) is one GEMM with the block's integrals as
       // nbf x (nbf np), n fastest within each P.
@@ -97,13 +95,14 @@ Matrix active_lagrangian(const BasisSet& ri, const BasisSet& basis, const Amplit
 }
 
 // sum_P d(P|mn)/dR (4 C_i Gamma^P_ia C_a^T, symmetrised): the three-index integrals' explicit part, Gamma read for
-// each auxiliary shell inside the integral code's threads. (Its densities are made there, where the kernel log cannot
-// follow: their small products stay Eigen's.)
+// each auxiliary shell inside the integral code's threads (each rank its own auxiliary functions, amp.aux). (Its
+// densities are made there, where the kernel log cannot follow: their small products stay Eigen's.)
 Matrix three_index_gradient(const BasisSet& ri, const BasisSet& basis, Index natoms, const AmplitudePass& amp,
                             const Spaces& s, const Ranks& ranks) {
+  const Index col0 = amp.aux.first(ranks.rank());
   auto density = [&](Index p0, Index p1, double* r) {
     Matrix slab(s.na * s.nv, p1 - p0);
-    amp.gamma->read_slab(p0, p1 - p0, slab.data());
+    amp.gamma->read_slab(p0 - col0, p1 - p0, slab.data());
     for (Index p = p0; p < p1; ++p) {
       const Matrix half =
           s.c_act * Eigen::Map<const Matrix>(slab.col(p - p0).data(), s.nv, s.na).transpose() * s.c_vir.transpose();
@@ -111,7 +110,8 @@ Matrix three_index_gradient(const BasisSet& ri, const BasisSet& basis, Index nat
     }
   };
   Matrix out;
-  ranks.checked([&] { out = three_center_gradient(ri, basis, natoms, density, ranks.share()); });
+  const AuxFunctions mine{col0, col0 + amp.aux.count(ranks.rank())};
+  ranks.checked([&] { out = three_center_gradient(ri, basis, natoms, density, mine); });
   ranks.sum(out);  // each rank's auxiliary shells
   return out;
 }
@@ -200,7 +200,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
     x.block(0, no, no, nv) = amp.y_ov;
     lap("amplitudes");
     x.middleCols(nf, na) =
-        active_lagrangian(*in.ri_basis, *in.basis, amp, s, in.plan.aux_block, ranks, kernels);
+        active_lagrangian(*in.ri_basis, *in.basis, amp, s, ranks, kernels);
     lap("lagrangian");
     // The three-index and metric terms need nothing more; Gamma is released before the orbital response.
     out.gradient = three_index_gradient(*in.ri_basis, *in.basis, natoms, amp, s, ranks) +

@@ -90,10 +90,10 @@ struct DfMp2GradientInput {
   // The Z-vector's largest residual at convergence: the SCF's d_convergence (rhf_dfmp2_gradient's step 4).
   double zvector_convergence = 1e-8;
   std::string scratch_folder;          // where its tensors go when the plan puts them on scratch
-  // The ranks sharing its work (the same call on each, with `jk` shared among them too): the integrals' blocks,
-  // the pair amplitudes (active orbitals k dealt in turn), the AO passes and the derivative integrals (auxiliary
-  // blocks and shells) split, their sums summed; every rank holds the stores whole and ends with the same gradient.
-  // None: this process alone.
+  // The ranks sharing its work and its three-index stores (the same call on each, with `jk` shared among them too):
+  // each its blocks of orbitals (the fits, the pair amplitudes of their rows) and its auxiliary functions (the AO
+  // passes, the derivative integrals), the sums summed (gradient_detail.hpp); every rank ends with the same
+  // gradient. None: this process alone.
   linalg::Comm* comm = nullptr;
 };
 

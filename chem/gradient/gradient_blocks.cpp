@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 #include "chem/gradient/gradient_detail.hpp"
@@ -32,63 +33,10 @@ std::vector<std::pair<Index, Index>> active_blocks(Index nactive, Index block) {
   return out;
 }
 
-std::unique_ptr<Store> make_store(const std::vector<std::pair<Index, Index>>& blocks, Index per_orbital, Index naux,
-                                  const std::string* scratch_folder, const std::string& what) {
-  std::vector<Index> ids, rows;
-  for (std::size_t b = 0; b < blocks.size(); ++b) {
-    ids.push_back(static_cast<Index>(b));
-    rows.push_back((blocks[b].second - blocks[b].first) * per_orbital);
-  }
-  return std::make_unique<Store>(ids, rows, naux, scratch_folder, what);
-}
-
-void Ranks::sum(double* data, Index count) const {
-  if (size() > 1) comm->sum(data, static_cast<std::size_t>(count));
-}
-
-void Ranks::broadcast(double* data, Index count, int from) const {
-  if (size() > 1) comm->broadcast(data, sizeof(double) * static_cast<std::size_t>(count), from);
-}
-
-void Ranks::share_block(Store& store, Index b, std::vector<double>& buffer) const {
-  if (size() == 1) return;
-  const Index count = store.rows(b) * store.cols();
-  if (store.in_memory()) return broadcast(store.data(b), count, owner(b));
-  buffer.resize(static_cast<std::size_t>(count));
-  checked([&] {
-    if (mine(b)) store.read(b, buffer.data());
-  });
-  broadcast(buffer.data(), count, owner(b));
-  checked([&] {
-    if (!mine(b)) store.write(b, buffer.data());
-  });
-}
-
-void update_blocks(Store& store, Index count, const std::function<void(MatrixView)>& update, const Ranks& ranks) {
-  std::vector<double> buffer;
-  for (Index b = 0; b < count; ++b) {
-    ranks.checked([&] {
-      if (!ranks.mine(b)) return;
-      if (store.in_memory()) return update(store.view(b));
-      store.block(b, buffer);
-      update(MatrixView{buffer.data(), store.rows(b), store.cols(), store.rows(b)});
-      store.write(b, buffer.data());
-    });
-    ranks.share_block(store, b, buffer);  // the update's buffer: no second block held
-  }
-}
-
 namespace {
 
 const std::string* folder_of(const DfMp2GradientPlan& plan, const std::string& folder) {
   return plan.on_scratch ? &folder : nullptr;
-}
-
-// Each block's rows A (one per (i a), a column per auxiliary function) to A L^-T.
-void fit_rows(Store& store, Index count, const Matrix& factor, const Ranks& ranks, Kernels& kernels) {
-  update_blocks(store, count, [&](MatrixView rows) {
-    kernels.trsm(kStep, Side::right, Uplo::lower, Trans::yes, Diag::non_unit, 1.0, linalg::view(factor), rows);
-  }, ranks);
 }
 
 }  // namespace
@@ -105,24 +53,26 @@ FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, cons
   }
   const Index naux = f.factor.rows(), nbf = basis.nbf(), na = s.na, nv = s.nv, no = s.no;
   f.blocks = active_blocks(na, plan.occupied_block);
-  ranks.checked([&] {
-    f.ov = make_store(f.blocks, nv, naux, folder_of(plan, scratch_folder), ranks.file_name("mp2-gradient-ov"));
-    f.oo = make_store(f.blocks, no, naux, folder_of(plan, scratch_folder), ranks.file_name("mp2-gradient-oo"));
-  });
   const ThreeCenterEngine engine(ri, basis);
-  std::vector<double> block;
-  const auto ranges = engine.blocks(plan.aux_block);
-  for (std::size_t r = 0; r < ranges.size(); ++r) {
-    const Index p0 = ranges[r].first, np = ranges[r].second - ranges[r].first;
-    Matrix ai(nv * na, np), ij(no * na, np);
-    // Each block of auxiliary functions transformed by one rank, then sent to the others.
-    ranks.checked([&] {
-      if (!ranks.mine(Index(r))) return;
+  f.aux = aux_columns(engine.blocks(plan.aux_block), naux, ranks);
+  const Index col0 = f.aux.first(ranks.rank()), cols = f.aux.count(ranks.rank());
+  // This rank's auxiliary columns of every block (with one rank, the whole stores).
+  const bool one = ranks.size() == 1;
+  std::unique_ptr<Store> ov, oo;
+  ranks.checked([&] {
+    const std::string* folder = folder_of(plan, scratch_folder);
+    ov = make_store(f.blocks, nv, cols, folder, ranks.file_name(one ? "mp2-gradient-ov" : "mp2-gradient-ov-columns"),
+                    nullptr, !one);
+    oo = make_store(f.blocks, no, cols, folder, ranks.file_name(one ? "mp2-gradient-oo" : "mp2-gradient-oo-columns"),
+                    nullptr, !one);
+    std::vector<double> block;
+    for (const auto& [p0, p1] : f.aux.mine) {
+      const Index np = p1 - p0;
       block.resize(static_cast<std::size_t>(np * nbf * nbf));
-      engine.compute_square(p0, p0 + np, block.data());
+      engine.compute_square(p0, p1, block.data());
       // The block's (P|mn) side by side are nbf x (nbf np); symmetric in m and n, so (P|mn) C_o for every P of the
       // block is one GEMM with the block transposed: `half`, (nbf np) x no, row P nbf + n.
-      Matrix half(nbf * np, no);
+      Matrix half(nbf * np, no), ai(nv * na, np), ij(no * na, np);
       kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{block.data(), nbf, nbf * np, nbf},
                            linalg::view(s.c_occ), 0.0, linalg::view(half));
       // Then C_v^T and C_o^T times each P's nbf rows of its active columns, batched: (P|ia) as nv x na and (P|ji)
@@ -132,20 +82,35 @@ FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, cons
                                    half_p, 0.0, MatrixView{ai.data(), nv, na, nv});
       kernels.gemm_batched<double>(kStep, Trans::yes, Trans::no, np, {0, nbf, no * na}, 1.0, linalg::view(s.c_occ),
                                    half_p, 0.0, MatrixView{ij.data(), no, na, no});
-    });
-    ranks.broadcast(ai.data(), ai.size(), ranks.owner(Index(r)));
-    ranks.broadcast(ij.data(), ij.size(), ranks.owner(Index(r)));
-    ranks.checked([&] {
       for (std::size_t b = 0; b < f.blocks.size(); ++b) {
         const Index i0 = f.blocks[b].first;
-        f.ov->write_columns(static_cast<Index>(b), p0, np, ai.data() + i0 * nv, nv * na);
-        f.oo->write_columns(static_cast<Index>(b), p0, np, ij.data() + i0 * no, no * na);
+        ov->write_columns(static_cast<Index>(b), p0 - col0, np, ai.data() + i0 * nv, nv * na);
+        oo->write_columns(static_cast<Index>(b), p0 - col0, np, ij.data() + i0 * no, no * na);
       }
-    });
-  }
+    }
+  });
+  // Each block's rows A (one per (i a), a column per auxiliary function) to A L^-T, by the rank that holds it.
+  auto fit = [&](MatrixView rows) {
+    kernels.trsm(kStep, Side::right, Uplo::lower, Trans::yes, Diag::non_unit, 1.0, linalg::view(f.factor), rows);
+  };
   const auto count = static_cast<Index>(f.blocks.size());
-  fit_rows(*f.ov, count, f.factor, ranks, kernels);
-  fit_rows(*f.oo, count, f.factor, ranks, kernels);
+  if (one) {
+    update_blocks(*ov, count, fit);
+    update_blocks(*oo, count, fit);
+    f.ov = std::move(ov);
+    f.oo = std::move(oo);
+    return f;
+  }
+  const std::vector<Index> held = held_blocks(count, ranks);
+  for (auto [columns, whole, per_orbital, what] : {std::tuple{&ov, &f.ov, nv, "mp2-gradient-ov"},
+                                                   std::tuple{&oo, &f.oo, no, "mp2-gradient-oo"}}) {
+    ranks.checked([&] {
+      *whole = make_store(f.blocks, per_orbital, naux, folder_of(plan, scratch_folder), ranks.file_name(what), &held,
+                          true);
+    });
+    columns_to_blocks(**columns, f.aux, **whole, fit, ranks);
+    columns->reset();
+  }
   return f;
 }
 
@@ -219,12 +184,85 @@ class PairIntegrals {
 
 }  // namespace
 
+namespace {
+
+// use(I, B_I) for every block I of f in turn: this rank's own in place from memory or read from its scratch file,
+// another rank's fetched from its holder; the next one to load loads on another thread while one is used. The
+// waits for other ranks' blocks go into the kernel table (`fetch_block`).
+template <class Use>
+void sweep_blocks(const FittedIntegrals& f, Index per_orbital, const Ranks& ranks, linalg::BlockLender* lender,
+                  Kernels& kernels, const Use& use) {
+  const Store& held = *f.ov;
+  const auto count = static_cast<Index>(f.blocks.size());
+  auto rows = [&](Index b) { return (f.blocks[std::size_t(b)].second - f.blocks[std::size_t(b)].first) * per_orbital; };
+  auto loaded = [&](Index b) { return !ranks.mine(b) || !held.in_memory(); };
+  ReadAhead<std::vector<double>> ahead;
+  Index pending = count;
+  auto start_from = [&](Index first) {
+    for (pending = first; pending < count && !loaded(pending); ++pending) {
+    }
+    if (pending == count) return;
+    ahead.start([&, b = pending](std::vector<double>& into) {
+      into.resize(static_cast<std::size_t>(rows(b) * held.cols()));
+      if (ranks.mine(b)) held.read(b, into.data());
+      else lender->fetch(ranks.owner(b), b, into.data(), sizeof(double) * into.size())->wait();
+    });
+  };
+  double waited = 0, fetched = 0;
+  start_from(0);
+  for (Index b = 0; b < count; ++b) {
+    if (!loaded(b)) {
+      use(b, held.data(b));
+      continue;
+    }
+    linalg::Stopwatch clock;
+    const std::vector<double>& block = ahead.take();  // rethrows a read's or a fetch's error
+    if (!ranks.mine(b)) {
+      waited += clock.seconds();
+      fetched += double(sizeof(double) * block.size());
+    }
+    start_from(b + 1);
+    use(b, block.data());
+  }
+  if (fetched > 0) kernels.record_host(kStep, "fetch_block", waited, {0, fetched}, "fp64");
+}
+
+// This rank's blocks of `store` lent to the other ranks while they pass them (none on one rank).
+std::unique_ptr<linalg::BlockLender> lend_blocks(const Store& store, const Ranks& ranks) {
+  if (ranks.size() == 1) return nullptr;
+  return ranks.comm->lend([&](long long id, std::size_t bytes, std::vector<std::byte>& buffer) -> const void* {
+    const auto b = static_cast<Index>(id);
+    if (bytes != sizeof(double) * std::size_t(store.rows(b) * store.cols()))
+      throw std::logic_error("DF-MP2 gradient: a block asked for with the wrong size");
+    if (store.in_memory()) return store.data(b);
+    buffer.resize(bytes);
+    store.read(b, reinterpret_cast<double*>(buffer.data()));
+    return buffer.data();
+  });
+}
+
+// `held` (this rank's blocks of f, `per_orbital` rows per orbital) as this rank's auxiliary columns of every block.
+std::unique_ptr<Store> by_columns(Store& held, const FittedIntegrals& f, Index per_orbital, const std::string* folder,
+                                  const std::string& what, const Ranks& ranks) {
+  std::unique_ptr<Store> columns;
+  ranks.checked([&] {
+    columns = make_store(f.blocks, per_orbital, f.aux.count(ranks.rank()), folder, ranks.file_name(what), nullptr,
+                         true);
+  });
+  blocks_to_columns(held, f.aux, *columns, ranks);
+  return columns;
+}
+
+}  // namespace
+
 // For each active k (a block K of them at a time, its rows of B, B_oo and G held), the pair amplitudes with every
 // active i, block I by block I as the store streams them: t_ki^ab in t_row(a, i nv + b), kept for the whole row
 // since P_ij pairs t_ki with T_kj across blocks; T_ki^ab = 2 t_ki^ab - t_ki^ba in `tile` for block I only. Then
 // E = sum (ka|ib) T_ki^ab, P_ab = 2 sum t_ki^ac T_ki^bc, P_ij = -2 sum t_ki^ab T_kj^ab, G_ka^Q = sum T_ki^ab B_ib^Q.
 // With the plan's keep_pair_integrals, row k computes (ka|ib) for i >= k only and keeps those with i > k; row i
 // takes (ia|kb) = (kb|ia) for k < i from there, transposed.
+// With several ranks, each does the rows k of the blocks it holds, the other ranks' blocks I fetched from them as
+// the row passes them (a row's flops are about 6 nv per element fetched); its G, V and Gamma rows are its own.
 AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan,
                              const std::string& scratch_folder, const Ranks& ranks, Kernels& kernels) {
   const Index naux = f.factor.rows(), na = s.na, nv = s.nv, no = s.no;
@@ -234,38 +272,39 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
   out.y_vv = Matrix::Zero(nv, nv);
   out.y_ov = Matrix::Zero(no, nv);
   out.v = Matrix::Zero(naux, naux);
+  out.aux = f.aux;
+  const bool one = ranks.size() == 1;
+  const auto count = static_cast<Index>(f.blocks.size());
+  const std::vector<Index> held = held_blocks(count, ranks);
+  std::unique_ptr<Store> gamma;  // Gamma's rows of the blocks this rank holds
   ranks.checked([&] {
-    out.gamma = make_store(f.blocks, nv, naux, folder_of(plan, scratch_folder), ranks.file_name("mp2-gradient-gamma"));
+    gamma = make_store(f.blocks, nv, naux, folder_of(plan, scratch_folder),
+                       ranks.file_name(one ? "mp2-gradient-gamma" : "mp2-gradient-gamma-blocks"), &held, !one);
   });
   const Vector e_act = s.e.segment(s.nf, na), e_vir = s.e.tail(nv);
   Index largest = 0;
-  std::vector<Index> order;
-  for (std::size_t b = 0; b < f.blocks.size(); ++b) {
-    largest = std::max(largest, f.blocks[b].second - f.blocks[b].first);
-    order.push_back(static_cast<Index>(b));
-  }
+  for (const auto& [i0, i1] : f.blocks) largest = std::max(largest, i1 - i0);
   Matrix t_row(nv, na * nv), tile(nv, largest * nv), g;
   std::vector<double> ov_buffer, oo_buffer;
   PairIntegrals pairs(plan.keep_pair_integrals, ranks, na, nv);
-  for (const Index K : order) {
-    const Index k0 = f.blocks[static_cast<std::size_t>(K)].first, nk = f.ov->rows(K) / nv;
-    const Index rows = nk * nv;
-    const double* b_K = nullptr;
-    g.setZero(rows, naux);  // G's rows (k a) of block K
-    ranks.checked([&] {
-      b_K = f.ov->block(K, ov_buffer);
+  std::unique_ptr<linalg::BlockLender> lender = lend_blocks(*f.ov, ranks);
+  ranks.checked([&] {
+    for (const Index K : held) {
+      const Index k0 = f.blocks[static_cast<std::size_t>(K)].first, rows = f.ov->rows(K), nk = rows / nv;
+      const double* b_K = f.ov->block(K, ov_buffer);
       const double* oo_K = f.oo->block(K, oo_buffer);
+      g.setZero(rows, naux);  // G's rows (k a) of block K
       for (Index kk = 0; kk < nk; ++kk) {
         const Index k = k0 + kk;
-        if (!ranks.mine(k)) continue;  // the orbitals k are dealt to the ranks in turn
         const ConstMatrixView b_k{b_K + kk * nv, nv, naux, rows};
         const MatrixView g_k{g.data() + kk * nv, nv, naux, rows};
-        f.ov->for_each(order, [&](Index I, const double* b_I) {
-          const Index i0 = f.blocks[static_cast<std::size_t>(I)].first, cols = f.ov->rows(I), ni = cols / nv;
+        sweep_blocks(f, nv, ranks, lender.get(), kernels, [&](Index I, const double* b_I) {
+          const Index i0 = f.blocks[static_cast<std::size_t>(I)].first;
+          const Index ni = f.blocks[static_cast<std::size_t>(I)].second - i0, cols = ni * nv;
           const ConstMatrixView b_i{b_I, cols, naux, cols};
           pairs.tile(k, i0, b_k, b_i, tile.data(), kernels);
           double os = 0, ss = 0;
-  #pragma omp parallel for reduction(+ : os, ss)
+#pragma omp parallel for reduction(+ : os, ss)
           for (Index i = 0; i < ni; ++i) {
             pair_amplitudes(tile.data() + i * nv * nv, t_row.data() + (i0 + i) * nv * nv, e_act(k) + e_act(i0 + i),
                             e_vir, os, ss);
@@ -285,25 +324,23 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
         kernels.gemm(kStep, Trans::no, Trans::yes, 4.0, ConstMatrixView{oo_K + kk * no, no, naux, nk * no},
                      ConstMatrixView(g_k), 1.0, linalg::view(out.y_ov));
       }
-    });
-    // G's rows of every rank's k; then, by the block's owner, the metric's V = sum_ka B_ka G_ka^T and Gamma = G L^-1
-    // for the AO passes, sent to the other ranks.
-    ranks.sum(g);
-    ranks.checked([&] {
-      if (!ranks.mine(K)) return;
+      // The metric's V = sum_ka B_ka G_ka^T, and Gamma = G L^-1 for the AO passes.
       kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{b_K, rows, naux, rows}, linalg::view(g), 1.0,
                    linalg::view(out.v));
       kernels.trsm(kStep, Side::right, Uplo::lower, Trans::no, Diag::non_unit, 1.0, linalg::view(f.factor),
                    linalg::view(g));
-    });
-    // Gamma's block from its owner to the others, through G's own rows (nothing more held, nothing read back).
-    ranks.broadcast(g.data(), g.size(), ranks.owner(K));
-    ranks.checked([&] { out.gamma->write(K, g.data()); });
-  }
+      gamma->write(K, g.data());
+    }
+  });
+  if (lender) lender->finish();
   for (double* x : {&out.opposite_spin, &out.same_spin}) ranks.sum(x, 1);
   for (Matrix* m : {&out.p_oo, &out.p_vv, &out.y_vv, &out.y_ov, &out.v}) ranks.sum(*m);
   f.ov.reset();
   f.oo.reset();
+  g.resize(0, 0);
+  // Gamma by this rank's auxiliary columns, for the AO passes (one rank: as it is).
+  out.gamma = one ? std::move(gamma) : by_columns(*gamma, f, nv, folder_of(plan, scratch_folder), "mp2-gradient-gamma",
+                                                  ranks);
   for (std::size_t J = 0; J < f.blocks.size(); ++J)  // the lower blocks from the upper ones
     for (Index j = f.blocks[J].first; j < f.blocks[J].second; ++j)
       for (Index i = f.blocks[J].second; i < na; ++i) out.p_oo(i, j) = out.p_oo(j, i);
@@ -327,27 +364,55 @@ struct GradientBytes {
   double peak = 0, scratch = 0;
 };
 
+// The most of a three-index store one of `ranks` holds (README "MPI"): by blocks, whole blocks of at most n of
+// `orbitals` dealt in turn; by columns, a run of the AO blocks of at most m functions, which whole shells (at most
+// `shell` functions) fill to more than m - shell each.
+double block_share(double orbitals, double n, int ranks) {
+  if (ranks <= 1 || orbitals <= 0) return 1.0;
+  const double blocks = std::ceil(orbitals / n);
+  return std::min(1.0, std::ceil(blocks / ranks) * n / orbitals);
+}
+double column_share(double naux, double m, double shell, int ranks) {
+  if (ranks <= 1 || naux <= 0) return 1.0;
+  const double ao_blocks = std::ceil(naux / std::max(m - shell + 1.0, 1.0));
+  return std::min(1.0, std::ceil(ao_blocks / ranks) * std::max(m, shell) / naux);
+}
+
 GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bool scratch, RotationProducts kept,
                              bool keep_pairs) {
   const double nbf = double(z.nbf), no = double(z.nocc), na = double(z.nocc - z.nfrozen), nv = double(z.nbf - z.nocc);
   const double naux = double(z.naux);
-  const double ov = naux * na * nv, oo = naux * na * no;  // B and Gamma; B_oo
   const double in_memory = scratch ? 0.0 : 1.0;
+  const double shell = double(std::max<Index>(z.largest_aux_shell, 1));
+  // B and Gamma, B_oo: this rank's blocks (rows) and its auxiliary functions (columns); one rank: whole, one store.
+  const bool one = z.ranks <= 1;
+  const double rows = block_share(na, n, z.ranks), cols = column_share(naux, m, shell, z.ranks);
+  const double ov = naux * na * nv * rows, oo = naux * na * no * rows;
+  const double ov_cols = naux * na * nv * cols, oo_cols = naux * na * no * cols;
   // Matrices of nbf^2 (orbitals, X, densities, W and their AO forms) and of naux^2 (the metric's factor, V).
   const double fixed = 14.0 * nbf * nbf + 2.0 * naux * naux;
   // The AO block (P|mn) and its products: half-transformed rows, (P|ia) and (P|ji); or Gamma^P's slab and
   // C_v Gamma^P twice (side by side, then stacked).
   const double ao = m * nbf * nbf + std::max(m * nbf * no + m * na * (nv + no), m * na * nv + 2.0 * m * nbf * na);
-  const double transform = in_memory * (ov + oo) + ao + (scratch ? n * std::max(nv, no) * naux : 0.0);
+  // With ranks, each rank's columns of B and B_oo, then its blocks, a round at a time: the columns given up as they
+  // leave and the blocks' pages touched as they arrive (separate allocations), so that the two shapes together hold
+  // the larger one and a round's blocks (two, whole or in pieces).
+  const double round = 2.0 * n * std::max(nv, no) * naux;
+  const double transform =
+      one ? in_memory * (ov + oo) + ao + (scratch ? n * std::max(nv, no) * naux : 0.0)
+          : std::max(in_memory * (ov_cols + oo_cols) + ao,
+                     in_memory * (std::max(ov_cols, ov) + std::max(oo_cols, oo)) + round);
   // The amplitudes: t for one k with every i, T for one block, the block's rows of B, B_oo and G (B and B_oo read
-  // from scratch, and the next block of B read while one is used).
+  // from scratch, and the next block of B read or fetched from another rank while one is used); then, with ranks,
+  // Gamma from blocks to columns.
   const double pairs = keep_pairs ? 0.5 * na * (na - 1.0) * nv * nv : 0.0;
-  const double pass = na * nv * nv + n * nv * nv + n * nv * naux + pairs +
-                      (scratch ? n * (nv + no) * naux + 2.0 * n * nv * naux : in_memory * (2.0 * ov + oo));
+  const double ahead = scratch || !one ? 2.0 * n * nv * naux : 0.0;
+  const double pass = na * nv * nv + n * nv * nv + n * nv * naux + pairs + ahead +
+                      (scratch ? n * (nv + no) * naux : in_memory * (2.0 * ov + oo));
+  const double regather = one ? 0.0 : in_memory * std::max(ov, ov_cols) + 2.0 * n * nv * naux;
   // The three-index derivatives: on each thread one auxiliary shell's density and Gamma slab.
-  const double shell = double(std::max<Index>(z.largest_aux_shell, 1));
   const double derivative = double(z.threads) * (shell * (2.0 * nbf * nbf + na * nv) + 2.0 * nbf * nbf);
-  const double gamma_held = in_memory * ov + ao;
+  const double gamma_held = in_memory * ov_cols + ao;
   // The Z-vector: with a DF-SCF, its fitting basis's integrals in the orbitals' basis kept across its iterations,
   // as many of them as the plan allows.
   const double naux_jk = double(z.naux_jk);
@@ -355,14 +420,17 @@ GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bo
   // The SCF-like separable part: its fitted half-transformed integrals H (nbf no naux_jk) by the same blocks; while
   // they are made, a block of (Q|mn) with (Q|mn) C_o twice (computed, then as columns); then one block's C_o^T H and
   // P H beside them, and on each thread a shell's slab of H and its two densities.
-  const double h = nbf * no * naux_jk;
+  // With ranks, H by blocks or by columns, changing shape a round at a time as B does.
+  const double h_whole = nbf * no * naux_jk;
+  const double h =
+      one ? h_whole : h_whole * std::max(block_share(no, n, z.ranks), column_share(naux_jk, m, shell, z.ranks));
   const double separable_transform = m * nbf * nbf + 2.0 * m * nbf * no;
-  const double separable = in_memory * h + (scratch ? n * nbf * naux_jk : 0.0) +
+  const double separable = in_memory * h + (one ? (scratch ? n * nbf * naux_jk : 0.0) : 2.0 * n * nbf * naux_jk) +
                            std::max(separable_transform, n * (nbf + no) * naux_jk +
                                                              double(z.threads) * shell * (nbf * no + 2.0 * nbf * nbf));
   GradientBytes out;
-  out.peak = 8.0 * (fixed + std::max({transform, pass, gamma_held + derivative, zvector, separable}));
-  out.scratch = scratch ? 8.0 * std::max(2.0 * ov + oo, h) : 0.0;
+  out.peak = 8.0 * (fixed + std::max({transform, pass, regather, gamma_held + derivative, zvector, separable}));
+  out.scratch = scratch ? 8.0 * std::max(one ? 2.0 * ov + oo : ov_cols + oo_cols + 2.0 * ov + oo, h) : 0.0;
   return out;
 }
 

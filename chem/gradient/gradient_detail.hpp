@@ -44,12 +44,12 @@ std::vector<std::pair<Index, Index>> active_blocks(Index nactive, Index block);
 using Store = BlockStore<double>;
 
 // The ranks that share the gradient's work (README "MPI"): its work items (blocks of orbitals, blocks of auxiliary
-// functions, auxiliary shells) dealt in turn, item k to rank k % ranks; what each rank computes of a sum is summed
-// over them, and a store's block made by one rank is sent to the others (every rank holds the gradient's stores
-// whole, as the plan counts them). Without a communicator, this process does all of it.
+// functions) dealt to them, what each rank computes of a sum summed over them. Without a communicator, this process
+// does all of it.
 struct Ranks {
   linalg::Comm* comm = nullptr;
   int size() const { return comm != nullptr ? comm->size() : 1; }
+  int rank() const { return comm != nullptr ? comm->rank() : 0; }
   int owner(Index k) const { return static_cast<int>(k % size()); }
   bool mine(Index k) const { return comm == nullptr || owner(k) == comm->rank(); }
   linalg::Share share() const { return comm != nullptr ? linalg::Share{comm->rank(), comm->size()} : linalg::Share{}; }
@@ -60,8 +60,6 @@ struct Ranks {
   void sum(double* data, Index count) const;
   void sum(Matrix& m) const { sum(m.data(), m.size()); }
   void broadcast(double* data, Index count, int owner) const;
-  // Block b of `store` from the rank that made it (owner(b)) to the others; on scratch through `buffer`.
-  void share_block(Store& store, Index b, std::vector<double>& buffer) const;
   // Local work between the collectives: if it fails on one rank, every rank stops (linalg::Comm::checked).
   template <class Work>
   void checked(Work&& work) const {
@@ -70,19 +68,49 @@ struct Ranks {
   }
 };
 
-// A store with `per_orbital` rows for each orbital of each block, one column per auxiliary function: in memory, or
-// in a scratch file in `*scratch_folder` when it is given.
+// A store with `per_orbital` rows for each orbital of each block (or of the blocks `ids` only), `naux` columns: in
+// memory (`separate`: an allocation per block, for a store that changes shape), or in a scratch file in
+// `*scratch_folder` when it is given.
 std::unique_ptr<Store> make_store(const std::vector<std::pair<Index, Index>>& blocks, Index per_orbital, Index naux,
-                                  const std::string* scratch_folder, const std::string& what);
-// update(block) on each of the first `count` blocks in turn, in place in memory or read, updated and written back;
-// each block by its owner among `ranks`, then sent to the others.
-void update_blocks(Store& store, Index count, const std::function<void(linalg::MatrixView)>& update,
-                   const Ranks& ranks = {});
+                                  const std::string* scratch_folder, const std::string& what,
+                                  const std::vector<Index>* ids = nullptr, bool separate = false);
+
+// With several ranks, a three-index tensor lives in two shapes (README "MPI"), each rank holding its share of either:
+//   by blocks    the whole rows of the blocks of occupied orbitals it holds (block K by rank K % ranks): for the
+//                fits, the pair amplitudes and the metric's densities, whose sums run over all the fitting functions
+//   by columns   a run of auxiliary functions across every block: for the passes over AO integrals, which compute
+//                (P|mn) once for each P
+// and goes from one to the other in rounds of one block per holder (columns_to_blocks, blocks_to_columns). One rank
+// holds both whole: the same store.
+//
+// The auxiliary functions by rank: the AO blocks `ranges` (whole shells, ThreeCenterEngine::blocks) dealt as
+// contiguous runs, rank r's columns [first(r), first(r) + count(r)); `mine` its own AO blocks.
+struct AuxColumns {
+  std::vector<std::pair<Index, Index>> mine;
+  std::vector<Index> col0;  // one more than there are ranks: col0[r] is rank r's first column
+  Index first(int r) const { return col0[static_cast<std::size_t>(r)]; }
+  Index count(int r) const { return col0[static_cast<std::size_t>(r) + 1] - first(r); }
+};
+AuxColumns aux_columns(const std::vector<std::pair<Index, Index>>& ranges, Index naux, const Ranks& ranks);
+// The blocks this rank holds of `count` (those K with K % ranks its rank), in order.
+std::vector<Index> held_blocks(Index count, const Ranks& ranks);
+// From `columns` (this rank's auxiliary columns of every block) to `held` (the whole blocks this rank holds), one
+// round per block a rank holds; each block handed to `use` (to be fitted in place) as soon as it is whole, then kept.
+// The columns of each round's blocks are released as they leave (separate blocks: the two shapes together hold
+// about the larger one).
+void columns_to_blocks(Store& columns, const AuxColumns& aux, Store& held,
+                       const std::function<void(linalg::MatrixView)>& use, const Ranks& ranks);
+// From `held` back to every rank's `columns`, the same rounds the other way, each held block released as it leaves.
+void blocks_to_columns(Store& held, const AuxColumns& aux, Store& columns, const Ranks& ranks);
+// update(block) on each of the first `count` blocks in turn, in place in memory or read, updated and written back
+// (one rank's whole store).
+void update_blocks(Store& store, Index count, const std::function<void(linalg::MatrixView)>& update);
 
 struct FittedIntegrals {
   Matrix factor;  // the RI metric's Cholesky factor L (lower triangle)
   std::vector<std::pair<Index, Index>> blocks;
-  std::unique_ptr<Store> ov, oo;  // rows (i a) and (i j) of each block
+  AuxColumns aux;                 // the RI basis's columns by rank
+  std::unique_ptr<Store> ov, oo;  // rows (i a) and (i j) of each block this rank holds, whole
 };
 FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, const Spaces& s,
                                  const DfMp2GradientPlan& plan, const std::string& scratch_folder, const Ranks& ranks,
@@ -93,7 +121,8 @@ struct AmplitudePass {
   Matrix p_oo, p_vv;  // na x na, nv x nv
   Matrix y_vv, y_ov;  // 4 sum (P|ib) Gamma^P_ia: nv x nv (row b, column a); 4 sum (P|ji) Gamma^P_ia: no x nv
   Matrix v;           // L^-T (B^T G) L^-1, symmetrised: naux x naux
-  std::unique_ptr<Store> gamma;  // Gamma = G L^-1 in the blocks of f, rows (k a)
+  AuxColumns aux;     // f's
+  std::unique_ptr<Store> gamma;  // Gamma = G L^-1 in the blocks of f, rows (k a): this rank's columns (aux)
 };
 // Consumes f's tensors (released when the pass ends); keeps its factor.
 AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan,

@@ -30,10 +30,12 @@ void solve_metric(const Matrix& factor, Matrix& x, linalg::Kernels& kernels) {
 
 // The half-transformed integrals of the DF form, fitted: H = (Q|mi) J^-1 by blocks of occupied orbitals (rows (i m),
 // a column per fitting function), and the fitted densities d_D = J^-1 (Q|mn) D_mn and d_P (one per correction).
+// With several ranks each transforms its own fitting functions (aux) and holds the blocks it fits (README "MPI").
 struct FittedHalf {
   Matrix factor;  // the metric's Cholesky factor
   std::vector<std::pair<Index, Index>> blocks;
-  std::unique_ptr<gradient_detail::Store> h;
+  gradient_detail::AuxColumns aux;
+  std::unique_ptr<gradient_detail::Store> h;  // the blocks this rank holds, whole
   Matrix fitted_d, fitted_c;
 };
 
@@ -52,28 +54,27 @@ FittedHalf fitted_half(const BasisSet& basis, const BasisSet& jk_basis, const Ma
   const Index naux = factor.rows();
   const ThreeCenterEngine engine(jk_basis, basis);
   f.blocks = gradient_detail::active_blocks(nocc, storage.occupied_block);
+  f.aux = gradient_detail::aux_columns(engine.blocks(storage.aux_block), naux, ranks);
+  const Index col0 = f.aux.first(ranks.rank());
   const auto& blocks = f.blocks;
   const auto nblocks = static_cast<Index>(blocks.size());
-  std::unique_ptr<gradient_detail::Store>& h = f.h;
-  ranks.checked([&] {
-    h = gradient_detail::make_store(blocks, nbf, naux, storage.on_scratch ? &storage.scratch_folder : nullptr,
-                                    ranks.file_name("gradient-half"));
-  });
-  // Each block of fitting functions by one rank: its fitted densities' elements (summed over the ranks at the end)
-  // and its columns of H (sent to the others).
+  const std::string* folder = storage.on_scratch ? &storage.scratch_folder : nullptr;
+  const bool one = ranks.size() == 1;
+  std::unique_ptr<gradient_detail::Store> columns;  // this rank's fitting functions of every block
+  // Its fitted densities' elements (summed over the ranks at the end) and its columns of H.
   Matrix& fitted_d = f.fitted_d;
   Matrix& fitted_c = f.fitted_c;
   fitted_d = Matrix::Zero(naux, 1);
   fitted_c = Matrix::Zero(naux, count);
-  std::vector<double> block;
-  const auto ranges = engine.blocks(storage.aux_block);
-  for (std::size_t r = 0; r < ranges.size(); ++r) {
-    const Index p0 = ranges[r].first, np = ranges[r].second - ranges[r].first;
-    Matrix columns(nbf * nocc, np);
-    ranks.checked([&] {
-      if (!ranks.mine(Index(r))) return;
+  ranks.checked([&] {
+    columns = gradient_detail::make_store(blocks, nbf, f.aux.count(ranks.rank()), folder,
+                                          ranks.file_name(one ? "gradient-half" : "gradient-half-columns"), nullptr,
+                                          !one);
+    std::vector<double> block;
+    for (const auto& [p0, p1] : f.aux.mine) {
+      const Index np = p1 - p0;
       block.resize(static_cast<std::size_t>(np * nbf * nbf));
-      engine.compute_square(p0, p0 + np, block.data());
+      engine.compute_square(p0, p1, block.data());
 #pragma omp parallel for
       for (Index p = 0; p < np; ++p) {
         const Eigen::Map<const Matrix> pmn(block.data() + p * nbf * nbf, nbf, nbf);
@@ -82,26 +83,32 @@ FittedHalf fitted_half(const BasisSet& basis, const BasisSet& jk_basis, const Ma
       }
       // (P|mn) C_o for every P of the block in one GEMM ((P|mn) is symmetric): (nbf np) x nocc, row P nbf + m;
       // then each P's nbf x nocc as one column (i m) of the store.
-      Matrix half(nbf * np, nocc);
+      Matrix half(nbf * np, nocc), slab(nbf * nocc, np);
       kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{block.data(), nbf, nbf * np, nbf},
                            linalg::view(c_occ), 0.0, linalg::view(half));
       for (Index p = 0; p < np; ++p)
-        Eigen::Map<Matrix>(columns.col(p).data(), nbf, nocc) = half.middleRows(p * nbf, nbf);
-    });
-    ranks.broadcast(columns.data(), columns.size(), ranks.owner(Index(r)));
-    ranks.checked([&] {
+        Eigen::Map<Matrix>(slab.col(p).data(), nbf, nocc) = half.middleRows(p * nbf, nbf);
       for (Index b = 0; b < nblocks; ++b)
-        h->write_columns(b, p0, np, columns.data() + blocks[std::size_t(b)].first * nbf, nbf * nocc);
-    });
-  }
-  block = {};
+        columns->write_columns(b, p0 - col0, np, slab.data() + blocks[std::size_t(b)].first * nbf, nbf * nocc);
+    }
+  });
   ranks.sum(fitted_d);
   ranks.sum(fitted_c);
-  gradient_detail::update_blocks(*h, nblocks, [&](MatrixView rows) {  // H J^-1 = H L^-T L^-1
+  auto fit = [&](MatrixView rows) {  // H J^-1 = H L^-T L^-1
     for (const Trans t : {Trans::yes, Trans::no})
       kernels.trsm(kStep, linalg::Side::right, linalg::Uplo::lower, t, linalg::Diag::non_unit, 1.0,
                    linalg::view(factor), rows);
-  }, ranks);
+  };
+  if (one) {
+    gradient_detail::update_blocks(*columns, nblocks, fit);
+    f.h = std::move(columns);
+  } else {
+    const std::vector<Index> held = gradient_detail::held_blocks(nblocks, ranks);
+    ranks.checked([&] {
+      f.h = gradient_detail::make_store(blocks, nbf, naux, folder, ranks.file_name("gradient-half"), &held, true);
+    });
+    gradient_detail::columns_to_blocks(*columns, f.aux, *f.h, fit, ranks);
+  }
   solve_metric(factor, fitted_d, kernels);
   solve_metric(factor, fitted_c, kernels);
   return f;
@@ -195,11 +202,23 @@ std::vector<Matrix> df_two_electron_gradients(const BasisSet& basis, const Basis
   const auto count = static_cast<Index>(corrections.size());
   const Matrix density = 2.0 * c_occ * c_occ.transpose();
   const gradient_detail::Ranks ranks{storage.comm};
-  const FittedHalf f = fitted_half(basis, jk_basis, c_occ, density, corrections, storage, ranks, kernels);
+  FittedHalf f = fitted_half(basis, jk_basis, c_occ, density, corrections, storage, ranks, kernels);
   const Matrix& fitted_d = f.fitted_d;
   const Matrix& fitted_c = f.fitted_c;
-  const gradient_detail::Store* h = f.h.get();
   auto [v0, v] = metric_densities(f, nbf, c_occ, corrections, ranks, kernels);
+  // H by this rank's fitting functions for the derivative integrals (one rank: as it is).
+  if (ranks.size() > 1) {
+    std::unique_ptr<gradient_detail::Store> columns;
+    ranks.checked([&] {
+      columns = gradient_detail::make_store(f.blocks, nbf, f.aux.count(ranks.rank()),
+                                            storage.on_scratch ? &storage.scratch_folder : nullptr,
+                                            ranks.file_name("gradient-half-columns"), nullptr, true);
+    });
+    gradient_detail::blocks_to_columns(*f.h, f.aux, *columns, ranks);
+    f.h = std::move(columns);
+  }
+  const gradient_detail::Store* h = f.h.get();
+  const Index col0 = f.aux.first(ranks.rank());
   std::vector<Matrix> gradients = {metric_gradient(jk_basis, natoms, v0)};
   for (Index k = 0; k < count; ++k) {
     Matrix& vk = v[std::size_t(k)];
@@ -209,7 +228,7 @@ std::vector<Matrix> df_two_electron_gradients(const BasisSet& basis, const Basis
   auto three_index_densities = [&](Index p0, Index p1, double* out) {
     const Index np = p1 - p0;
     Matrix slab(nbf * nocc, np);
-    h->read_slab(p0, np, slab.data());
+    h->read_slab(p0 - col0, np, slab.data());
     for (Index p = p0; p < p1; ++p) {
       // The SCF's: d_D^P D - 2 C_o B^P C_o^T.
       const Eigen::Map<const Matrix> hp(slab.col(p - p0).data(), nbf, nocc);
@@ -225,7 +244,7 @@ std::vector<Matrix> df_two_electron_gradients(const BasisSet& basis, const Basis
   std::vector<Matrix> three_index;
   ranks.checked([&] {
     three_index = three_center_gradients(jk_basis, basis, natoms, static_cast<int>(count + 1), three_index_densities,
-                                         ranks.share());
+                                         AuxFunctions{col0, col0 + f.aux.count(ranks.rank())});
   });
   for (Index k = 0; k <= count; ++k) {
     ranks.sum(three_index[std::size_t(k)]);  // each rank's auxiliary shells

@@ -34,8 +34,8 @@ struct HalfTransformedStorage {
   linalg::Index aux_block = 64;  // fitting functions whose (Q|mn) are computed at once
   bool on_scratch = false;
   std::string scratch_folder;
-  // The ranks sharing the work (blocks of fitting functions, blocks of orbitals and auxiliary shells dealt in turn,
-  // the sums summed; every rank holds H whole); none: this process alone.
+  // The ranks sharing the work and H (each its fitting functions and its blocks of orbitals, gradient_detail.hpp),
+  // the sums summed; none: this process alone.
   linalg::Comm* comm = nullptr;
 };
 

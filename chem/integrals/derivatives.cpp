@@ -296,7 +296,7 @@ linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule) {
 
 std::vector<linalg::Matrix> three_center_gradients(
     const BasisSet& aux, const BasisSet& basis, linalg::Index natoms, int count,
-    const std::function<void(linalg::Index, linalg::Index, double*)>& densities, const linalg::Share& share) {
+    const std::function<void(linalg::Index, linalg::Index, double*)>& densities, const AuxFunctions& mine) {
   // Debian's libint2 2.7.2 has three-centre first derivatives, but its builds miss shell combinations ((s|pp) among
   // them: a null build function), so the derivative with respect to the orbital centres is taken as for the
   // one-electron integrals (each shell's l + 1 and l - 1 shells, in ordinary three-centre integrals), and the
@@ -332,8 +332,8 @@ std::vector<linalg::Matrix> three_center_gradients(
     std::vector<std::array<double, 3>> t;  // per density: the sums along x, y, z
 #pragma omp for schedule(dynamic)
     for (int sp = 0; sp < nsh_a; ++sp) {
-      if (!share.mine(sp)) continue;
       const auto p0 = static_cast<linalg::Index>(a.offsets[static_cast<std::size_t>(sp)]);
+      if (p0 < mine.first || p0 >= mine.last) continue;
       const int np = a.sizes[static_cast<std::size_t>(sp)];
       const std::size_t stride = static_cast<std::size_t>(np * nbf * nbf);  // one density's block
       r.resize(stride * static_cast<std::size_t>(count));
@@ -376,8 +376,8 @@ std::vector<linalg::Matrix> three_center_gradients(
 
 linalg::Matrix three_center_gradient(const BasisSet& aux, const BasisSet& basis, linalg::Index natoms,
                                      const std::function<void(linalg::Index, linalg::Index, double*)>& density,
-                                     const linalg::Share& share) {
-  return three_center_gradients(aux, basis, natoms, 1, density, share).front();
+                                     const AuxFunctions& mine) {
+  return three_center_gradients(aux, basis, natoms, 1, density, mine).front();
 }
 
 std::vector<linalg::Matrix> four_center_gradients(const BasisSet& basis, linalg::Index natoms,

@@ -13,6 +13,7 @@
 // auxiliary l <= 7 with Debian's libint2 2.7) is an UnsupportedError; a malformed shell std::invalid_argument.
 #include <array>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -51,15 +52,18 @@ linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule);
 // and n's atoms): `density(p0, p1, out)` writes R for the auxiliary functions [p0, p1) of one auxiliary shell,
 // out[((P - p0) nbf + m) nbf + n], so that no more than a shell's worth is held. libint2's three-centre first
 // derivatives; `natoms` rows.
+// With `mine`, only the auxiliary shells whose functions lie in [first, last) (one rank's, for a sum over the ranks).
+struct AuxFunctions {
+  linalg::Index first = 0, last = std::numeric_limits<linalg::Index>::max();
+};
 linalg::Matrix three_center_gradient(const BasisSet& aux, const BasisSet& basis, linalg::Index natoms,
                                      const std::function<void(linalg::Index, linalg::Index, double*)>& density,
-                                     const linalg::Share& share = {});
+                                     const AuxFunctions& mine = {});
 // The same for `count` densities in one pass over the derivative integrals: `densities(p0, p1, out)` writes density
-// k's block at out + k (p1 - p0) nbf^2; one gradient per density. With `share`, only this rank's auxiliary shells
-// (dealt in turn), for a sum over the ranks.
+// k's block at out + k (p1 - p0) nbf^2; one gradient per density.
 std::vector<linalg::Matrix> three_center_gradients(
     const BasisSet& aux, const BasisSet& basis, linalg::Index natoms, int count,
-    const std::function<void(linalg::Index, linalg::Index, double*)>& densities, const linalg::Share& share = {});
+    const std::function<void(linalg::Index, linalg::Index, double*)>& densities, const AuxFunctions& mine = {});
 // d/dR of sum_mn P_mn [J(D) - 1/2 K(D)]_mn over the exact four-centre integrals, D and P symmetric and held fixed:
 // the exact SCF's two-electron gradient with P = D/2, a correlated method's separable part with P its relaxed
 // density. Integral-direct over the unique shell quartets (libint2's four-centre first derivatives).

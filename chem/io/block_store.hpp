@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,8 +54,10 @@ class BlockStore {
   using Index = linalg::Index;
   // Blocks `blocks` (ids) in that order, block b of block_rows[b] rows; in memory, or in a scratch file in
   // `*scratch_folder` named after `what` when it is given.
+  // With `separate` (in memory), each block is an allocation of its own that release(b) gives back: a store that
+  // changes hands a block at a time (chem/gradient) holds no more than what is still to go.
   BlockStore(const std::vector<Index>& blocks, const std::vector<Index>& block_rows, Index cols,
-             const std::string* scratch_folder, const std::string& what)
+             const std::string* scratch_folder, const std::string& what, bool separate = false)
       : cols_(cols) {
     std::size_t offset = 0;
     for (const Index b : blocks) {
@@ -65,18 +68,26 @@ class BlockStore {
       offset += static_cast<std::size_t>(rows_.back() * cols);
     }
     size_ = offset;
+    // Not value-initialised: every block is written before it is read.
     if (scratch_folder != nullptr) file_ = std::make_unique<ScratchFile>(*scratch_folder, what);
-    else memory_.reset(new W[size_]);  // not value-initialised: every block is written before it is read
+    else if (!separate) memory_.reset(new W[size_]);
+    else for (const Index b : ids_) separate_.emplace_back(new W[block_size(b)]);
   }
   bool in_memory() const { return !file_; }
   Index rows(Index b) const { return rows_[slot(b)]; }
   Index cols() const { return cols_; }
+  Index count() const { return static_cast<Index>(ids_.size()); }  // blocks
   // Elements of all blocks together.
   std::size_t size() const { return size_; }
   // In memory: block b in place, and all blocks as one array (a pass across blocks, such as a fitting of rows).
-  W* data(Index b) { return memory_.get() + offset_[slot(b)]; }
-  const W* data(Index b) const { return memory_.get() + offset_[slot(b)]; }
-  W* all() { return memory_.get(); }
+  W* data(Index b) { return separate_.empty() ? memory_.get() + offset_[slot(b)] : separate_[slot(b)].get(); }
+  const W* data(Index b) const {
+    return separate_.empty() ? memory_.get() + offset_[slot(b)] : separate_[slot(b)].get();
+  }
+  W* all() {
+    if (!separate_.empty()) throw std::logic_error("BlockStore: all() of separate blocks");
+    return memory_.get();
+  }
   linalg::MatrixViewT<W> view(Index b) { return {data(b), rows(b), cols_, rows(b)}; }
 
   // Columns [col0, col0 + ncols) of block b from `from`, whose columns are `ld` apart.
@@ -99,11 +110,11 @@ class BlockStore {
   void read_columns(Index b, Index col0, Index ncols, W* into, Index ld) const {
     const Index r = rows(b);
     const std::size_t first = offset_[slot(b)] + static_cast<std::size_t>(col0 * r);
-    if (ld == r || in_memory()) {
-      if (ld == r) read_span(first, static_cast<std::size_t>(r * ncols), into);
-      else for (Index j = 0; j < ncols; ++j) std::copy_n(memory_.get() + first + j * r, r, into + j * ld);
+    if (in_memory()) {
+      for (Index j = 0; j < ncols; ++j) std::copy_n(data(b) + (col0 + j) * r, r, into + j * ld);
       return;
     }
+    if (ld == r) return read_span(first, static_cast<std::size_t>(r * ncols), into);
     std::vector<W> packed(static_cast<std::size_t>(r * ncols));
     read_span(first, packed.size(), packed.data());
     for (Index j = 0; j < ncols; ++j) std::copy_n(packed.data() + j * r, r, into + j * ld);
@@ -129,14 +140,17 @@ class BlockStore {
   }
   // The whole block b to or from `data` (rows(b) x cols, contiguous). Thread-safe for reads.
   void write(Index b, const W* from) { write_columns(b, 0, cols_, from, rows(b)); }
-  void read(Index b, W* into) const { read_span(offset_[slot(b)], block_size(b), into); }
+  void read(Index b, W* into) const {
+    if (in_memory()) std::copy_n(data(b), block_size(b), into);
+    else read_span(offset_[slot(b)], block_size(b), into);
+  }
   // Elements [first, first + count) of the blocks end to end, across block boundaries.
   void read_span(std::size_t first, std::size_t count, W* into) const {
-    if (in_memory()) std::copy_n(memory_.get() + first, count, into);
+    if (in_memory()) std::copy_n(all_blocks() + first, count, into);
     else file_->read(into, count, first);
   }
   void write_span(std::size_t first, std::size_t count, const W* from) {
-    if (in_memory()) std::copy_n(from, count, memory_.get() + first);
+    if (in_memory()) std::copy_n(from, count, all_blocks() + first);
     else file_->write(from, count, first);
   }
 
@@ -175,11 +189,20 @@ class BlockStore {
 
   void release() {
     memory_.reset();
+    separate_.clear();
     file_.reset();
+  }
+  // Block b's memory given back (separate blocks; elsewhere nothing): it is not read again.
+  void release(Index b) {
+    if (!separate_.empty()) separate_[slot(b)].reset();
   }
 
  private:
   std::size_t slot(Index b) const { return slot_.at(b); }
+  W* all_blocks() const {
+    if (!separate_.empty()) throw std::logic_error("BlockStore: a span across separate blocks");
+    return memory_.get();
+  }
   std::size_t block_size(Index b) const { return static_cast<std::size_t>(rows(b) * cols_); }
   std::size_t largest_block() const {
     Index most = 0;
@@ -192,6 +215,7 @@ class BlockStore {
   std::vector<std::size_t> offset_;
   std::size_t size_ = 0;
   std::unique_ptr<W[]> memory_;
+  std::vector<std::unique_ptr<W[]>> separate_;  // one allocation per block, by slot
   std::unique_ptr<ScratchFile> file_;
   std::vector<W> packed_;
 };

@@ -346,6 +346,28 @@ TEST(DfMp2Gradient, PlanFitsItsBlocksToMemory) {
   EXPECT_FALSE(over_ranks.keep_pair_integrals);  // rows k and i are on different ranks
 }
 
+// Over ranks, each holds its share of the three-index tensors (its blocks of orbitals, its auxiliary functions), not
+// the whole: the least memory that holds them in memory falls with the rank count, to about a quarter of the
+// tensors on four ranks (with the shapes they take side by side while they change hands).
+TEST(DfMp2Gradient, PlanHoldsEachRanksShareOfTheTensors) {
+  auto least_in_memory = [](int ranks) {
+    chem::DfMp2GradientSizes sizes{384, 80, 16, 1344, 1900, 7, 2, ranks};
+    try {
+      chem::plan_dfmp2_gradient(sizes, 1e6, chem::Mp2Storage::memory);
+    } catch (const dfmp2::PhaseTooLarge& e) {
+      return e.needed();
+    }
+    ADD_FAILURE() << "1 MB fits";
+    return 0.0;
+  };
+  const double one = least_in_memory(1), two = least_in_memory(2), four = least_in_memory(4);
+  // One rank: at least H (nbf nocc naux_jk) whole in memory.
+  EXPECT_GE(one, 8.0 * 384 * 80 * 1900);
+  EXPECT_LT(two, 0.8 * one);
+  EXPECT_LT(four, 0.5 * one);
+  EXPECT_LT(four, 0.75 * two);
+}
+
 // Against Psi4 1.3.2 (gradient('mp2') and properties('mp2', properties=['dipole']), scf_type df, mp2_type df,
 // cc-pVDZ with its default JKFIT and RI bases, e_convergence 1e-11, d_convergence 1e-10, angstrom, c1, no_reorient,
 // no_com), all electrons and frozen core: the gradient within 1e-8 Eh/bohr, the relaxed dipole (Psi4 prints
