@@ -193,7 +193,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
     FittedIntegrals f = gradient_detail::fitted_integrals(*in.ri_basis, *in.basis, s, in.plan, in.scratch_folder,
                                                           ranks, kernels);
     lap("integrals");
-    amp = gradient_detail::amplitude_pass(f, s, in.plan, in.scratch_folder, ranks, kernels);
+    amp = gradient_detail::amplitude_pass(f, s, in.plan, in.scales, in.scratch_folder, ranks, kernels);
     out.opposite_spin = amp.opposite_spin;
     out.same_spin = amp.same_spin;
     x.block(no, no, nv, nv) = amp.y_vv;

@@ -85,6 +85,9 @@ struct DfMp2GradientInput {
   const BasisSet* jk_basis = nullptr;  // the SCF's J/K fitting basis; null for an exact SCF
   const ScfResult* scf = nullptr;      // converged RHF
   int nfrozen = 0;
+  // The energy differentiated: c_os E_os + c_ss E_ss (SCS-MP2, SOS-MP2, ...); the result's opposite_spin and
+  // same_spin stay the components unscaled.
+  SpinScales scales;
   JkBuilder* jk = nullptr;             // the SCF's J/K (its compute_symmetric builds the orbital response's G[M])
   DfMp2GradientPlan plan;              // made by plan_dfmp2_gradient
   // The Z-vector's largest residual at convergence: the SCF's d_convergence (rhf_dfmp2_gradient's step 4).

@@ -128,14 +128,19 @@ void for_tiles(Index n, const F& f) {
 }
 
 // One pair's amplitudes from its integrals kt = (ka|ib) at a + nv b and the denominators' occupied part e_ki:
-// t_ki^ab into t, T_ki^ab = 2 t^ab - t^ba over kt, the pair's opposite- and same-spin energies added to os and ss.
-void pair_amplitudes(double* kt, double* t, double e_ki, const Vector& e_vir, double& os, double& ss) {
+// t_ki^ab into t, T_ki^ab over kt, the pair's opposite- and same-spin energies (unscaled) added to os and ss.
+// E_os = sum (ka|ib) t^ab and E_ss = sum (ka|ib) (t^ab - t^ba), so c_os E_os + c_ss E_ss = sum (ka|ib) T^ab with
+// T^ab = (c_os + c_ss) t^ab - c_ss t^ba (2 t^ab - t^ba for MP2): every density and G the gradient makes from T is
+// then that energy's (the Hylleraas functional is linear in T).
+void pair_amplitudes(double* kt, double* t, double e_ki, const Vector& e_vir, SpinScales scales, double& os,
+                     double& ss) {
   const Index nv = e_vir.size();
+  const double direct = scales.opposite_spin + scales.same_spin, exchange = scales.same_spin;
   for (Index b = 0; b < nv; ++b)
     for (Index a = 0; a < nv; ++a) t[b * nv + a] = kt[b * nv + a] / (e_ki - e_vir(a) - e_vir(b));
   for_tiles(nv, [&](Index a, Index b) {
     const double kab = kt[b * nv + a], tab = t[b * nv + a], tba = t[a * nv + b];
-    kt[b * nv + a] = 2.0 * tab - tba;
+    kt[b * nv + a] = direct * tab - exchange * tba;
     os += kab * tab;
     ss += kab * (tab - tba);
   });
@@ -263,7 +268,7 @@ std::unique_ptr<Store> by_columns(Store& held, const FittedIntegrals& f, Index p
 // takes (ia|kb) = (kb|ia) for k < i from there, transposed.
 // With several ranks, each does the rows k of the blocks it holds, the other ranks' blocks I fetched from them as
 // the row passes them (a row's flops are about 6 nv per element fetched); its G, V and Gamma rows are its own.
-AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan,
+AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan, SpinScales scales,
                              const std::string& scratch_folder, const Ranks& ranks, Kernels& kernels) {
   const Index naux = f.factor.rows(), na = s.na, nv = s.nv, no = s.no;
   AmplitudePass out;
@@ -307,7 +312,7 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
 #pragma omp parallel for reduction(+ : os, ss)
           for (Index i = 0; i < ni; ++i) {
             pair_amplitudes(tile.data() + i * nv * nv, t_row.data() + (i0 + i) * nv * nv, e_act(k) + e_act(i0 + i),
-                            e_vir, os, ss);
+                            e_vir, scales, os, ss);
           }
           out.opposite_spin += os;
           out.same_spin += ss;

@@ -124,8 +124,9 @@ struct AmplitudePass {
   AuxColumns aux;     // f's
   std::unique_ptr<Store> gamma;  // Gamma = G L^-1 in the blocks of f, rows (k a): this rank's columns (aux)
 };
-// Consumes f's tensors (released when the pass ends); keeps its factor.
-AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan,
+// Consumes f's tensors (released when the pass ends); keeps its factor. The densities, y and Gamma are those of the
+// energy c_os E_os + c_ss E_ss (`scales`).
+AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan, SpinScales scales,
                              const std::string& scratch_folder, const Ranks& ranks, Kernels& kernels);
 
 }  // namespace dfmp2::chem::gradient_detail

@@ -258,6 +258,12 @@ std::vector<OccupiedBlockPair> occupied_block_pairs(linalg::Index nact, linalg::
 inline constexpr double kScsOppositeSpinScale = 6.0 / 5.0;
 inline constexpr double kScsSameSpinScale = 1.0 / 3.0;
 
+// The scales of the two spin components in a correlation energy c_os E_os + c_ss E_ss: MP2 (1, 1), SCS-MP2 (6/5, 1/3),
+// SOS-MP2 (Jung et al., J. Chem. Phys. 121, 9793 (2004): 1.3, 0), or a user's pair.
+struct SpinScales {
+  double opposite_spin = 1.0, same_spin = 1.0;
+};
+
 struct DfMp2Result {
   double opposite_spin = 0;
   double same_spin = 0;  // alpha-alpha plus beta-beta
