@@ -52,14 +52,12 @@ struct Ranks {
   int rank() const { return comm != nullptr ? comm->rank() : 0; }
   int owner(Index k) const { return static_cast<int>(k % size()); }
   bool mine(Index k) const { return comm == nullptr || owner(k) == comm->rank(); }
-  linalg::Share share() const { return comm != nullptr ? linalg::Share{comm->rank(), comm->size()} : linalg::Share{}; }
   // A scratch file's name for this rank (several ranks may share a folder, and a pid on different nodes).
   std::string file_name(const std::string& what) const {
     return size() > 1 ? what + "-r" + std::to_string(comm->rank()) : what;
   }
   void sum(double* data, Index count) const;
   void sum(Matrix& m) const { sum(m.data(), m.size()); }
-  void broadcast(double* data, Index count, int owner) const;
   // Local work between the collectives: if it fails on one rank, every rank stops (linalg::Comm::checked).
   template <class Work>
   void checked(Work&& work) const {

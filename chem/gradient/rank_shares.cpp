@@ -135,10 +135,6 @@ void Ranks::sum(double* data, Index count) const {
   if (size() > 1) comm->sum(data, static_cast<std::size_t>(count));
 }
 
-void Ranks::broadcast(double* data, Index count, int from) const {
-  if (size() > 1) comm->broadcast(data, sizeof(double) * static_cast<std::size_t>(count), from);
-}
-
 void update_blocks(Store& store, Index count, const std::function<void(MatrixView)>& update) {
   std::vector<double> buffer;
   for (Index b = 0; b < count; ++b) {
