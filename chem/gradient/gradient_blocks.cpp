@@ -246,18 +246,6 @@ std::unique_ptr<linalg::BlockLender> lend_blocks(const Store& store, const Ranks
   });
 }
 
-// `held` (this rank's blocks of f, `per_orbital` rows per orbital) as this rank's auxiliary columns of every block.
-std::unique_ptr<Store> by_columns(Store& held, const FittedIntegrals& f, Index per_orbital, const std::string* folder,
-                                  const std::string& what, const Ranks& ranks) {
-  std::unique_ptr<Store> columns;
-  ranks.checked([&] {
-    columns = make_store(f.blocks, per_orbital, f.aux.count(ranks.rank()), folder, ranks.file_name(what), nullptr,
-                         true);
-  });
-  blocks_to_columns(held, f.aux, *columns, ranks);
-  return columns;
-}
-
 }  // namespace
 
 // For each active k (a block K of them at a time, its rows of B, B_oo and G held), the pair amplitudes with every
@@ -344,8 +332,9 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
   f.oo.reset();
   g.resize(0, 0);
   // Gamma by this rank's auxiliary columns, for the AO passes (one rank: as it is).
-  out.gamma = one ? std::move(gamma) : by_columns(*gamma, f, nv, folder_of(plan, scratch_folder), "mp2-gradient-gamma",
-                                                  ranks);
+  out.gamma = one ? std::move(gamma)
+                  : blocks_to_columns(*gamma, f.blocks, nv, f.aux, folder_of(plan, scratch_folder),
+                                      "mp2-gradient-gamma", ranks);
   for (std::size_t J = 0; J < f.blocks.size(); ++J)  // the lower blocks from the upper ones
     for (Index j = f.blocks[J].first; j < f.blocks[J].second; ++j)
       for (Index i = f.blocks[J].second; i < na; ++i) out.p_oo(i, j) = out.p_oo(j, i);

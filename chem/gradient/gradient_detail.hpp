@@ -98,8 +98,12 @@ std::vector<Index> held_blocks(Index count, const Ranks& ranks);
 // about the larger one).
 void columns_to_blocks(Store& columns, const AuxColumns& aux, Store& held,
                        const std::function<void(linalg::MatrixView)>& use, const Ranks& ranks);
-// From `held` back to every rank's `columns`, the same rounds the other way, each held block released as it leaves.
-void blocks_to_columns(Store& held, const AuxColumns& aux, Store& columns, const Ranks& ranks);
+// From `held` back to a store of this rank's auxiliary columns of every block of `blocks` (`per_orbital` rows per
+// orbital; named after `what`, in `*scratch_folder` when given), the same rounds the other way, each held block
+// released as it leaves.
+std::unique_ptr<Store> blocks_to_columns(Store& held, const std::vector<std::pair<Index, Index>>& blocks,
+                                         Index per_orbital, const AuxColumns& aux, const std::string* scratch_folder,
+                                         const std::string& what, const Ranks& ranks);
 // update(block) on each of the first `count` blocks in turn, in place in memory or read, updated and written back
 // (one rank's whole store).
 void update_blocks(Store& store, Index count, const std::function<void(linalg::MatrixView)>& update);

@@ -88,7 +88,15 @@ void columns_to_blocks(Store& columns, const AuxColumns& aux, Store& held,
   }
 }
 
-void blocks_to_columns(Store& held, const AuxColumns& aux, Store& columns, const Ranks& ranks) {
+std::unique_ptr<Store> blocks_to_columns(Store& held, const std::vector<std::pair<Index, Index>>& blocks,
+                                         Index per_orbital, const AuxColumns& aux, const std::string* scratch_folder,
+                                         const std::string& what, const Ranks& ranks) {
+  std::unique_ptr<Store> out;
+  ranks.checked([&] {
+    out = make_store(blocks, per_orbital, aux.count(ranks.rank()), scratch_folder, ranks.file_name(what), nullptr,
+                     true);
+  });
+  Store& columns = *out;
   const Index count = columns.count(), mine = aux.count(ranks.rank());
   std::vector<std::vector<double>> pieces(static_cast<std::size_t>(ranks.size()));
   std::vector<double> whole;
@@ -129,6 +137,7 @@ void blocks_to_columns(Store& held, const AuxColumns& aux, Store& columns, const
       }
     });
   }
+  return out;
 }
 
 void Ranks::sum(double* data, Index count) const {

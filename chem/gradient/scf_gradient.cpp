@@ -208,14 +208,9 @@ std::vector<Matrix> df_two_electron_gradients(const BasisSet& basis, const Basis
   auto [v0, v] = metric_densities(f, nbf, c_occ, corrections, ranks, kernels);
   // H by this rank's fitting functions for the derivative integrals (one rank: as it is).
   if (ranks.size() > 1) {
-    std::unique_ptr<gradient_detail::Store> columns;
-    ranks.checked([&] {
-      columns = gradient_detail::make_store(f.blocks, nbf, f.aux.count(ranks.rank()),
-                                            storage.on_scratch ? &storage.scratch_folder : nullptr,
-                                            ranks.file_name("gradient-half-columns"), nullptr, true);
-    });
-    gradient_detail::blocks_to_columns(*f.h, f.aux, *columns, ranks);
-    f.h = std::move(columns);
+    f.h = gradient_detail::blocks_to_columns(*f.h, f.blocks, nbf, f.aux,
+                                             storage.on_scratch ? &storage.scratch_folder : nullptr,
+                                             "gradient-half-columns", ranks);
   }
   const gradient_detail::Store* h = f.h.get();
   const Index col0 = f.aux.first(ranks.rank());
