@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "chem/gradient/gradient_detail.hpp"
+#include "chem/gradient/pair_integrals.hpp"
 #include "chem/integrals/integrals.hpp"
 #include "linalg/errors.hpp"
 
@@ -116,17 +117,6 @@ FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, cons
 
 namespace {
 
-// f(a, b) for every a, b < n, tile by tile (32 x 32): a loop that also reads element (b, a) of an n x n matrix
-// then finds it in cache (reading it row by row took a new cache line for every element).
-template <class F>
-void for_tiles(Index n, const F& f) {
-  constexpr Index kTile = 32;
-  for (Index b0 = 0; b0 < n; b0 += kTile)
-    for (Index a0 = 0; a0 < n; a0 += kTile)
-      for (Index b = b0; b < std::min(b0 + kTile, n); ++b)
-        for (Index a = a0; a < std::min(a0 + kTile, n); ++a) f(a, b);
-}
-
 // One pair's amplitudes from its integrals kt = (ka|ib) at a + nv b and the denominators' occupied part e_ki:
 // t_ki^ab into t, T_ki^ab over kt, the pair's opposite- and same-spin energies (unscaled) added to os and ss.
 // E_os = sum (ka|ib) t^ab and E_ss = sum (ka|ib) (t^ab - t^ba), so c_os E_os + c_ss E_ss = sum (ka|ib) T^ab with
@@ -146,96 +136,73 @@ void pair_amplitudes(double* kt, double* t, double e_ki, const Vector& e_vir, Sp
   });
 }
 
-// The pair integrals (ka|ib) of row k with a block of i (from i0; B_I's rows (i b), its leading dimension) into
-// `tile` at a + nv (i nv + b): one GEMM B_k B_I^T; or, keeping them, the GEMM for i >= k only, the i < k taken
-// transposed from row i ((ka|ib) = (ib|ka)), the i > k kept for their own rows (na (na - 1) / 2 nv^2 doubles).
-class PairIntegrals {
- public:
-  PairIntegrals(bool keep, const Ranks& ranks, Index na, Index nv)
-      : keep_(keep), na_(na), nv_(nv), kept_(keep ? static_cast<std::size_t>(na * (na - 1) / 2 * nv * nv) : 0) {
-    if (keep && ranks.size() > 1) throw std::logic_error("PairIntegrals: rows k and i on different ranks");
-  }
-
-  void tile(Index k, Index i0, ConstMatrixView b_k, ConstMatrixView b_I, double* tile, Kernels& kernels) {
-    const Index nv = nv_, ni = b_I.rows / nv;
-    const Index computed = keep_ ? std::clamp<Index>(k - i0, 0, ni) : 0;  // the first i >= k
-    if (computed < ni) {
-      const Index skip = computed * nv;
-      kernels.gemm(kStep, Trans::no, Trans::yes, 1.0, b_k,
-                   ConstMatrixView{b_I.data + skip, b_I.rows - skip, b_I.cols, b_I.ld}, 0.0,
-                   MatrixView{tile + skip * nv, nv, b_I.rows - skip, nv});
-    }
-    if (!keep_) return;
-#pragma omp parallel for
-    for (Index i = 0; i < ni; ++i) {
-      double* kt = tile + i * nv * nv;
-      if (i < computed) {
-        const double* mirror = kept(i0 + i, k);  // (ib|ka) at b + nv a
-        for_tiles(nv, [&](Index a, Index b) { kt[b * nv + a] = mirror[a * nv + b]; });
-      } else if (i0 + i > k) {
-        std::copy_n(kt, nv * nv, kept(k, i0 + i));
-      }
-    }
-  }
-
- private:
-  double* kept(Index k, Index i) {  // (ka|ib) of k < i at a + nv b
-    return kept_.data() + ((k * (2 * na_ - k - 1)) / 2 + (i - k - 1)) * nv_ * nv_;
-  }
-  bool keep_;
-  Index na_, nv_;
-  std::vector<double> kept_;
-};
-
 }  // namespace
 
 namespace {
 
-// use(I, B_I) for every block I of f in turn: this rank's own in place from memory or read from its scratch file,
-// another rank's fetched from its holder; the next one to load loads on another thread while one is used. The
-// waits for other ranks' blocks go into the kernel table (`fetch_block`).
+// A block of B as the amplitude pass uses it: its rows, and with another rank's, the pair integrals of that rank's
+// finished rows of it with the current row (PairIntegrals).
+struct LoadedBlock {
+  std::vector<double> b;
+  std::vector<double> pairs;
+  Index pair_rows = 0;
+};
+
+// use(I, B_I, pairs, pair_rows) for every block I of f in turn, for row k: this rank's own in place from memory or
+// read from its scratch file, another rank's fetched from its holder with the pair integrals it has of row k with
+// the block (when `pairs` asks it for them; else none); the next one to load loads on another thread while one is
+// used. The waits for other ranks' blocks go into the kernel table (`fetch_block`).
 template <class Use>
-void sweep_blocks(const FittedIntegrals& f, Index per_orbital, const Ranks& ranks, linalg::BlockLender* lender,
-                  Kernels& kernels, const Use& use) {
-  const Store& held = *f.ov;
+void sweep_blocks(const FittedIntegrals& f, Index nv, Index k, const PairIntegrals& pairs, const Ranks& ranks,
+                  linalg::BlockLender* lender, Kernels& kernels, const Use& use) {
+  const Store& held = *f.ov;  // this rank's blocks only
   const auto count = static_cast<Index>(f.blocks.size());
-  auto rows = [&](Index b) { return (f.blocks[std::size_t(b)].second - f.blocks[std::size_t(b)].first) * per_orbital; };
   auto loaded = [&](Index b) { return !ranks.mine(b) || !held.in_memory(); };
-  ReadAhead<std::vector<double>> ahead;
-  Index pending = count;
+  ReadAhead<LoadedBlock> ahead;
   auto start_from = [&](Index first) {
-    for (pending = first; pending < count && !loaded(pending); ++pending) {
-    }
-    if (pending == count) return;
-    ahead.start([&, b = pending](std::vector<double>& into) {
-      into.resize(static_cast<std::size_t>(rows(b) * held.cols()));
-      if (ranks.mine(b)) held.read(b, into.data());
-      else lender->fetch(ranks.owner(b), b, into.data(), sizeof(double) * into.size())->wait();
+    Index b = first;
+    while (b < count && !loaded(b)) ++b;
+    if (b == count) return;
+    ahead.start([&, b](LoadedBlock& into) {
+      into.b.resize(static_cast<std::size_t>((f.blocks[std::size_t(b)].second - f.blocks[std::size_t(b)].first) *
+                                             nv * held.cols()));
+      into.pair_rows = 0;
+      if (ranks.mine(b)) return held.read(b, into.b.data());
+      // One after the other: two fetches from one rank in flight at once could take each other's messages.
+      const int owner = ranks.owner(b);
+      lender->fetch(owner, b, into.b.data(), sizeof(double) * into.b.size())->wait();
+      if (!pairs.asks(b)) return;
+      lender->fetch(owner, pairs.rows_finished_request(b), &into.pair_rows, sizeof(Index))->wait();
+      into.pairs.resize(pairs.pairs_bytes(into.pair_rows) / sizeof(double));
+      if (into.pair_rows > 0)
+        lender->fetch(owner, pairs.pairs_request(k, b), into.pairs.data(), pairs.pairs_bytes(into.pair_rows))->wait();
     });
   };
   double waited = 0, fetched = 0;
   start_from(0);
   for (Index b = 0; b < count; ++b) {
     if (!loaded(b)) {
-      use(b, held.data(b));
+      use(b, held.data(b), nullptr, 0);
       continue;
     }
     linalg::Stopwatch clock;
-    const std::vector<double>& block = ahead.take();  // rethrows a read's or a fetch's error
+    const LoadedBlock& block = ahead.take();  // rethrows a read's or a fetch's error
     if (!ranks.mine(b)) {
       waited += clock.seconds();
-      fetched += double(sizeof(double) * block.size());
+      fetched += double(sizeof(double) * (block.b.size() + block.pairs.size()));
     }
     start_from(b + 1);
-    use(b, block.data());
+    use(b, block.b.data(), block.pairs.data(), block.pair_rows);
   }
   if (fetched > 0) kernels.record_host(kStep, "fetch_block", waited, {0, fetched}, "fp64");
 }
 
-// This rank's blocks of `store` lent to the other ranks while they pass them (none on one rank).
-std::unique_ptr<linalg::BlockLender> lend_blocks(const Store& store, const Ranks& ranks) {
+// This rank's blocks of `store` lent to the other ranks while they pass them, and the pair integrals of its rows
+// (requests with negative ids); none on one rank.
+std::unique_ptr<linalg::BlockLender> lend_blocks(const Store& store, PairIntegrals& pairs, const Ranks& ranks) {
   if (ranks.size() == 1) return nullptr;
   return ranks.comm->lend([&](long long id, std::size_t bytes, std::vector<std::byte>& buffer) -> const void* {
+    if (id < 0) return pairs.lend(id, bytes, buffer);
     const auto b = static_cast<Index>(id);
     if (bytes != sizeof(double) * std::size_t(store.rows(b) * store.cols()))
       throw std::logic_error("DF-MP2 gradient: a block asked for with the wrong size");
@@ -252,10 +219,10 @@ std::unique_ptr<linalg::BlockLender> lend_blocks(const Store& store, const Ranks
 // active i, block I by block I as the store streams them: t_ki^ab in t_row(a, i nv + b), kept for the whole row
 // since P_ij pairs t_ki with T_kj across blocks; T_ki^ab = 2 t_ki^ab - t_ki^ba in `tile` for block I only. Then
 // E = sum (ka|ib) T_ki^ab, P_ab = 2 sum t_ki^ac T_ki^bc, P_ij = -2 sum t_ki^ab T_kj^ab, G_ka^Q = sum T_ki^ab B_ib^Q.
-// With the plan's keep_pair_integrals, row k computes (ka|ib) for i >= k only and keeps those with i > k; row i
-// takes (ia|kb) = (kb|ia) for k < i from there, transposed.
+// With the plan's keep_pair_integrals, each pair's (ka|ib) computed once (PairIntegrals).
 // With several ranks, each does the rows k of the blocks it holds, the other ranks' blocks I fetched from them as
-// the row passes them (a row's flops are about 6 nv per element fetched); its G, V and Gamma rows are its own.
+// the row passes them (a row's flops are about 6 nv per element fetched), with the pair integrals of row k that the
+// other rank has made; its G, V and Gamma rows are its own.
 AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan, SpinScales scales,
                              const std::string& scratch_folder, const Ranks& ranks, Kernels& kernels) {
   const Index naux = f.factor.rows(), na = s.na, nv = s.nv, no = s.no;
@@ -279,8 +246,8 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
   for (const auto& [i0, i1] : f.blocks) largest = std::max(largest, i1 - i0);
   Matrix t_row(nv, na * nv), tile(nv, largest * nv), g;
   std::vector<double> ov_buffer, oo_buffer;
-  PairIntegrals pairs(plan.keep_pair_integrals, ranks, na, nv);
-  std::unique_ptr<linalg::BlockLender> lender = lend_blocks(*f.ov, ranks);
+  PairIntegrals pairs(plan.keep_pair_integrals, f.blocks, ranks, nv);
+  std::unique_ptr<linalg::BlockLender> lender = lend_blocks(*f.ov, pairs, ranks);
   ranks.checked([&] {
     for (const Index K : held) {
       const Index k0 = f.blocks[static_cast<std::size_t>(K)].first, rows = f.ov->rows(K), nk = rows / nv;
@@ -291,11 +258,12 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
         const Index k = k0 + kk;
         const ConstMatrixView b_k{b_K + kk * nv, nv, naux, rows};
         const MatrixView g_k{g.data() + kk * nv, nv, naux, rows};
-        sweep_blocks(f, nv, ranks, lender.get(), kernels, [&](Index I, const double* b_I) {
+        sweep_blocks(f, nv, k, pairs, ranks, lender.get(), kernels, [&](Index I, const double* b_I, const double* from_rank,
+                                                                             Index from_rank_rows) {
           const Index i0 = f.blocks[static_cast<std::size_t>(I)].first;
           const Index ni = f.blocks[static_cast<std::size_t>(I)].second - i0, cols = ni * nv;
           const ConstMatrixView b_i{b_I, cols, naux, cols};
-          pairs.tile(k, i0, b_k, b_i, tile.data(), kernels);
+          pairs.tile(k, I, b_k, b_i, from_rank, from_rank_rows, tile.data(), kernels);
           double os = 0, ss = 0;
 #pragma omp parallel for reduction(+ : os, ss)
           for (Index i = 0; i < ni; ++i) {
@@ -312,6 +280,7 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
                        MatrixView{out.p_oo.data() + i0 * na, i0 + ni, ni, na});
           kernels.gemm(kStep, Trans::no, Trans::no, 1.0, tt_i, b_i, 1.0, g_k);
         });
+        pairs.finished(k);  // its pair integrals with later rows kept: other ranks may take them
         // y_vv(b, a) = 4 sum_Q B_kb^Q G_ka^Q and y_ov(j, a) = 4 sum_Q B_kj^Q G_ka^Q, summed over k.
         kernels.gemm(kStep, Trans::no, Trans::yes, 4.0, b_k, ConstMatrixView(g_k), 1.0, linalg::view(out.y_vv));
         kernels.gemm(kStep, Trans::no, Trans::yes, 4.0, ConstMatrixView{oo_K + kk * no, no, naux, nk * no},
@@ -399,8 +368,12 @@ GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bo
   // The amplitudes: t for one k with every i, T for one block, the block's rows of B, B_oo and G (B and B_oo read
   // from scratch, and the next block of B read or fetched from another rank while one is used); then, with ranks,
   // Gamma from blocks to columns.
-  const double pairs = keep_pairs ? 0.5 * na * (na - 1.0) * nv * nv : 0.0;
-  const double ahead = scratch || !one ? 2.0 * n * nv * naux : 0.0;
+  // The kept pair integrals: of this rank's rows (one rank: all rows); with ranks, those of another rank's block
+  // fetched beside its B (two in flight).
+  const double pairs = keep_pairs ? gradient_detail::kept_pair_doubles(z.nocc - z.nfrozen, z.nbf - z.nocc,
+                                                                       static_cast<Index>(n), z.ranks)
+                                  : 0.0;
+  const double ahead = (scratch || !one ? 2.0 * n * nv * naux : 0.0) + (keep_pairs && !one ? 2.0 * n * nv * nv : 0.0);
   const double pass = na * nv * nv + n * nv * nv + n * nv * naux + pairs + ahead +
                       (scratch ? n * (nv + no) * naux : in_memory * (2.0 * ov + oo));
   const double regather = one ? 0.0 : in_memory * std::max(ov, ov_cols) + 2.0 * n * nv * naux;
@@ -446,7 +419,7 @@ DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& z, double budget
     if ((scratch && storage == Mp2Storage::memory) || (!scratch && storage == Mp2Storage::scratch)) continue;
     for (const auto& [keep, keep_pairs] : kept_in_turn) {
       if (z.naux_jk == 0 && keep != RotationProducts::none) continue;  // an exact SCF's J/K keeps nothing
-      if (keep_pairs && (z.ranks > 1 || (keep == RotationProducts::none && z.naux_jk > 0))) continue;
+      if (keep_pairs && keep == RotationProducts::none && z.naux_jk > 0) continue;
       // Block sizes that cut the active orbitals evenly, largest first; with several ranks, a block for each at least
       // (the blocks' fits and metric densities are dealt to the ranks by block).
       const Index fewest = std::clamp<Index>(z.ranks, 1, std::max<Index>(na, 1));

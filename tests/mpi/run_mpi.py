@@ -286,6 +286,13 @@ def energies_case(args, name, c):
                     diff = max(abs(a - b) for a, b in zip(mp2_part(r), mp2_part(results[0])))
                     c.check(diff <= MP2_GRADIENT_TOLERANCE, "%s, %d ranks: the MP2 part of the gradient within %.1e "
                             "Eh/bohr of one process's (tolerance %.0e)" % (name, ranks, diff, MP2_GRADIENT_TOLERANCE))
+                # The pair integrals kept over ranks as on one process (each rank lending its rows' to the others):
+                # the agreement above then covers them.
+                def keeps_pairs(res):
+                    return any(p["phase"] == "MP2 gradient" and "pair integrals" in p["reason"]
+                               for p in res["extras"]["dfmp2"]["memory_plan"]["phases"])
+                if r["driver"] == "gradient" and keeps_pairs(results[0]):
+                    c.check(keeps_pairs(r), "%s, %d ranks: the pair integrals kept, as on one process" % (name, ranks))
             for key, value in results[0]["extras"]["qcvars"].items():
                 if "INTERACTION" in key:
                     diff = r["extras"]["qcvars"][key] - value

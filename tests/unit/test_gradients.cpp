@@ -12,6 +12,7 @@
 #include "chem/scf/df_jk.hpp"
 #include "chem/mp2/dfmp2.hpp"
 #include "chem/gradient/dfmp2_gradient.hpp"
+#include "chem/gradient/pair_integrals.hpp"
 #include "chem/integrals/integrals.hpp"
 #include "chem/system/molecule.hpp"
 #include "chem/scf/scf.hpp"
@@ -379,7 +380,13 @@ TEST(DfMp2Gradient, PlanFitsItsBlocksToMemory) {
   ranks.ranks = 3;
   const auto over_ranks = chem::plan_dfmp2_gradient(ranks, 64e9, chem::Mp2Storage::automatic);
   EXPECT_EQ(over_ranks.occupied_block, 22);
-  EXPECT_FALSE(over_ranks.keep_pair_integrals);  // rows k and i are on different ranks
+  // Each rank keeps the pair integrals of its own rows only, with every other rank's row and its own later ones: the
+  // most, the last rank's 22 rows (blocks of 21, 21 and 22 orbitals, one per rank); well under the whole triangle.
+  EXPECT_TRUE(over_ranks.keep_pair_integrals);
+  const double whole = 64.0 * 63 / 2 * 304.0 * 304.0, most = (22.0 * 42 + 22.0 * 21 / 2) * 304.0 * 304.0;
+  EXPECT_EQ(chem::gradient_detail::kept_pair_doubles(64, 304, 22, 3), most);
+  EXPECT_EQ(chem::gradient_detail::kept_pair_doubles(64, 304, 22, 1), whole);
+  EXPECT_LT(most, 0.6 * whole);
 }
 
 // Over ranks, each holds its share of the three-index tensors (its blocks of orbitals, its auxiliary functions), not
