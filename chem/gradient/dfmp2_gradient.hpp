@@ -58,9 +58,11 @@ struct DfMp2GradientPlan {
   // integrals in the orbitals' basis (mo), their occupied blocks only (occupied), or nothing (none).
   RotationProducts zvector_products = RotationProducts::mo;
   // The amplitude pass keeps each pair's integrals (ka|ib), k < i, from row k for row i, so that the first product
-  // runs over half of the pairs (na (na - 1) / 2 nv^2 doubles; one rank only: with ranks, rows k and i are dealt to
-  // different ranks).
+  // runs over half of the pairs (na (na - 1) / 2 nv^2 doubles; with ranks, each rank its own rows', shared).
   bool keep_pair_integrals = false;
+  // The rows k of a block whose pair amplitudes are made together (each na nv^2): each block of B read from scratch
+  // or fetched from another rank once for all of them.
+  linalg::Index amplitude_rows = 1;
   double memory_bytes = 0;   // the gradient's peak, beside the SCF's J/K and matrices
   double scratch_bytes = 0;  // its scratch file at its largest
   std::string reason;        // why this storage and these blocks

@@ -11,6 +11,7 @@
 #include "chem/gradient/gradient_detail.hpp"
 #include "chem/gradient/pair_integrals.hpp"
 #include "chem/integrals/integrals.hpp"
+#include "chem/scf/df_jk.hpp"
 #include "linalg/errors.hpp"
 
 namespace dfmp2::chem {
@@ -141,20 +142,20 @@ void pair_amplitudes(double* kt, double* t, double e_ki, const Vector& e_vir, Sp
 namespace {
 
 // A block of B as the amplitude pass uses it: its rows, and with another rank's, the pair integrals of that rank's
-// finished rows of it with the current row (PairIntegrals).
+// finished rows of it (`pair_rows`) with each of the current rows in turn (PairIntegrals).
 struct LoadedBlock {
   std::vector<double> b;
   std::vector<double> pairs;
   Index pair_rows = 0;
 };
 
-// use(I, B_I, pairs, pair_rows) for every block I of f in turn, for row k: this rank's own in place from memory or
-// read from its scratch file, another rank's fetched from its holder with the pair integrals it has of row k with
-// the block (when `pairs` asks it for them; else none); the next one to load loads on another thread while one is
-// used. The waits for other ranks' blocks go into the kernel table (`fetch_block`).
+// use(I, B_I, pairs, pair_rows) for every block I of f in turn, for the rows [k0, k1): this rank's own in place
+// from memory or read from its scratch file, another rank's fetched from its holder with the pair integrals it has
+// of the rows with the block (when `pairs` asks it for them; else none); the next one to load loads on another thread
+// while one is used. The waits for other ranks' blocks go into the kernel table (`fetch_block`).
 template <class Use>
-void sweep_blocks(const FittedIntegrals& f, Index nv, Index k, const PairIntegrals& pairs, const Ranks& ranks,
-                  linalg::BlockLender* lender, Kernels& kernels, const Use& use) {
+void sweep_blocks(const FittedIntegrals& f, Index nv, Index k0, Index k1, const PairIntegrals& pairs,
+                  const Ranks& ranks, linalg::BlockLender* lender, Kernels& kernels, const Use& use) {
   const Store& held = *f.ov;  // this rank's blocks only
   const auto count = static_cast<Index>(f.blocks.size());
   auto loaded = [&](Index b) { return !ranks.mine(b) || !held.in_memory(); };
@@ -167,15 +168,18 @@ void sweep_blocks(const FittedIntegrals& f, Index nv, Index k, const PairIntegra
       into.b.resize(static_cast<std::size_t>((f.blocks[std::size_t(b)].second - f.blocks[std::size_t(b)].first) *
                                              nv * held.cols()));
       into.pair_rows = 0;
+      into.pairs.clear();
       if (ranks.mine(b)) return held.read(b, into.b.data());
       // One after the other: two fetches from one rank in flight at once could take each other's messages.
       const int owner = ranks.owner(b);
       lender->fetch(owner, b, into.b.data(), sizeof(double) * into.b.size())->wait();
       if (!pairs.asks(b)) return;
       lender->fetch(owner, pairs.rows_finished_request(b), &into.pair_rows, sizeof(Index))->wait();
-      into.pairs.resize(pairs.pairs_bytes(into.pair_rows) / sizeof(double));
-      if (into.pair_rows > 0)
-        lender->fetch(owner, pairs.pairs_request(k, b), into.pairs.data(), pairs.pairs_bytes(into.pair_rows))->wait();
+      const std::size_t per_row = pairs.pairs_bytes(into.pair_rows);
+      into.pairs.resize((k1 - k0) * per_row / sizeof(double));
+      for (Index k = k0; k < k1 && per_row > 0; ++k)
+        lender->fetch(owner, pairs.pairs_request(k, b), into.pairs.data() + (k - k0) * per_row / sizeof(double),
+                      per_row)->wait();
     });
   };
   double waited = 0, fetched = 0;
@@ -213,6 +217,43 @@ std::unique_ptr<linalg::BlockLender> lend_blocks(const Store& store, PairIntegra
   });
 }
 
+// Row k's pair amplitudes with block I (its rows of B, b_I): t_ki^ab into t_row, T_ki^ab into `tile`; their
+// energies, P_ab, P_ij (every i up to the block's end and j in it) and G_k added to. `from_rank`: the pair integrals
+// another rank sent for it (PairIntegrals).
+struct PairWork {
+  const std::vector<std::pair<Index, Index>>& blocks;
+  const Vector &e_act, &e_vir;
+  SpinScales scales;
+  Index naux;
+  PairIntegrals& pairs;
+  Matrix& tile;
+  AmplitudePass& out;
+  Kernels& kernels;
+
+  void operator()(Index k, ConstMatrixView b_k, double* t_row, MatrixView g_k, Index I, const double* b_I,
+                  const double* from_rank, Index from_rank_rows) {
+    const Index nv = e_vir.size(), na = e_act.size(), i0 = blocks[std::size_t(I)].first;
+    const Index ni = blocks[std::size_t(I)].second - i0, cols = ni * nv;
+    const ConstMatrixView b_i{b_I, cols, naux, cols};
+    pairs.tile(k, I, b_k, b_i, from_rank, from_rank_rows, tile.data(), kernels);
+    double os = 0, ss = 0;
+#pragma omp parallel for reduction(+ : os, ss)
+    for (Index i = 0; i < ni; ++i) {
+      pair_amplitudes(tile.data() + i * nv * nv, t_row + (i0 + i) * nv * nv, e_act(k) + e_act(i0 + i), e_vir, scales,
+                      os, ss);
+    }
+    out.opposite_spin += os;
+    out.same_spin += ss;
+    const ConstMatrixView t_i{t_row + i0 * nv * nv, nv, cols, nv}, tt_i{tile.data(), nv, cols, nv};
+    kernels.gemm(kStep, Trans::no, Trans::yes, 2.0, t_i, tt_i, 1.0, linalg::view(out.p_vv));
+    // P_ij for every i up to this block's end and j in it (the rest is its mirror: P_ij is symmetric).
+    kernels.gemm(kStep, Trans::yes, Trans::no, -2.0, ConstMatrixView{t_row, nv * nv, i0 + ni, nv * nv},
+                 ConstMatrixView{tile.data(), nv * nv, ni, nv * nv}, 1.0,
+                 MatrixView{out.p_oo.data() + i0 * na, i0 + ni, ni, na});
+    kernels.gemm(kStep, Trans::no, Trans::no, 1.0, tt_i, b_i, 1.0, g_k);
+  }
+};
+
 }  // namespace
 
 // For each active k (a block K of them at a time, its rows of B, B_oo and G held), the pair amplitudes with every
@@ -244,47 +285,40 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
   const Vector e_act = s.e.segment(s.nf, na), e_vir = s.e.tail(nv);
   Index largest = 0;
   for (const auto& [i0, i1] : f.blocks) largest = std::max(largest, i1 - i0);
-  Matrix t_row(nv, na * nv), tile(nv, largest * nv), g;
+  const Index group = std::max<Index>(plan.amplitude_rows, 1);
+  Matrix t_rows(nv, group * na * nv), tile(nv, largest * nv), g;
   std::vector<double> ov_buffer, oo_buffer;
   PairIntegrals pairs(plan.keep_pair_integrals, f.blocks, ranks, nv);
   std::unique_ptr<linalg::BlockLender> lender = lend_blocks(*f.ov, pairs, ranks);
+  PairWork work{f.blocks, e_act, e_vir, scales, naux, pairs, tile, out, kernels};
   ranks.checked([&] {
     for (const Index K : held) {
       const Index k0 = f.blocks[static_cast<std::size_t>(K)].first, rows = f.ov->rows(K), nk = rows / nv;
       const double* b_K = f.ov->block(K, ov_buffer);
       const double* oo_K = f.oo->block(K, oo_buffer);
       g.setZero(rows, naux);  // G's rows (k a) of block K
-      for (Index kk = 0; kk < nk; ++kk) {
-        const Index k = k0 + kk;
-        const ConstMatrixView b_k{b_K + kk * nv, nv, naux, rows};
-        const MatrixView g_k{g.data() + kk * nv, nv, naux, rows};
-        sweep_blocks(f, nv, k, pairs, ranks, lender.get(), kernels, [&](Index I, const double* b_I, const double* from_rank,
-                                                                             Index from_rank_rows) {
-          const Index i0 = f.blocks[static_cast<std::size_t>(I)].first;
-          const Index ni = f.blocks[static_cast<std::size_t>(I)].second - i0, cols = ni * nv;
-          const ConstMatrixView b_i{b_I, cols, naux, cols};
-          pairs.tile(k, I, b_k, b_i, from_rank, from_rank_rows, tile.data(), kernels);
-          double os = 0, ss = 0;
-#pragma omp parallel for reduction(+ : os, ss)
-          for (Index i = 0; i < ni; ++i) {
-            pair_amplitudes(tile.data() + i * nv * nv, t_row.data() + (i0 + i) * nv * nv, e_act(k) + e_act(i0 + i),
-                            e_vir, scales, os, ss);
-          }
-          out.opposite_spin += os;
-          out.same_spin += ss;
-          const ConstMatrixView t_i{t_row.data() + i0 * nv * nv, nv, cols, nv}, tt_i{tile.data(), nv, cols, nv};
-          kernels.gemm(kStep, Trans::no, Trans::yes, 2.0, t_i, tt_i, 1.0, linalg::view(out.p_vv));
-          // P_ij for every i up to this block's end and j in it (the rest is its mirror: P_ij is symmetric).
-          kernels.gemm(kStep, Trans::yes, Trans::no, -2.0, ConstMatrixView{t_row.data(), nv * nv, i0 + ni, nv * nv},
-                       ConstMatrixView{tile.data(), nv * nv, ni, nv * nv}, 1.0,
-                       MatrixView{out.p_oo.data() + i0 * na, i0 + ni, ni, na});
-          kernels.gemm(kStep, Trans::no, Trans::no, 1.0, tt_i, b_i, 1.0, g_k);
-        });
-        pairs.finished(k);  // its pair integrals with later rows kept: other ranks may take them
-        // y_vv(b, a) = 4 sum_Q B_kb^Q G_ka^Q and y_ov(j, a) = 4 sum_Q B_kj^Q G_ka^Q, summed over k.
-        kernels.gemm(kStep, Trans::no, Trans::yes, 4.0, b_k, ConstMatrixView(g_k), 1.0, linalg::view(out.y_vv));
-        kernels.gemm(kStep, Trans::no, Trans::yes, 4.0, ConstMatrixView{oo_K + kk * no, no, naux, nk * no},
-                     ConstMatrixView(g_k), 1.0, linalg::view(out.y_ov));
+      // The rows a group at a time, each block of B loaded once for the group.
+      for (Index r0 = 0; r0 < nk; r0 += group) {
+        const Index r1 = std::min(nk, r0 + group);
+        auto b_k = [&](Index kk) { return ConstMatrixView{b_K + kk * nv, nv, naux, rows}; };
+        auto g_k = [&](Index kk) { return MatrixView{g.data() + kk * nv, nv, naux, rows}; };
+        sweep_blocks(f, nv, k0 + r0, k0 + r1, pairs, ranks, lender.get(), kernels,
+                     [&](Index I, const double* b_I, const double* from_rank, Index from_rank_rows) {
+                       for (Index kk = r0; kk < r1; ++kk) {
+                         const double* sent = from_rank_rows > 0 ? from_rank + (kk - r0) * from_rank_rows * nv * nv
+                                                                 : nullptr;
+                         work(k0 + kk, b_k(kk), t_rows.data() + (kk - r0) * na * nv * nv, g_k(kk), I, b_I, sent,
+                              from_rank_rows);
+                       }
+                     });
+        for (Index kk = r0; kk < r1; ++kk) {
+          pairs.finished(k0 + kk);  // its pair integrals with later rows kept: other ranks may take them
+          // y_vv(b, a) = 4 sum_Q B_kb^Q G_ka^Q and y_ov(j, a) = 4 sum_Q B_kj^Q G_ka^Q, summed over k.
+          kernels.gemm(kStep, Trans::no, Trans::yes, 4.0, b_k(kk), ConstMatrixView(g_k(kk)), 1.0,
+                       linalg::view(out.y_vv));
+          kernels.gemm(kStep, Trans::no, Trans::yes, 4.0, ConstMatrixView{oo_K + kk * no, no, naux, nk * no},
+                       ConstMatrixView(g_k(kk)), 1.0, linalg::view(out.y_ov));
+        }
       }
       // The metric's V = sum_ka B_ka G_ka^T, and Gamma = G L^-1 for the AO passes.
       kernels.gemm(kStep, Trans::yes, Trans::no, 1.0, ConstMatrixView{b_K, rows, naux, rows}, linalg::view(g), 1.0,
@@ -341,8 +375,8 @@ double column_share(double naux, double m, double shell, int ranks) {
   return std::min(1.0, std::ceil(ao_blocks / ranks) * std::max(m, shell) / naux);
 }
 
-GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bool scratch, RotationProducts kept,
-                             bool keep_pairs) {
+GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, double group, bool scratch,
+                             RotationProducts kept, bool keep_pairs) {
   const double nbf = double(z.nbf), no = double(z.nocc), na = double(z.nocc - z.nfrozen), nv = double(z.nbf - z.nocc);
   const double naux = double(z.naux);
   const double in_memory = scratch ? 0.0 : 1.0;
@@ -365,16 +399,17 @@ GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bo
       one ? in_memory * (ov + oo) + ao + (scratch ? n * std::max(nv, no) * naux : 0.0)
           : std::max(in_memory * (ov_cols + oo_cols) + ao,
                      in_memory * (std::max(ov_cols, ov) + std::max(oo_cols, oo)) + round);
-  // The amplitudes: t for one k with every i, T for one block, the block's rows of B, B_oo and G (B and B_oo read
-  // from scratch, and the next block of B read or fetched from another rank while one is used); then, with ranks,
-  // Gamma from blocks to columns.
+  // The amplitudes: t for a group of rows k with every i, T for one block, the block's rows of B, B_oo and G (B and
+  // B_oo read from scratch, and the next block of B read or fetched from another rank while one is used, with the
+  // group's pair integrals another rank has); then, with ranks, Gamma from blocks to columns.
   // The kept pair integrals: of this rank's rows (one rank: all rows); with ranks, those of another rank's block
   // fetched beside its B (two in flight).
   const double pairs = keep_pairs ? gradient_detail::kept_pair_doubles(z.nocc - z.nfrozen, z.nbf - z.nocc,
                                                                        static_cast<Index>(n), z.ranks)
                                   : 0.0;
-  const double ahead = (scratch || !one ? 2.0 * n * nv * naux : 0.0) + (keep_pairs && !one ? 2.0 * n * nv * nv : 0.0);
-  const double pass = na * nv * nv + n * nv * nv + n * nv * naux + pairs + ahead +
+  const double ahead =
+      (scratch || !one ? 2.0 * n * nv * naux : 0.0) + (keep_pairs && !one ? 2.0 * group * n * nv * nv : 0.0);
+  const double pass = group * na * nv * nv + n * nv * nv + n * nv * naux + pairs + ahead +
                       (scratch ? n * (nv + no) * naux : in_memory * (2.0 * ov + oo));
   const double regather = one ? 0.0 : in_memory * std::max(ov, ov_cols) + 2.0 * n * nv * naux;
   // The three-index derivatives: on each thread one auxiliary shell's density and Gamma slab.
@@ -383,7 +418,10 @@ GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bo
   // The Z-vector: with a DF-SCF, its fitting basis's integrals in the orbitals' basis kept across its iterations,
   // as many of them as the plan allows.
   const double naux_jk = double(z.naux_jk);
-  const double zvector = rotation_products_bytes(kept, z.nbf, z.nocc, z.nbf - z.nocc, z.naux_jk) / 8.0;
+  // With ranks, each keeps the products of its own fitting functions.
+  const double zvector =
+      rotation_products_bytes(kept, z.nbf, z.nocc, z.nbf - z.nocc,
+                              df_jk_columns_per_rank(z.naux_jk, z.largest_aux_shell, z.ranks)) / 8.0;
   // The SCF-like separable part: its fitted half-transformed integrals H (nbf no naux_jk) by the same blocks; while
   // they are made, a block of (Q|mn) with (Q|mn) C_o twice (computed, then as columns); then one block's C_o^T H and
   // P H beside them, and on each thread a shell's slab of H and its two densities.
@@ -399,6 +437,22 @@ GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, bo
   out.peak = 8.0 * (fixed + std::max({transform, pass, regather, gamma_held + derivative, zvector, separable}));
   out.scratch = scratch ? 8.0 * std::max(one ? 2.0 * ov + oo : ov_cols + oo_cols + 2.0 * ov + oo, h) : 0.0;
   return out;
+}
+
+// Why the plan is what it is, for the memory plan's table.
+std::string plan_reason(const DfMp2GradientPlan& plan, const DfMp2GradientSizes& z, Mp2Storage storage) {
+  std::string reason = storage != Mp2Storage::automatic ? "asked for (mp2_storage)"
+                       : plan.on_scratch ? "its three-index tensors do not fit in memory beside the blocks"
+                                         : "its three-index tensors fit in memory";
+  if (plan.zvector_products == RotationProducts::occupied)
+    reason += "; the Z-vector keeps b_oo and b_vo only (a pass over the J/K's tensor each iteration)";
+  if (plan.zvector_products == RotationProducts::none && z.naux_jk > 0)
+    reason += "; the Z-vector's J/K rebuilt each iteration";
+  if (plan.keep_pair_integrals) reason += "; the pair integrals (ka|ib) kept for their mirror pairs";
+  if (plan.amplitude_rows > 1)
+    reason += fmt::format("; {} rows' amplitudes at once (each block of B {} once for them)", plan.amplitude_rows,
+                          plan.on_scratch ? (z.ranks > 1 ? "read or fetched" : "read") : "fetched");
+  return reason;
 }
 
 }  // namespace
@@ -423,23 +477,22 @@ DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& z, double budget
       // Block sizes that cut the active orbitals evenly, largest first; with several ranks, a block for each at least
       // (the blocks' fits and metric densities are dealt to the ranks by block).
       const Index fewest = std::clamp<Index>(z.ranks, 1, std::max<Index>(na, 1));
+      // Rows whose amplitudes are made together: where blocks of B are loaded (read from scratch or fetched from
+      // another rank), up to 4 share each load; one process in memory loads none.
+      const std::vector<Index> groups = z.ranks > 1 || scratch ? std::vector<Index>{4, 2, 1} : std::vector<Index>{1};
       for (Index count = fewest; count <= std::max<Index>(na, 1); ++count) {
         const Index n = std::max<Index>((na + count - 1) / count, 1);
         if (count > fewest && n == (na + count - 2) / (count - 1)) continue;  // the size of one fewer block
         for (const Index m : aux_blocks) {
-          const GradientBytes bytes = gradient_bytes(z, double(n), double(m), scratch, keep, keep_pairs);
-          DfMp2GradientPlan plan{n, m, scratch, keep, keep_pairs, bytes.peak, bytes.scratch, ""};
-          if (least.memory_bytes == 0 || plan.memory_bytes < least.memory_bytes) least = plan;
-          if (bytes.peak > budget) continue;
-          plan.reason = storage != Mp2Storage::automatic ? "asked for (mp2_storage)"
-                        : scratch ? "its three-index tensors do not fit in memory beside the blocks"
-                                  : "its three-index tensors fit in memory";
-          if (keep == RotationProducts::occupied)
-            plan.reason += "; the Z-vector keeps b_oo and b_vo only (a pass over the J/K's tensor each iteration)";
-          if (keep == RotationProducts::none && z.naux_jk > 0)
-            plan.reason += "; the Z-vector's J/K rebuilt each iteration";
-          if (keep_pairs) plan.reason += "; the pair integrals (ka|ib) kept for their mirror pairs";
-          return plan;
+          for (const Index group : groups) {
+            if (group > n) continue;
+            const GradientBytes bytes = gradient_bytes(z, double(n), double(m), double(group), scratch, keep, keep_pairs);
+            DfMp2GradientPlan plan{n, m, scratch, keep, keep_pairs, group, bytes.peak, bytes.scratch, ""};
+            if (least.memory_bytes == 0 || plan.memory_bytes < least.memory_bytes) least = plan;
+            if (bytes.peak > budget) continue;
+            plan.reason = plan_reason(plan, z, storage);
+            return plan;
+          }
         }
       }
     }

@@ -67,6 +67,9 @@ struct DfJkPlan {
 double df_jk_minimum_bytes(JkStorage storage, linalg::Index nbf, linalg::Index naux, linalg::Index npacked,
                            linalg::Index nocc, linalg::Index max_shell, int ranks = 1,
                            bool distributed_factor = false);
+// The fitting functions one of `ranks` ranks holds at most (its columns of B, and the products the Z-vector keeps of
+// them): an even share, plus one shell (at most `max_shell` functions) where a shell straddles it.
+linalg::Index df_jk_columns_per_rank(linalg::Index naux, linalg::Index max_shell, int ranks);
 // Whether the DF-J/K of `naux` fitting functions over `ranks` ranks factors its metric on options.dense.
 bool jk_metric_on_grid(const DfJkOptions& options, linalg::Index naux, int ranks);
 

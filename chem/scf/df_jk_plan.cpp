@@ -34,6 +34,10 @@ const linalg::NameTable<JkStorage>& jk_storage_names() {
 
 std::string jk_storage_name(JkStorage s) { return linalg::name_in(jk_storage_names(), s); }
 
+Index df_jk_columns_per_rank(Index naux, Index max_shell, int ranks) {
+  return ranks > 1 ? std::min(naux, (naux + ranks - 1) / ranks + std::max<Index>(max_shell, 1)) : naux;
+}
+
 namespace {
 
 constexpr double kDouble = sizeof(double);
@@ -49,10 +53,7 @@ struct JkShape {
   }
   // Copies of the rows a rank solves: one, and on the grid a second, its solve's padded matrix.
   double solve_copies() const { return distributed_factor ? 2.0 : 1.0; }
-  // Auxiliary columns one rank holds at most: an even share, plus one shell where a shell straddles it.
-  Index columns() const {
-    return ranks > 1 ? std::min(naux, (naux + ranks - 1) / ranks + std::max<Index>(max_shell, 1)) : naux;
-  }
+  Index columns() const { return df_jk_columns_per_rank(naux, max_shell, ranks); }
   // Bytes per row of a chunk the fitting solves, on one rank: its columns of the row and, with ranks, an even share
   // of the chunk's rows with all columns, received (twice on the grid, whose solve copies them into its padded
   // matrix).

@@ -296,9 +296,9 @@ TEST(DfMp2Gradient, ScaledSpinComponentsMatchFiniteDifferencesOfTheScaledEnergy)
 // The gradient's three-index tensors (and the separable part's half-transformed integrals) cut into blocks of 1, 2
 // or 3 orbitals (uneven), with AO blocks of one shell, in memory and on scratch, the Z-vector's DF products kept in
 // the orbitals' basis, their occupied blocks only, or rebuilt, the pair integrals kept for their mirror pairs or
-// computed twice: the gradient and energy of one block in memory (nothing kept), to 1e-12. The Z-vector converged to
-// 1e-12 here: its preconditioner differs with the kept products (the exact diagonal with `mo`), and with it the
-// iterations' path, by what the gradient's convergence allows.
+// computed twice, the amplitudes of 3, 2 and 1 rows at once: the gradient and energy of one block in memory
+// (nothing kept), to 1e-12. The Z-vector converged to 1e-12 here: its preconditioner differs with the kept products
+// (the exact diagonal with `mo`), and with it the iterations' path, by what the gradient's convergence allows.
 TEST(DfMp2Gradient, BlocksAndScratchGiveTheSameGradient) {
   constexpr double kZvectorConvergence = 1e-12;
   const Molecule dimer = chem::parse_xyz_lines("O 0.0 0.05 0.117790\nH 0.0 0.755453 -0.471161\nH 0.03 -0.70 -0.50\n"
@@ -317,6 +317,7 @@ TEST(DfMp2Gradient, BlocksAndScratchGiveTheSameGradient) {
                                 : block == 2 ? chem::RotationProducts::none
                                              : chem::RotationProducts::mo;
         plan.keep_pair_integrals = block != 2;
+        plan.amplitude_rows = 4 - block;  // 3 with blocks of 1: as many as there are
         const chem::DfMp2Gradient g = rhf.mp2_gradient(nfrozen, plan, kZvectorConvergence);
         expect_gradient_near(g.gradient, whole.gradient, 1e-12, "one block in memory");
         EXPECT_NEAR(g.correlation(), whole.correlation(), 1e-13);
