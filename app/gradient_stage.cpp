@@ -118,7 +118,8 @@ void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& co
     chem::ExactJkPlan plan;
     jk = chem::make_exact_jk(m.basis, m.exact_plan.memory_bytes, kernels, plan, &comm);
   }
-  say(fmt::format("  MP2 gradient: {} frozen core orbitals, on backend {} (fp64)", calc.reference.nfrozen, g.backend));
+  say(fmt::format("  {} gradient: {} frozen core orbitals, on backend {} (fp64)", input.mp2_model.label(),
+                  calc.reference.nfrozen, g.backend));
   chem::DfMp2GradientInput in;
   in.molecule = &*input.molecule;
   in.basis = &m.basis;
@@ -126,6 +127,7 @@ void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& co
   in.jk_basis = input.scf.type == chem::ScfType::df ? &m.jk_basis : nullptr;
   in.scf = &m.scf;
   in.nfrozen = calc.reference.nfrozen;
+  in.scales = input.mp2_model.scales();  // the method's energy (method: scs-mp2, sos-mp2)
   in.jk = jk.get();
   in.plan = calc.memory.gradient;
   in.zvector_convergence = input.scf.d_convergence;

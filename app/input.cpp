@@ -1,5 +1,6 @@
 #include "app/input.hpp"
 #include "app/yaml_file.hpp"
+#include "app/mp2_options.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -41,7 +42,7 @@ constexpr double kMaxMemoryBytes = 1125899906842624.0;  // 1 PiB
 const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "basis",   "aux_basis",
                                         "reference", "scf",       "save_integrals", "frozen_core", "interaction", "driver", "backends", "precision",
                                         "metric",    "screening", "memory",      "threads",  "output",
-                                        "device",    "scratch",   "mp2_storage", "mpi", "cost"};
+                                        "device",    "scratch",   "mp2_storage", "mpi", "cost", "method", "mp2_os_scale", "mp2_ss_scale", "mp2_sos_scale"};
 }  // namespace
 
 const std::vector<std::string>& input_keys() { return kKeys; }
@@ -1027,9 +1028,7 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
     if (value.empty()) ctx.fail_key(node, "scratch", "{key}: expected a folder, got an empty string");
     in.scratch = ctx.resolve(value).string();
   }
-  if (const YAML::Node node = root["mp2_storage"]) {
-    in.mp2_storage = ctx.choice(node, "mp2_storage", chem::mp2_storage_names(), "storage");
-  }
+  read_mp2_options(root, ctx, in);
 
   const int cores = available_cores();  // the default of `threads` (Input), and its limit
   if (const YAML::Node node = root["threads"]) {

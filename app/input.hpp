@@ -110,6 +110,7 @@ struct Input {
   std::string scratch = default_scratch_folder();  // folder for scratch files
   chem::JkStorage jk_storage = chem::JkStorage::automatic;      // scf.jk_storage
   chem::Mp2Storage mp2_storage = chem::Mp2Storage::automatic;   // mp2_storage
+  chem::Mp2Model mp2_model;  // method, mp2_os_scale, mp2_ss_scale, mp2_sos_scale (app/mp2_options.hpp)
   int threads = default_threads();
   // Key `mpi` (README "MPI"): matrices of this order or more (the metrics, the SCF's eigenproblem) are factored on
   // the ranks' grid when there are several ranks and the build has ScaLAPACK; the library for each factorisation.

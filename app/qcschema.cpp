@@ -42,11 +42,12 @@ const std::map<std::string, std::string> kQcKeywords = {
     {"df_basis_mp2", "aux_basis"},      {"df_basis_scf", "scf.jk_basis"}, {"scf_type", "scf.type"},
     {"mp2_type", ""},                   {"freeze_core", "frozen_core"},   {"e_convergence", "scf.e_convergence"},
     {"d_convergence", "scf.d_convergence"}, {"maxiter", "scf.max_iterations"}, {"guess", "scf.guess"},
-    {"reference", "reference"}};
+    {"reference", "reference"},         {"mp2_os_scale", "mp2_os_scale"}, {"mp2_ss_scale", "mp2_ss_scale"},
+    {"mp2_sos_scale", "mp2_sos_scale"}};
 // dfmp2 input keys that the AtomicInput gives in its own fields, never as dfmp2_<key>.
 const std::map<std::string, std::string> kOwnedByQcSchema = {
     {"molecule", "molecule"},          {"basis", "model.basis"},         {"aux_basis", "keywords.df_basis_mp2"},
-    {"driver", "driver"},
+    {"driver", "driver"},              {"method", "model.method"},
     {"frozen_core", "keywords.freeze_core"}, {"integrals", "molecule"}, {"synthetic", "molecule"},
     {"output", "the command line's --json"}};
 
@@ -170,7 +171,7 @@ class QcReader {
 
 std::string qcschema_field(const std::string& key) {
   static const std::map<std::string, std::string> fields = [] {
-    std::map<std::string, std::string> f = {{"basis", "model.basis"},
+    std::map<std::string, std::string> f = {{"basis", "model.basis"}, {"method", "model.method"},
                                             {"molecule", "molecule"},
                                             {"molecule.xyz", "molecule.geometry"},
                                             {"molecule.charge", "molecule.molecular_charge"},
@@ -494,9 +495,12 @@ Input read_qcschema_input(const std::string& path, int node_ranks) {
   if (!model.IsMap()) qc.fail(model, "model", fmt::format("expected a mapping {{method, basis}}, got {}", YamlReader::kind(model)));
   qc.check_fields(model, "model", kModelFields);
   const std::string method = lower(qc.text(qc.require(model, "method", "model.method", "mp2"), "model.method", "a string"));
-  if (method != "mp2") {
+  // The methods are the YAML input's (chem::mp2_method_names), as Psi4 names them.
+  const std::vector<std::string> methods = linalg::names_of(chem::mp2_method_names());
+  if (std::find(methods.begin(), methods.end(), method) == methods.end()) {
     qc.fail(model["method"], "model.method",
-            fmt::format("'{}' is not supported; dfmp2 computes density-fitted MP2 (method: mp2)", method));
+            fmt::format("'{}' is not supported; dfmp2 computes density-fitted MP2 and its spin-scaled forms (method: "
+                        "{})", method, fmt::join(methods, ", ")));
   }
   const YAML::Node basis = qc.require(model, "basis", "model.basis", "an orbital basis set name");
   qc.text(basis, "model.basis", "a basis set name");
@@ -504,6 +508,7 @@ Input read_qcschema_input(const std::string& path, int node_ranks) {
   YAML::Node out(YAML::NodeType::Map);
   out["molecule"] = molecule_mapping(qc, root, as_json);
   out["basis"] = basis;
+  out["method"] = method;
   keywords_into(qc, root, out);
   if (driver != "energy") out["driver"] = driver;
 

@@ -218,13 +218,26 @@ std::string format_energies(const Calculation& calc, const BackendRun& run) {
   out += rule;
   out += "\t ================> DF-SCS-MP2 Energies <================== \n";
   out += rule;
-  out += line("SCS Same-Spin Scale", chem::kScsSameSpinScale, "-");
-  out += line("SCS Opposite-Spin Scale", chem::kScsOppositeSpinScale, "-");
-  out += line("SCS Same-Spin Energy", chem::kScsSameSpinScale * r.same_spin, "Eh");
-  out += line("SCS Opposite-Spin Energy", chem::kScsOppositeSpinScale * r.opposite_spin, "Eh");
-  out += line("SCS Correlation Energy", r.scs_correlation(), "Eh");
-  out += scf ? line("SCS Total Energy", *scf + r.scs_correlation(), "Eh") : missing("SCS Total Energy");
+  const chem::Mp2Model& model = calc.input.mp2_model;
+  out += line("SCS Same-Spin Scale", model.scs.same_spin, "-");
+  out += line("SCS Opposite-Spin Scale", model.scs.opposite_spin, "-");
+  out += line("SCS Same-Spin Energy", model.scs.same_spin * r.same_spin, "Eh");
+  out += line("SCS Opposite-Spin Energy", model.scs.opposite_spin * r.opposite_spin, "Eh");
+  out += line("SCS Correlation Energy", r.correlation(model.scs), "Eh");
+  out += scf ? line("SCS Total Energy", *scf + r.correlation(model.scs), "Eh") : missing("SCS Total Energy");
   out += rule;
+  if (model.method == chem::Mp2Method::sos_mp2) {  // as Psi4's dfocc prints SOS-MP2
+    out += "\t ================> DF-SOS-MP2 Energies <================== \n";
+    out += rule;
+    out += line("SOS Opposite-Spin Scale", model.sos, "-");
+    out += line("SOS Correlation Energy", r.correlation(model.scales()), "Eh");
+    out += scf ? line("SOS Total Energy", *scf + r.correlation(model.scales()), "Eh") : missing("SOS Total Energy");
+    out += rule;
+  }
+  if (model.method != chem::Mp2Method::mp2) {
+    out += fmt::format("  method {}: the energy returned (and differentiated) is the {} total energy\n",
+                       linalg::name_in(chem::mp2_method_names(), model.method), model.label());
+  }
   if (r.unrestricted) {
     out += fmt::format("  same-spin energy by spin: alpha-alpha {:.16f} Eh, beta-beta {:.16f} Eh{}\n", r.same_spin_alpha,
                        r.same_spin_beta, r.singles != 0 ? "; singles from the semicanonical ROHF orbitals" : "");
@@ -524,8 +537,10 @@ std::string format_interaction(const Calculation& calc) {
       row("MP2 same-spin", e.same_spin);
       row("MP2 correlation", e.correlation);
       row("MP2 total", e.mp2_total());
-      row("SCS-MP2 correlation", e.scs_correlation);
-      row("SCS-MP2 total", e.scs_total());
+      row("SCS-MP2 correlation", e.correlation_with(calc.input.mp2_model.scs));
+      row("SCS-MP2 total", e.total_with(calc.input.mp2_model.scs));
+      if (calc.input.mp2_model.method == chem::Mp2Method::sos_mp2)
+        row("SOS-MP2 total", e.total_with(calc.input.mp2_model.scales()));
     }
   }
   return out;

@@ -38,7 +38,7 @@ std::string format_gradient(const Calculation& calc) {
                          m(a, 0), m(a, 1), m(a, 2));
     }
   };
-  table("MP2 total gradient", r.gradient);
+  table((calc.input.mp2_model.label() + " total gradient").c_str(), r.gradient);
   table("SCF gradient", r.scf_gradient);
   out += fmt::format("\n  RMS force {:.3e} Eh/bohr, largest {:.3e} Eh/bohr\n",
                      std::sqrt(r.gradient.squaredNorm() / double(r.gradient.size())), r.gradient.cwiseAbs().maxCoeff());
@@ -49,7 +49,7 @@ std::string format_gradient(const Calculation& calc) {
   };
   out += "\n";
   dipole("SCF dipole", r.scf_dipole);
-  dipole("MP2 relaxed dipole", r.relaxed_dipole);
+  dipole((calc.input.mp2_model.label() + " relaxed dipole").c_str(), r.relaxed_dipole);
   out += "  steps:";
   for (const auto& [step, seconds] : r.seconds) out += fmt::format(" {} {:.2f} s;", step, seconds);
   out.back() = '\n';

@@ -35,24 +35,28 @@ nlohmann::json rows(const linalg::Matrix& m) {
   return a;
 }
 
-// driver: gradient. return_result is the MP2 total gradient (Eh/bohr); the properties, the variables under Psi4's
-// names and extras.dfmp2.gradient hold it with the SCF gradient and both dipoles (a.u.).
+// driver: gradient. return_result is the method's total gradient (Eh/bohr: MP2, SCS-MP2 or SOS-MP2); the properties,
+// the variables under Psi4's names and extras.dfmp2.gradient hold it with the SCF gradient and both dipoles (a.u.;
+// the relaxed one the method's: QCSchema's mp2_dipole_moment with MP2 only).
 void add_gradient(const Calculation& calc, nlohmann::json& j) {
   const GradientRun& g = *calc.gradient;
   const chem::DfMp2Gradient& r = g.result;
+  const chem::Mp2Model& model = calc.input.mp2_model;
   j["return_result"] = flat(r.gradient);
   j["properties"]["return_gradient"] = flat(r.gradient);
   j["properties"]["scf_total_gradient"] = flat(r.scf_gradient);
   j["properties"]["scf_dipole_moment"] = r.scf_dipole;
-  j["properties"]["mp2_dipole_moment"] = r.relaxed_dipole;
+  if (model.method == chem::Mp2Method::mp2) j["properties"]["mp2_dipole_moment"] = r.relaxed_dipole;
   nlohmann::json& v = j["extras"]["qcvars"];
-  v["CURRENT GRADIENT"] = v["MP2 TOTAL GRADIENT"] = rows(r.gradient);
+  v["CURRENT GRADIENT"] = v[model.label() + " TOTAL GRADIENT"] = rows(r.gradient);
   v["SCF TOTAL GRADIENT"] = rows(r.scf_gradient);
   v["SCF DIPOLE"] = r.scf_dipole;
-  v["MP2 DIPOLE"] = v["CURRENT DIPOLE"] = r.relaxed_dipole;
+  v[model.label() + " DIPOLE"] = v["CURRENT DIPOLE"] = r.relaxed_dipole;
   nlohmann::json seconds = nlohmann::json::object();
   for (const auto& [step, s] : r.seconds) seconds[step] = s;
   j["extras"]["dfmp2"]["gradient"] = {{"backend", g.backend},
+                                      {"method", linalg::name_in(chem::mp2_method_names(), model.method)},
+                                      {"spin_scales", {model.scales().opposite_spin, model.scales().same_spin}},
                                       {"gradient", rows(r.gradient)},
                                       {"scf_gradient", rows(r.scf_gradient)},
                                       {"mp2_correlation_energy", r.correlation()},
@@ -76,7 +80,7 @@ void add_hessian(const Calculation& calc, nlohmann::json& j) {
     for (Eigen::Index c = 0; c < h.hessian.cols(); ++c) row.push_back(h.hessian(r, c));
     rows_of.push_back(row);
   }
-  j["extras"]["qcvars"]["CURRENT HESSIAN"] = j["extras"]["qcvars"]["MP2 TOTAL HESSIAN"] = rows_of;
+  j["extras"]["qcvars"]["CURRENT HESSIAN"] = j["extras"]["qcvars"][calc.input.mp2_model.label() + " TOTAL HESSIAN"] = rows_of;
   const chem::Vibrations& v = h.vibrations;
   nlohmann::json modes = nlohmann::json::array();
   for (Eigen::Index k = 0; k < v.modes.cols(); ++k) {
@@ -107,11 +111,13 @@ nlohmann::json properties(const Calculation& calc, const BackendRun& run) {
   p["mp2_singles_energy"] = r.singles;
   p["mp2_doubles_energy"] = r.same_spin + r.opposite_spin;
   p["mp2_correlation_energy"] = r.correlation();
+  // The method's energy (MP2, SCS-MP2 or SOS-MP2: `method`) is the one returned.
+  const double correlation = r.correlation(calc.input.mp2_model.scales());
   if (auto scf = f.scf_energy) {
     p["mp2_total_energy"] = *scf + run.result.correlation();
-    p["return_energy"] = *scf + run.result.correlation();
+    p["return_energy"] = *scf + correlation;
   } else {
-    p["return_energy"] = run.result.correlation();
+    p["return_energy"] = correlation;
   }
   if (f.nbf > 0) p["calcinfo_nbasis"] = f.nbf;
   if (calc.input.molecule) p["calcinfo_natom"] = calc.input.molecule->atoms.size();
@@ -122,42 +128,48 @@ nlohmann::json properties(const Calculation& calc, const BackendRun& run) {
 }
 
 // The energies under the names Psi4 gives its variables (psi4.variable(), QCEngine's extras.qcvars), as Psi4's
-// DF-MP2 sets them for each reference: the singles term (ROHF-MBPT(2)) is part of the correlation energies.
+// DF-MP2 sets them for each reference: the singles term (ROHF-MBPT(2)) is part of the correlation energies. The
+// CURRENT ones are the method's (`method`); SOS-MP2's own under its name when it is the method.
 nlohmann::json qcvars(const Calculation& calc, const BackendRun& run) {
   const Reference& f = calc.reference;
   const chem::DfMp2Result& r = run.result;
+  const chem::Mp2Model& model = calc.input.mp2_model;
+  const double correlation = r.correlation(model.scales());
   nlohmann::json v = {{"MP2 SINGLES ENERGY", r.singles},
                       {"MP2 DOUBLES ENERGY", r.same_spin + r.opposite_spin},
                       {"MP2 SAME-SPIN CORRELATION ENERGY", r.same_spin},
                       {"MP2 OPPOSITE-SPIN CORRELATION ENERGY", r.opposite_spin},
                       {"MP2 CORRELATION ENERGY", r.correlation()},
-                      {"SCS-MP2 CORRELATION ENERGY", r.scs_correlation()},
-                      {"CURRENT CORRELATION ENERGY", r.correlation()}};
+                      {"SCS-MP2 CORRELATION ENERGY", r.correlation(model.scs)},
+                      {model.label() + " CORRELATION ENERGY", correlation},
+                      {"CURRENT CORRELATION ENERGY", correlation}};
   if (auto scf = f.scf_energy) {
     v["SCF TOTAL ENERGY"] = *scf;
     v["CURRENT REFERENCE ENERGY"] = *scf;
     v["MP2 TOTAL ENERGY"] = *scf + r.correlation();
-    v["SCS-MP2 TOTAL ENERGY"] = *scf + r.scs_correlation();
-    v["CURRENT ENERGY"] = *scf + r.correlation();
+    v["SCS-MP2 TOTAL ENERGY"] = *scf + r.correlation(model.scs);
+    v[model.label() + " TOTAL ENERGY"] = *scf + correlation;
+    v["CURRENT ENERGY"] = *scf + correlation;
   }
   if (auto nuc = f.nuclear_repulsion_energy) v["NUCLEAR REPULSION ENERGY"] = *nuc;
-  // Interaction energies, under the names of Psi4's n-body driver (1.3 and later spellings), of the MP2 total.
+  // Interaction energies, under the names of Psi4's n-body driver (1.3 and later spellings), of the method's total.
   const auto interaction = interaction_energies(calc, std::size_t(&run - calc.runs.data()));
   for (const InteractionEnergy& e : interaction) {
     const std::string longer = e.scheme == "CP" ? "COUNTERPOISE CORRECTED" : "NON-COUNTERPOISE CORRECTED";
-    v[e.scheme + "-CORRECTED INTERACTION ENERGY"] = e.mp2_total();
+    const double total = e.total_with(model.scales());
+    v[e.scheme + "-CORRECTED INTERACTION ENERGY"] = total;
     // The n-body name at n = the fragment count: the whole interaction energy, as Psi4 names it with max_nbody n.
-    v[fmt::format("{}-CORRECTED {}-BODY INTERACTION ENERGY", e.scheme, calc.input.molecule->fragments.size())] =
-        e.mp2_total();
-    v[longer + " INTERACTION ENERGY"] = e.mp2_total();
-    if (e.scheme == "NOCP") v["NOCP-CORRECTED TOTAL ENERGY"] = v["NON-COUNTERPOISE CORRECTED TOTAL ENERGY"] = *f.scf_energy + r.correlation();
+    v[fmt::format("{}-CORRECTED {}-BODY INTERACTION ENERGY", e.scheme, calc.input.molecule->fragments.size())] = total;
+    v[longer + " INTERACTION ENERGY"] = total;
+    if (e.scheme == "NOCP") v["NOCP-CORRECTED TOTAL ENERGY"] = v["NON-COUNTERPOISE CORRECTED TOTAL ENERGY"] = *f.scf_energy + correlation;
   }
   // The CP total energy is the fragments' own-basis energies plus the CP interaction energy: with both schemes.
   if (interaction.size() == 2) {
     double fragments = 0;
     for (const InteractionPart& p : interaction_parts(calc, std::size_t(&run - calc.runs.data())))
-      if (p.own_basis) fragments += p.total();
-    v["CP-CORRECTED TOTAL ENERGY"] = v["COUNTERPOISE CORRECTED TOTAL ENERGY"] = fragments + interaction[0].mp2_total();
+      if (p.own_basis) fragments += p.total(model.scales());
+    v["CP-CORRECTED TOTAL ENERGY"] = v["COUNTERPOISE CORRECTED TOTAL ENERGY"] =
+        fragments + interaction[0].total_with(model.scales());
   }
   return v;
 }
@@ -185,7 +197,9 @@ nlohmann::json interaction_json(const Calculation& calc) {
       schemes[e.scheme == "CP" ? "cp" : "nocp"] = {
           {"scf", e.scf}, {"mp2_singles", e.singles}, {"mp2_opposite_spin", e.opposite_spin},
           {"mp2_same_spin", e.same_spin}, {"mp2_correlation", e.correlation}, {"mp2_total", e.mp2_total()},
-          {"scs_mp2_correlation", e.scs_correlation}, {"scs_mp2_total", e.scs_total()},
+          {"scs_mp2_correlation", e.correlation_with(calc.input.mp2_model.scs)},
+          {"scs_mp2_total", e.total_with(calc.input.mp2_model.scs)},
+          {"method_total", e.total_with(calc.input.mp2_model.scales())},
           {"mp2_total_kcal_mol", e.mp2_total() * kHartreeToKcalMol}};
     }
     runs.push_back({{"backend", calc.runs[run].backend},
@@ -316,7 +330,7 @@ nlohmann::json backend_json(const Calculation& calc, const BackendRun& run) {
                       {"error", accuracy},
                       {"matmul_operands", operands},
                       {"properties", properties(calc, run)},
-                      {"scs_mp2_correlation_energy", r.scs_correlation()},
+                      {"scs_mp2_correlation_energy", r.correlation(calc.input.mp2_model.scs)},
                       {"wall_time_seconds", run.wall_seconds},
                       {"modelled_seconds", run.modelled() ? nlohmann::json(run.modelled_seconds()) : nlohmann::json(nullptr)},
                       {"peak_flops", run.modelled() ? nlohmann::json(run.peak_flops) : nlohmann::json(nullptr)},

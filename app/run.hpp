@@ -202,7 +202,7 @@ struct InteractionPart {
   const chem::DfMp2Result* mp2 = nullptr;
   double scf_seconds = 0;    // the complex's includes the shared J/K set-up; an own-basis fragment's its integrals
   double mp2_seconds = 0;    // an own-basis fragment's DF-MP2 run (the others share the complex's run)
-  double total() const { return scf->energy + mp2->correlation(); }
+  double total(chem::SpinScales s = {}) const { return scf->energy + mp2->correlation(s); }
 };
 // The complex, then the fragments in its basis, then those in their own, as run `run` gave them.
 std::vector<InteractionPart> interaction_parts(const Calculation& calc, std::size_t run);

@@ -258,10 +258,28 @@ std::vector<OccupiedBlockPair> occupied_block_pairs(linalg::Index nact, linalg::
 inline constexpr double kScsOppositeSpinScale = 6.0 / 5.0;
 inline constexpr double kScsSameSpinScale = 1.0 / 3.0;
 
+// SOS-MP2 (Jung et al., J. Chem. Phys. 121, 9793 (2004)): 1.3 of the opposite-spin part, none of the same-spin one.
+inline constexpr double kSosOppositeSpinScale = 1.3;
+
 // The scales of the two spin components in a correlation energy c_os E_os + c_ss E_ss: MP2 (1, 1), SCS-MP2 (6/5, 1/3),
-// SOS-MP2 (Jung et al., J. Chem. Phys. 121, 9793 (2004): 1.3, 0), or a user's pair.
+// SOS-MP2 (1.3, 0), or a user's pair.
 struct SpinScales {
   double opposite_spin = 1.0, same_spin = 1.0;
+};
+
+// The energy a run returns and differentiates (README "Spin-component scaling"), as Psi4 names the methods.
+enum class Mp2Method { mp2, scs_mp2, sos_mp2 };
+const linalg::NameTable<Mp2Method>& mp2_method_names();  // mp2, scs-mp2, sos-mp2
+struct Mp2Model {
+  Mp2Method method = Mp2Method::mp2;
+  // SCS-MP2's scales (Psi4's mp2_os_scale, mp2_ss_scale): scs-mp2's energy, and the SCS lines every run reports.
+  SpinScales scs{kScsOppositeSpinScale, kScsSameSpinScale};
+  double sos = kSosOppositeSpinScale;  // mp2_sos_scale: sos-mp2's opposite-spin scale
+  SpinScales scales() const {
+    return method == Mp2Method::scs_mp2 ? scs : method == Mp2Method::sos_mp2 ? SpinScales{sos, 0.0} : SpinScales{};
+  }
+  // The method as Psi4's variables name it: "MP2", "SCS-MP2", "SOS-MP2".
+  std::string label() const;
 };
 
 struct DfMp2Result {
@@ -272,9 +290,8 @@ struct DfMp2Result {
   double singles = 0;
   // As Psi4 reports them: the singles term is part of the correlation energy and of the SCS one.
   double correlation() const { return singles + opposite_spin + same_spin; }
-  double scs_correlation() const {
-    return singles + kScsOppositeSpinScale * opposite_spin + kScsSameSpinScale * same_spin;
-  }
+  // The scaled correlation energy: singles + c_os E_os + c_ss E_ss (singles unscaled, as in Psi4's SCS lines).
+  double correlation(SpinScales s) const { return singles + s.opposite_spin * opposite_spin + s.same_spin * same_spin; }
 
   bool unrestricted = false;  // two spin spaces; nact and nvir are the alpha ones, the _beta ones the others
   linalg::Index nfrozen = 0, nact = 0, nvir = 0, naux = 0;

@@ -12,7 +12,6 @@ InteractionEnergy interaction_energy(const std::string& scheme, const Interactio
     e.opposite_spin += sign * t.mp2->opposite_spin;
     e.same_spin += sign * t.mp2->same_spin;
     e.correlation += sign * t.mp2->correlation();
-    e.scs_correlation += sign * t.mp2->scs_correlation();
   };
   add(complex, 1.0);
   for (const InteractionTerm& f : fragments) add(f, -1.0);

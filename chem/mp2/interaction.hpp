@@ -9,12 +9,15 @@
 
 namespace dfmp2::chem {
 
-// An interaction energy (Eh): SCF, the MP2 correlation and its parts, SCS-MP2 and the totals.
+// An interaction energy (Eh): SCF, the MP2 correlation and its parts, and the totals of any spin scaling.
 struct InteractionEnergy {
   std::string scheme;  // "CP" (fragments in the complex's basis) or "NOCP" (each in its own), Psi4's prefixes
-  double scf = 0, singles = 0, opposite_spin = 0, same_spin = 0, correlation = 0, scs_correlation = 0;
+  double scf = 0, singles = 0, opposite_spin = 0, same_spin = 0, correlation = 0;
   double mp2_total() const { return scf + correlation; }
-  double scs_total() const { return scf + scs_correlation; }
+  double correlation_with(SpinScales s) const {
+    return singles + s.opposite_spin * opposite_spin + s.same_spin * same_spin;
+  }
+  double total_with(SpinScales s) const { return scf + correlation_with(s); }
 };
 
 // One calculation of an interaction energy: its SCF and its DF-MP2 result.

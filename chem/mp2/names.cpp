@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <string>
@@ -35,6 +36,18 @@ const linalg::NameTable<Mp2Storage>& mp2_storage_names() {
   static const linalg::NameTable<Mp2Storage> t = {
       {Mp2Storage::automatic, "auto"}, {Mp2Storage::memory, "memory"}, {Mp2Storage::scratch, "scratch"}};
   return t;
+}
+
+const linalg::NameTable<Mp2Method>& mp2_method_names() {
+  static const linalg::NameTable<Mp2Method> t = {
+      {Mp2Method::mp2, "mp2"}, {Mp2Method::scs_mp2, "scs-mp2"}, {Mp2Method::sos_mp2, "sos-mp2"}};
+  return t;
+}
+
+std::string Mp2Model::label() const {
+  std::string out = linalg::name_in(mp2_method_names(), method);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return char(std::toupper(c)); });
+  return out;
 }
 
 std::string precision_name(Precision p) { return linalg::name_in(precision_names(), p); }

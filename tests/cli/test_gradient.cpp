@@ -1,5 +1,6 @@
 // DF-MP2 gradients (`driver: gradient`) as a user runs them: the shipped example against Psi4, the report's section
 // and the results file's fields; the same gradient from every SCF J/K storage and CPU backend; the memory promise.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -170,6 +171,55 @@ TEST(Gradient, HessianOfASingleAtom) {
   EXPECT_EQ(v["projected_rigid_motions"], 3);
   EXPECT_EQ(v["frequencies_cm"].size(), 0u);
   EXPECT_NE(r.report.find("no vibrations: a single atom only translates"), std::string::npos);
+}
+
+// method scs-mp2 (with a user's scales) and sos-mp2: the energy returned is SCF + c_os E_os + c_ss E_ss of the same
+// run's components, under Psi4's names, and the gradient returned is its derivative: against central differences
+// (1e-3 bohr) of that energy along three coordinates of a water without symmetry, 1e-6 Eh/bohr; and not MP2's.
+TEST(Gradient, SpinScaledMethodsDifferentiateTheirEnergy) {
+  constexpr double kStep = 1e-3, kBohr = 0.52917721092;  // bohr; angstrom per bohr
+  const double atoms[3][3] = {{0.0, 0.05, 0.117790}, {0.0, 0.755453, -0.471161}, {0.03, -0.70, -0.50}};
+  auto input = [&](const std::string& method, int atom, int axis, double shift, const char* driver) {
+    std::string xyz;
+    for (int a = 0; a < 3; ++a) {
+      double r[3] = {atoms[a][0], atoms[a][1], atoms[a][2]};
+      if (a == atom) r[axis] += shift * kBohr;
+      xyz += fmt::format("    {} {:.12f} {:.12f} {:.12f}\n", a == 0 ? "O" : "H", r[0], r[1], r[2]);
+    }
+    return fmt::format("molecule:\n  xyz: |\n{}basis: cc-pvdz\nscf: {{type: df, e_convergence: 1e-11, "
+                       "d_convergence: 1e-10}}\nthreads: 2\ndriver: {}\n{}",
+                       xyz, driver, method);
+  };
+  struct Case {
+    std::string method, label;
+    double os, ss;
+  };
+  const Case cases[] = {{"method: scs-mp2\nmp2_os_scale: 0.9\nmp2_ss_scale: 0.5\n", "SCS-MP2", 0.9, 0.5},
+                        {"method: sos-mp2\n", "SOS-MP2", 1.3, 0.0}};
+  TempDir dir;
+  const Finished mp2 = run(dir, input("", 0, 0, 0.0, "gradient"));
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.label);
+    const Finished g = run(dir, input(c.method, 0, 0, 0.0, "gradient"));
+    const auto& p = g.json["properties"];
+    const double scaled = p["scf_total_energy"].get<double>() +
+                          c.os * p["mp2_opposite_spin_correlation_energy"].get<double>() +
+                          c.ss * p["mp2_same_spin_correlation_energy"].get<double>();
+    EXPECT_NEAR(p["return_energy"].get<double>(), scaled, 1e-12);
+    EXPECT_NEAR(g.json["extras"]["qcvars"][c.label + " TOTAL ENERGY"].get<double>(), scaled, 1e-12);
+    EXPECT_NEAR(g.json["extras"]["qcvars"]["CURRENT ENERGY"].get<double>(), scaled, 1e-12);
+    EXPECT_EQ(g.json["extras"]["qcvars"][c.label + " TOTAL GRADIENT"].size(), 3u);
+    EXPECT_FALSE(p.contains("mp2_dipole_moment"));  // QCSchema's is MP2's
+    EXPECT_NE(g.report.find(c.label + " total gradient"), std::string::npos);
+    EXPECT_GT(largest_difference(g.json["return_result"], mp2.json["return_result"]), 1e-4);
+    for (const auto& [atom, axis] : {std::pair{0, 2}, std::pair{1, 1}, std::pair{2, 0}}) {
+      const double plus = run(dir, input(c.method, atom, axis, kStep, "energy")).json["return_result"].get<double>();
+      const double minus = run(dir, input(c.method, atom, axis, -kStep, "energy")).json["return_result"].get<double>();
+      EXPECT_NEAR(g.json["return_result"][std::size_t(3 * atom + axis)].get<double>(), (plus - minus) / (2 * kStep),
+                  1e-6)
+          << "atom " << atom << " axis " << axis;
+    }
+  }
 }
 
 }  // namespace

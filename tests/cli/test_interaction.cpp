@@ -3,6 +3,7 @@
 // interaction energy, and the report and results file carry every scheme.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -147,6 +148,25 @@ TEST(Interaction, ThreeFragmentsGiveTheWholeInteractionEnergy) {
   EXPECT_EQ(r.json["molecule"]["molecular_charge"], 1);
   EXPECT_EQ(calcs[2]["nalpha"], 5);  // the hydronium fragment: 10 electrons
   EXPECT_LT(qcvar(r, "CP-CORRECTED INTERACTION ENERGY"), 0.0);
+}
+
+// method sos-mp2: the interaction energies returned are SOS-MP2's (SCF + 1.3 of the opposite-spin part of each
+// scheme's difference), the MP2 and SCS-MP2 ones beside them in the results file.
+TEST(Interaction, SpinScaledMethodGivesItsInteractionEnergy) {
+  TempDir dir;
+  const Finished r = run(dir, "molecule:\n  xyz: |\n    O 0 0 0.1178\n    H 0 0.7555 -0.4712\n    H 0 -0.7555 -0.4712\n"
+                              "    --\n    O 0 0 3.1178\n    H 0 0.7555 2.5288\n    H 0 -0.7555 2.5288\n"
+                              "basis: cc-pvdz\nthreads: 2\ninteraction: {bsse: both}\nmethod: sos-mp2\n");
+  const auto& schemes = r.json["extras"]["dfmp2"]["interaction"]["runs"][0]["energies"];
+  for (const char* scheme : {"cp", "nocp"}) {
+    const auto& e = schemes[scheme];
+    const double sos = e["scf"].get<double>() + 1.3 * e["mp2_opposite_spin"].get<double>();
+    EXPECT_NEAR(e["method_total"].get<double>(), sos, 1e-12) << scheme;
+    EXPECT_GT(std::abs(sos - e["mp2_total"].get<double>()), 1e-5) << scheme;
+  }
+  EXPECT_NEAR(qcvar(r, "CP-CORRECTED INTERACTION ENERGY"), schemes["cp"]["method_total"].get<double>(), 1e-12);
+  EXPECT_NEAR(qcvar(r, "NOCP-CORRECTED INTERACTION ENERGY"), schemes["nocp"]["method_total"].get<double>(), 1e-12);
+  EXPECT_NE(r.report.find("SOS-MP2 total"), std::string::npos);
 }
 
 // A charged complex written with '--' but without the fragments' 'charge multiplicity' lines (issue 42: it ran every

@@ -132,6 +132,41 @@ def cli(args, c):
         except Exception as e:  # noqa: BLE001 -- any validation error is the failure being tested
             c.check(False, "the Hessian AtomicResult validates with qcelemental: %s" % str(e)[:500])
 
+        # Spin-scaled methods as Psi4 names them: model.method scs-mp2 with keywords mp2_os_scale and mp2_ss_scale (a
+        # gradient: return_result the SCS-MP2 gradient, as its YAML twin's), sos-mp2 (an energy: return_result
+        # SCF + 1.3 E_os); both AtomicResults validate.
+        scs_inp = atomic_input(WATER, "cc-pvdz", dict(CONVERGED, scf_type="df", freeze_core=True, dfmp2_threads=1,
+                                                      mp2_os_scale=0.9,
+                                                      mp2_ss_scale=0.5), driver="gradient", method="scs-mp2")
+        sos_inp = atomic_input(WATER, "cc-pvdz", dict(CONVERGED, scf_type="df", dfmp2_threads=1), method="sos-mp2")
+        scaled = {}
+        for name, one in (("scs", scs_inp), ("sos", sos_inp)):
+            with open(os.path.join(d, name + ".json"), "w") as f:
+                f.write(one.json())
+            p = run([args.dfmp2, os.path.join(d, name + ".json")], d)
+            c.check(p.returncode == 0, "a %s-mp2 AtomicInput runs (%s)" % (name, p.stderr.strip()))
+            with open(os.path.join(d, name + ".result.json")) as f:
+                scaled[name] = json.load(f)
+            try:
+                qcel.models.AtomicResult(**scaled[name])
+                c.check(True, "the %s-mp2 AtomicResult validates with qcelemental" % name)
+            except Exception as e:  # noqa: BLE001 -- any validation error is the failure being tested
+                c.check(False, "the %s-mp2 AtomicResult validates with qcelemental: %s" % (name, str(e)[:500]))
+        props = scaled["sos"]["properties"]
+        sos = props["scf_total_energy"] + 1.3 * props["mp2_opposite_spin_correlation_energy"]
+        c.check(abs(scaled["sos"]["return_result"] - sos) <= 1e-12 and
+                abs(scaled["sos"]["extras"]["qcvars"]["SOS-MP2 TOTAL ENERGY"] - sos) <= 1e-12,
+                "sos-mp2: return_result and SOS-MP2 TOTAL ENERGY are SCF + 1.3 E_os (%.12f)" % sos)
+        with open(os.path.join(d, "scs.yaml"), "w") as f:
+            f.write(twin_yaml.replace("output: grad_twin.json", "output: scs_twin.json") +
+                    "method: scs-mp2\nmp2_os_scale: 0.9\nmp2_ss_scale: 0.5\n")
+        run([args.dfmp2, os.path.join(d, "scs.yaml")], d)
+        with open(os.path.join(d, "scs_twin.json")) as f:
+            scs_twin = json.load(f)["return_result"]
+        c.check(max(abs(a - b) for a, b in zip(scaled["scs"]["return_result"], scs_twin)) <= 1e-10 and
+                max(abs(a - b) for a, b in zip(scaled["scs"]["return_result"], twin_gradient)) > 1e-5,
+                "the SCS-MP2 gradient of the AtomicInput equals its YAML twin's (1e-10 Eh/bohr), not MP2's")
+
         # An interaction energy (keywords.dfmp2_interaction, the input key `interaction`) of a water dimer given as
         # QCSchema fragments: Psi4's variable names in extras.qcvars, as its YAML twin (Psi4's '--' fragments) gives.
         dimer = qcel.models.Molecule.from_data(WATER + "\n--\n" + "\n".join(
@@ -174,6 +209,14 @@ def cli(args, c):
              "the DF-MP2 gradient is closed-shell (RHF) only"),
             ("ccsd", dict(base, model={"method": "ccsd", "basis": "cc-pvdz"}), 2, "input_error",
              "field 'model.method': 'ccsd' is not supported"),
+            ("sos scale with scs-mp2", dict(base, model={"method": "scs-mp2", "basis": "cc-pvdz"},
+                                             keywords={"mp2_sos_scale": 1.2}), 2, "input_error",
+             "field 'keywords.mp2_sos_scale': SOS-MP2's opposite-spin scale, used with 'method: sos-mp2' only"),
+            ("negative spin scale", dict(base, model={"method": "scs-mp2", "basis": "cc-pvdz"},
+                                         keywords={"mp2_os_scale": -1.2}), 2, "input_error",
+             "field 'keywords.mp2_os_scale': expected a scale from 0 to 10"),
+            ("method given twice", dict(base, keywords={"dfmp2_method": "sos-mp2"}), 2, "input_error",
+             "field 'keywords.dfmp2_method': dfmp2's 'method' comes from 'model.method'"),
             ("unknown keyword", dict(base, keywords={"scf_typ": "df"}), 2, "input_error",
              "field 'keywords.scf_typ': unknown keyword (did you mean 'scf_type'?)"),
             ("conventional MP2", dict(base, keywords={"mp2_type": "conv"}), 2, "input_error",
