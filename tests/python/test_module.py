@@ -263,6 +263,17 @@ def main():
         e = helium.get_potential_energy()
         c.check(abs(e / ase.units.Hartree - helium.calc.last_results_file["properties"]["return_energy"]) < 1e-12,
                 "DFMP2 on helium: the energy in eV is the results file's return_energy")
+        # method sos-mp2 through the calculator: the SOS-MP2 energy, its forces and relaxed dipole.
+        h2o = ase.Atoms("OH2", positions=[(0, 0.05, 0.1178), (0, 0.7555, -0.4712), (0.03, -0.70, -0.50)])
+        h2o.calc = DFMP2(basis="cc-pvdz", threads=1, method="sos-mp2")
+        forces, dipole = h2o.get_forces(), h2o.get_dipole_moment()
+        r = h2o.calc.last_results_file
+        sos = r["properties"]["scf_total_energy"] + 1.3 * r["properties"]["mp2_opposite_spin_correlation_energy"]
+        c.check(abs(h2o.get_potential_energy() / ase.units.Hartree - sos) < 1e-12 and
+                np.allclose(forces, -np.array(r["return_result"]).reshape(-1, 3) * ase.units.Hartree / ase.units.Bohr,
+                            atol=1e-12) and
+                np.allclose(dipole, np.array(r["extras"]["qcvars"]["SOS-MP2 DIPOLE"]) * ase.units.Bohr, atol=1e-12),
+                "DFMP2(method='sos-mp2'): the SOS-MP2 energy, forces and relaxed dipole")
 
     print("python module: %s" % ("all checks passed" if c.failed == 0 else "%d checks failed" % c.failed))
     return 1 if c.failed else 0

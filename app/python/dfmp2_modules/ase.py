@@ -6,8 +6,9 @@
     BFGS(atoms).run(fmax=1e-3)
 
 Every keyword but `charge` and `multiplicity` is a dfmp2 input key (README "Input keys": basis, aux_basis, scf,
-frozen_core, memory, threads, backends, ...), passed to dfmp2.run() as the input mapping; the molecule is the
-Atoms' symbols and positions. Forces and the dipole come from `driver: gradient` (closed-shell RHF only: an
+frozen_core, method and the spin scales (DFMP2(method="scs-mp2") optimises on the SCS-MP2 surface), memory,
+threads, backends, ...), passed to dfmp2.run() as the input mapping; the molecule is the Atoms' symbols and
+positions. Forces and the dipole come from `driver: gradient` (closed-shell RHF only: an
 open-shell molecule is a dfmp2.InputError), the energy alone from `driver: energy`. Units are ASE's: eV, eV/A, e A.
 
 What the calculator owns is not a keyword: the molecule (the Atoms), the driver (the properties ASE asks for),
@@ -66,7 +67,8 @@ class DFMP2(Calculator):
         if gradient:
             g = np.array(r["return_result"], dtype=float).reshape(-1, 3)
             self.results["forces"] = -g * Hartree / Bohr
-            self.results["dipole"] = np.array(r["properties"]["mp2_dipole_moment"]) * Bohr
+            # The relaxed dipole of the energy differentiated (MP2's, or SCS-MP2's or SOS-MP2's with `method`).
+            self.results["dipole"] = np.array(r["extras"]["qcvars"]["CURRENT DIPOLE"]) * Bohr
 
 
 def owned_keywords_refused(kwargs):
