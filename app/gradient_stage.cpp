@@ -183,7 +183,7 @@ void run_hessian(const Input& input, linalg::Comm& comm, Calculation& calc,
       const Calculation c = run_calculation(displaced_input, each);
       double* out = shared.data() + k * per;
       Eigen::Map<linalg::Matrix>(out, natoms, 3) = c.gradient->result.gradient;
-      out[per - 2] = *c.reference.scf_energy + c.runs.front().result.correlation();
+      out[per - 2] = *c.reference.scf_energy + c.runs.front().result.correlation(input.mp2_model.scales());
       out[per - 1] = c.reference.molecule()->scf.iterations;
     }
   });

@@ -71,7 +71,17 @@ CASES += open_shell_cases()
 FITTING = {"sto-3g": ("def2-qzvpp-ri", "def2-svp-jkfit"), "6-31g*": ("cc-pvdz-ri", "cc-pvdz-jkfit")}
 
 
-def psi4_energies(xyz, charge, basis, scf_type, frozen, multiplicity, reference):
+# SCS-MP2 with given scales (issue 45): Psi4 1.3.2 has no method 'scs-mp2' or 'sos-mp2'; its DF-MP2 takes
+# mp2_os_scale and mp2_ss_scale for its SCS lines, which dfmp2's `method: scs-mp2` returns.
+# molecule, xyz, charge, multiplicity, reference, basis, scf type, frozen core, (c_os, c_ss) or None (the defaults)
+SCALED_CASES = [
+    ("water", WATER, 0, 1, "rhf", "cc-pvdz", "df", False, (0.9, 0.5)),
+    ("hydroxyl", "O 0 0 0\nH 0 0 0.97", 0, 2, "uhf", "cc-pvdz", "df", True, (1.1, 0.4)),
+    ("hydroxyl", "O 0 0 0\nH 0 0 0.97", 0, 2, "rohf", "cc-pvdz", "pk", True, None),
+]
+
+
+def psi4_energies(xyz, charge, basis, scf_type, frozen, multiplicity, reference, scales=None):
     """Psi4's SCF and MP2 correlation energies, and <S^2> of a UHF (None otherwise) from its orbitals:
     Sz (Sz + 1) + n_beta - sum_ij |<i alpha|j beta>|^2."""
     import numpy as np
@@ -83,6 +93,8 @@ def psi4_energies(xyz, charge, basis, scf_type, frozen, multiplicity, reference)
     psi4.geometry("units angstrom\nsymmetry c1\nno_reorient\nno_com\n%d %d\n%s" % (charge, multiplicity, xyz))
     if basis in FITTING:  # otherwise Psi4's own defaults, which dfmp2 follows (<basis>-jkfit blended, Pople sets...)
         psi4.set_options({"df_basis_scf": jk, "df_basis_mp2": ri})
+    if scales:
+        psi4.set_options({"mp2_os_scale": scales[0], "mp2_ss_scale": scales[1]})
     psi4.set_options({"basis": basis, "scf_type": scf_type,
                       "mp2_type": "df", "freeze_core": frozen, "reference": reference, "e_convergence": 1e-10,
                       "d_convergence": 1e-10 if reference != "rhf" else 1e-9})
@@ -94,10 +106,11 @@ def psi4_energies(xyz, charge, basis, scf_type, frozen, multiplicity, reference)
         na, nb = ca.shape[1], cb.shape[1]
         sz = 0.5 * (na - nb)
         s2 = sz * (sz + 1) + nb - float(np.sum((ca.T @ s @ cb) ** 2))
-    return psi4.variable("SCF TOTAL ENERGY"), psi4.variable("MP2 CORRELATION ENERGY"), s2
+    return psi4.variable("SCF TOTAL ENERGY"), psi4.variable("MP2 CORRELATION ENERGY"), s2, \
+        psi4.variable("SCS-MP2 TOTAL ENERGY")
 
 
-def dfmp2_energies(binary, workdir, xyz, charge, basis, scf_type, frozen, multiplicity, reference):
+def dfmp2_energies(binary, workdir, xyz, charge, basis, scf_type, frozen, multiplicity, reference, method=""):
     yaml = os.path.join(workdir, "in.yaml")
     open_shell = reference != "rhf"
     with open(yaml, "w") as f:
@@ -110,13 +123,14 @@ def dfmp2_energies(binary, workdir, xyz, charge, basis, scf_type, frozen, multip
                 'max_iterations: 200}\nfrozen_core: %s\nsave_integrals: false\nthreads: 2\n'
                 % (basis, reference, "exact" if scf_type == "pk" else "df", "1e-10" if open_shell else "1e-8",
                    "true" if frozen else "false"))
+        f.write(method)
     out = os.path.join(workdir, "out.json")
     subprocess.run([binary, yaml, "--json", out], check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
         results = json.load(f)
     props = results["properties"]
     return (props["scf_total_energy"], props["mp2_correlation_energy"],
-            results["extras"]["dfmp2"]["problem"]["scf"]["s_squared"])
+            results["extras"]["dfmp2"]["problem"]["scf"]["s_squared"], props["return_energy"])
 
 
 def main():
@@ -129,9 +143,9 @@ def main():
     for case in CASES:
         name, xyz, charge, basis, scf_type, frozen = case[:6]
         multiplicity, reference = case[6:] if len(case) > 6 else (1, "rhf")
-        e_scf, e_corr, e_s2 = psi4_energies(xyz, charge, basis, scf_type, frozen, multiplicity, reference)
-        d_scf, d_corr, d_s2 = dfmp2_energies(args.dfmp2, work, xyz, charge, basis, scf_type, frozen, multiplicity,
-                                             reference)
+        e_scf, e_corr, e_s2, _ = psi4_energies(xyz, charge, basis, scf_type, frozen, multiplicity, reference)
+        d_scf, d_corr, d_s2, _ = dfmp2_energies(args.dfmp2, work, xyz, charge, basis, scf_type, frozen, multiplicity,
+                                                reference)
         checks = [("scf", d_scf, e_scf, SCF_TOLERANCE), ("mp2", d_corr, e_corr, MP2_TOLERANCE)]
         if e_s2 is not None:
             checks.append(("s^2", d_s2, e_s2, S2_TOLERANCE))
@@ -142,6 +156,21 @@ def main():
             print("%-18s %-11s %-4s %-5s fc=%-5s %-3s  dfmp2 %.10f  psi4 %.10f  diff %+.1e %s"
                   % (name, basis, reference, scf_type, frozen, what, ours, theirs, ours - theirs,
                      "ok" if ok else "FAIL"), flush=True)
+    # The SCS-MP2 correlation energy (total less SCF, so that the SCF's agreement does not decide it) that
+    # `method: scs-mp2` returns, against Psi4's SCS-MP2 TOTAL ENERGY with the same scales.
+    for name, xyz, charge, multiplicity, reference, basis, scf_type, frozen, scales in SCALED_CASES:
+        e_scf, _, _, e_scs = psi4_energies(xyz, charge, basis, scf_type, frozen, multiplicity, reference,
+                                           scales or (6 / 5, 1 / 3))
+        method = "method: scs-mp2\n" + ("mp2_os_scale: %r\nmp2_ss_scale: %r\n" % scales if scales else "")
+        d_scf, _, _, d_scs = dfmp2_energies(args.dfmp2, work, xyz, charge, basis, scf_type, frozen, multiplicity,
+                                            reference, method)
+        ours, theirs = d_scs - d_scf, e_scs - e_scf
+        ok = abs(ours - theirs) <= MP2_TOLERANCE
+        passed += ok
+        failed += not ok
+        print("%-18s %-11s %-4s %-5s fc=%-5s scs %s  dfmp2 %.10f  psi4 %.10f  diff %+.1e %s"
+              % (name, basis, reference, scf_type, frozen, scales or "default", ours, theirs, ours - theirs,
+                 "ok" if ok else "FAIL"), flush=True)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
