@@ -182,8 +182,9 @@ void run_hessian(const Input& input, linalg::Comm& comm, Calculation& calc,
       displaced_input.molecule = displaced[k];
       const Calculation c = run_calculation(displaced_input, each);
       double* out = shared.data() + k * per;
-      Eigen::Map<linalg::Matrix>(out, natoms, 3) = c.gradient->result.gradient;
-      out[per - 2] = *c.reference.scf_energy + c.runs.front().result.correlation(input.mp2_model.scales());
+      Eigen::Map<linalg::Matrix>(out, natoms, 3) = c.returned_gradient();
+      out[per - 2] = c.counterpoise ? c.counterpoise->energy
+                                    : *c.reference.scf_energy + c.runs.front().result.correlation(input.mp2_model.scales());
       out[per - 1] = c.reference.molecule()->scf.iterations;
     }
   });

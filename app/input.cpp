@@ -1,5 +1,6 @@
 #include "app/input.hpp"
 #include "app/yaml_file.hpp"
+#include "app/counterpoise_gradient.hpp"
 #include "app/mp2_options.hpp"
 
 #include <fmt/format.h>
@@ -857,11 +858,7 @@ void read_driver(const YAML::Node& root, const YamlReader& ctx, Input& in) {
                                              "reference is {} (multiplicity {})", chem::reference_label(in.reference),
                                              in.molecule->multiplicity));
   }
-  if (in.interaction) {
-    ctx.fail_key(node, "driver", fmt::format("{{key}}: {} with 'interaction' is not offered (a counterpoise-corrected "
-                                             "gradient needs each fragment's gradient in the complex's basis); run "
-                                             "the complex alone", linalg::name_in(driver_names(), in.driver)));
-  }
+  if (in.interaction) check_counterpoise_gradient(node, ctx, in);
   if (in.driver == Driver::hessian) {
     for (const chem::Atom& atom : in.molecule->atoms) {
       if (atom.ghost) {

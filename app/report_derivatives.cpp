@@ -38,10 +38,20 @@ std::string format_gradient(const Calculation& calc) {
                          m(a, 0), m(a, 1), m(a, 2));
     }
   };
-  table((calc.input.mp2_model.label() + " total gradient").c_str(), r.gradient);
+  table((calc.input.mp2_model.label() + " total gradient" + (calc.counterpoise ? " of the complex" : "")).c_str(),
+        r.gradient);
+  if (const auto& cp = calc.counterpoise) {
+    out += fmt::format("\n  counterpoise-corrected total energy E_AB(AB) - sum E_k(AB) + sum E_k(k): {:.12f} Eh "
+                       "(its fragments' gradient calculations {:.2f} s)\n", cp->energy, cp->seconds);
+    for (const auto& p : cp->parts)
+      out += fmt::format("    {} {:<36} {:>20.12f} Eh  ({} SCF iterations{})\n", p.sign > 0 ? '+' : '-', p.name,
+                         p.energy, p.scf_iterations, p.from_energy_orbitals ? " from the energy's orbitals" : "");
+    table("Counterpoise-corrected total gradient", cp->gradient);
+  }
   table("SCF gradient", r.scf_gradient);
   out += fmt::format("\n  RMS force {:.3e} Eh/bohr, largest {:.3e} Eh/bohr\n",
-                     std::sqrt(r.gradient.squaredNorm() / double(r.gradient.size())), r.gradient.cwiseAbs().maxCoeff());
+                     std::sqrt(calc.returned_gradient().squaredNorm() / double(r.gradient.size())),
+                     calc.returned_gradient().cwiseAbs().maxCoeff());
   auto dipole = [&](const char* what, const std::array<double, 3>& d) {
     const double total = std::sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
     out += fmt::format("  {:<28} X {:12.8f}  Y {:12.8f}  Z {:12.8f}  total {:12.8f} [e a0]  ({:.6f} D)\n", what, d[0],

@@ -42,13 +42,28 @@ void add_gradient(const Calculation& calc, nlohmann::json& j) {
   const GradientRun& g = *calc.gradient;
   const chem::DfMp2Gradient& r = g.result;
   const chem::Mp2Model& model = calc.input.mp2_model;
-  j["return_result"] = flat(r.gradient);
-  j["properties"]["return_gradient"] = flat(r.gradient);
+  j["return_result"] = flat(calc.returned_gradient());
+  j["properties"]["return_gradient"] = flat(calc.returned_gradient());
   j["properties"]["scf_total_gradient"] = flat(r.scf_gradient);
   j["properties"]["scf_dipole_moment"] = r.scf_dipole;
   if (model.method == chem::Mp2Method::mp2) j["properties"]["mp2_dipole_moment"] = r.relaxed_dipole;
   nlohmann::json& v = j["extras"]["qcvars"];
-  v["CURRENT GRADIENT"] = v[model.label() + " TOTAL GRADIENT"] = rows(r.gradient);
+  v[model.label() + " TOTAL GRADIENT"] = rows(r.gradient);  // the complex's, with `interaction`
+  v["CURRENT GRADIENT"] = rows(calc.returned_gradient());
+  if (const auto& cp = calc.counterpoise) {
+    v["CP-CORRECTED TOTAL GRADIENT"] = rows(cp->gradient);
+    v["CP-CORRECTED TOTAL ENERGY"] = v["COUNTERPOISE CORRECTED TOTAL ENERGY"] = v["CURRENT ENERGY"] = cp->energy;
+    j["properties"]["return_energy"] = cp->energy;
+    nlohmann::json parts = nlohmann::json::array();
+    for (const auto& p : cp->parts) {
+      parts.push_back({{"name", p.name}, {"sign", p.sign}, {"energy", p.energy}, {"gradient", rows(p.gradient)},
+                       {"scf_iterations", p.scf_iterations},
+                       {"from_energy_orbitals", p.from_energy_orbitals}});
+    }
+    j["extras"]["dfmp2"]["counterpoise_gradient"] = {{"energy", cp->energy}, {"gradient", rows(cp->gradient)},
+                                                     {"complex_gradient", rows(r.gradient)}, {"parts", parts},
+                                                     {"seconds", cp->seconds}};
+  }
   v["SCF TOTAL GRADIENT"] = rows(r.scf_gradient);
   v["SCF DIPOLE"] = r.scf_dipole;
   v[model.label() + " DIPOLE"] = v["CURRENT DIPOLE"] = r.relaxed_dipole;

@@ -146,6 +146,24 @@ struct GradientRun {
   double seconds = 0;
 };
 
+// driver: gradient or hessian with `interaction` (bsse cp or both): the gradient of the counterpoise-corrected total
+// energy E_AB(AB) - sum_k E_k(AB) + sum_k E_k(k) and that energy (the method's), from the complex's gradient and
+// each fragment's calculation (app/counterpoise_gradient.cpp).
+struct CounterpoiseGradient {
+  struct Part {
+    std::string name;         // "fragment 1 in the complex's basis", "fragment 1 in its own basis"
+    double sign = 0;          // -1 in the complex's basis, +1 in its own
+    double energy = 0;        // its total energy (Eh)
+    linalg::Matrix gradient;  // in the complex's atoms (natoms x 3, Eh/bohr)
+    int scf_iterations = 0;
+    bool from_energy_orbitals = false;  // its SCF started from the orbitals the energy stages converged in its basis
+  };
+  std::vector<Part> parts;
+  linalg::Matrix gradient;  // natoms x 3, Eh/bohr
+  double energy = 0;
+  double seconds = 0;       // the fragments' calculations
+};
+
 // driver: hessian. The Hessian from central differences of analytic gradients (each displaced geometry a gradient
 // calculation of its own, spread over the ranks, each displaced calculation on one rank), and its harmonic analysis.
 struct HessianRun {
@@ -185,6 +203,11 @@ struct Calculation {
   std::vector<BackendRun> runs;
   std::vector<OwnBasisFragment> own_basis;  // interaction.bsse nocp or both
   std::optional<GradientRun> gradient;      // driver: gradient or hessian
+  std::optional<CounterpoiseGradient> counterpoise;  // driver: gradient or hessian with interaction
+  // The gradient the run returns: the counterpoise-corrected one with `interaction`, else the gradient stage's.
+  const linalg::Matrix& returned_gradient() const {
+    return counterpoise ? counterpoise->gradient : gradient->result.gradient;
+  }
   std::optional<HessianRun> hessian;        // driver: hessian
 };
 

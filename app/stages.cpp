@@ -21,6 +21,9 @@ const StageRow kStages[] = {
      make_own_basis_stage},
     // driver: gradient, and the gradient at the input geometry of driver: hessian.
     {[](const Input& in, const Reference&) { return in.driver != Driver::energy; }, make_gradient_stage},
+    // With `interaction`: each fragment's gradient, for the counterpoise-corrected one.
+    {[](const Input& in, const Reference&) { return in.driver != Driver::energy && in.interaction.has_value(); },
+     make_counterpoise_gradient_stage},
     {[](const Input& in, const Reference&) { return in.driver == Driver::hessian; }, make_hessian_stage},
 };
 

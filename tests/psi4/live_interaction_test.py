@@ -2,7 +2,10 @@
 """Live Psi4 tier, interaction energies (issue 26): Psi4 1.3.2's `energy('mp2', bsse_type=['cp', 'nocp'])` and one
 dfmp2 run with `interaction: {bsse: both}` on the same complex; the CP and non-CP interaction energies must agree
 within 1e-7 Eh, and so must every calculation's MP2 total energy (the complex, each fragment in the complex's basis
-and in its own) within 1e-6 Eh.
+and in its own) within 1e-6 Eh. And counterpoise-corrected gradients (issue 45): Psi4's gradient('mp2',
+bsse_type='cp', return_total_data=True) against `interaction: {bsse: cp}` with `driver: gradient` on the S22 water,
+ammonia and ethene-ethyne complexes: every component within 1e-7 Eh/bohr, the CP-corrected total energy within
+1e-7 Eh.
 
 The complexes are Psi4's own: the water, ammonia and methane dimers and ethene-ethyne of the S22 database that
 Debian's psi4 installs (/usr/share/psi4/databases/S22.py), and the formic acid dimer of Psi4's dfmp2-1 sample; each
@@ -81,6 +84,42 @@ def dfmp2_energies(binary, workdir, xyz, basis):
     return got
 
 
+# Counterpoise-corrected gradients (issue 45): Psi4's gradient('mp2', bsse_type='cp', return_total_data=True), the
+# gradient of E_AB(AB) - sum E_k(AB) + sum E_k(k), against dfmp2's `interaction: {bsse: cp}` with `driver: gradient`.
+GRADIENT_TOLERANCE = 1e-7  # Eh/bohr, every component
+GRADIENT_CASES = [(2, "cc-pvdz"), (1, "cc-pvdz"), (16, "cc-pvdz")]  # S22 index, basis
+
+
+def psi4_cp_gradient(xyz, basis):
+    import psi4
+    psi4.core.be_quiet()
+    psi4.core.clean()
+    psi4.core.clean_options()
+    psi4.core.clean_variables()
+    psi4.geometry("units angstrom\nsymmetry c1\nno_reorient\nno_com\n" + xyz)
+    psi4.set_options({"basis": basis, "scf_type": "df", "mp2_type": "df", "guess": "sad",
+                      "e_convergence": 1e-10, "d_convergence": 1e-10})
+    # Its Z-vector (CPHF) converged as tightly as the SCF, so that its convergence does not decide the comparison.
+    psi4.set_options({"solver_convergence": 1e-10})
+    g = psi4.gradient("mp2", bsse_type="cp", return_total_data=True)
+    return [x for row in g.np.tolist() for x in row], psi4.variable("CURRENT ENERGY")
+
+
+def dfmp2_cp_gradient(binary, workdir, xyz, basis):
+    yaml = os.path.join(workdir, "grad.yaml")
+    with open(yaml, "w") as f:
+        f.write("molecule:\n  xyz: |\n")
+        for line in xyz.splitlines():
+            f.write("    %s\n" % line)
+        f.write('basis: "%s"\nscf: {type: df, e_convergence: 1e-10, d_convergence: 1e-10}\n'
+                "interaction: {bsse: cp}\ndriver: gradient\nthreads: 2\n" % basis)
+    out = os.path.join(workdir, "grad.json")
+    subprocess.run([binary, yaml, "--json", out], check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        results = json.load(f)
+    return results["return_result"], results["properties"]["return_energy"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dfmp2", required=True)
@@ -109,6 +148,21 @@ def main():
                 failed += not ok
                 print("%-28s %-11s %-40s dfmp2 %17.10f  psi4 %17.10f  diff %+.1e %s"
                       % (name, basis, what, ours[what], value, ours[what] - value, "ok" if ok else "FAIL"), flush=True)
+    for index, basis in GRADIENT_CASES:
+        name = "S22-%d %s" % (index, S22_CASES[index])
+        if args.only and args.only not in name:
+            continue
+        xyz = psi4_complexes.s22_complex(index)[0]
+        theirs, their_energy = psi4_cp_gradient(xyz, basis)
+        ours, our_energy = dfmp2_cp_gradient(binary, work, xyz, basis)
+        diff = max(abs(a - b) for a, b in zip(ours, theirs))
+        for what, d, tol in (("CP-corrected total gradient", diff, GRADIENT_TOLERANCE),
+                             ("CP-corrected total energy", abs(our_energy - their_energy), INTERACTION_TOLERANCE)):
+            ok = len(ours) == len(theirs) and d <= tol
+            passed += ok
+            failed += not ok
+            print("%-28s %-11s %-40s largest difference %.1e (tolerance %.0e) %s"
+                  % (name, basis, what, d, tol, "ok" if ok else "FAIL"), flush=True)
     if write_to:
         with open(write_to, "w") as f:
             json.dump(reference, f, indent=1)

@@ -1,0 +1,134 @@
+// Counterpoise-corrected gradients (README "Counterpoise-corrected gradients"). With `interaction` (bsse cp or both)
+// and driver gradient or hessian, the run returns the gradient of the CP-corrected total energy, as Psi4's
+// bsse_type='cp' defines it:
+//   E_CP = E_AB(AB) - sum_k E_k(AB) + sum_k E_k(k)
+// the complex in its basis, less each fragment k in the complex's basis (its partners' atoms ghosts: their basis
+// functions move with them, so the ghosts feel forces too), plus each fragment in its own basis. The complex's
+// gradient is the gradient stage's; each fragment's is a gradient calculation of its own after it, its SCF started
+// from the orbitals the energy stages converged for it (the same basis), a few iterations from its own.
+#include "app/counterpoise_gradient.hpp"
+
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "app/stage.hpp"
+#include "linalg/errors.hpp"
+
+namespace dfmp2::app {
+
+void check_counterpoise_gradient(const YAML::Node& node, const YamlReader& ctx, const Input& in) {
+  const std::string driver = linalg::name_in(driver_names(), in.driver);
+  if (!in.interaction->counterpoise) {
+    ctx.fail_key(node, "driver", fmt::format("{{key}}: {} with 'interaction: {{bsse: nocp}}': the uncorrected total "
+                                             "energy is the complex's own, so run the complex without 'interaction' "
+                                             "(bsse cp or both gives the counterpoise-corrected {})", driver, driver));
+  }
+  const chem::Molecule& mol = *in.molecule;
+  for (std::size_t k = 0; k < mol.fragments.size(); ++k) {
+    if (mol.fragments[k].multiplicity != 1) {
+      ctx.fail_key(node, "driver", fmt::format("{{key}}: the counterpoise-corrected {} needs closed-shell fragments "
+                                               "(the DF-MP2 gradient is RHF's); fragment {} has multiplicity {}",
+                                               driver, k + 1, mol.fragments[k].multiplicity));
+    }
+  }
+}
+
+namespace {
+
+// Fragment k's calculation for the gradient: in the complex's basis (the ghosted molecule the energy stages ran) or in
+// its own, with the complex's settings, its SCF from `orbitals` when there are some.
+Input fragment_gradient_input(const Input& input, const chem::Molecule& molecule, const std::string& source,
+                              const std::string& backend, const linalg::Matrix* orbitals) {
+  Input in = input;
+  in.molecule = molecule;
+  in.reference = fragment_reference(input, molecule);
+  in.molecule_source = source;
+  in.driver = Driver::gradient;
+  in.interaction.reset();
+  in.output.reset();
+  in.save_integrals.reset();
+  in.qcschema.reset();
+  // What its gradient needs and no more: the gradient's backend in fp64 (the energy it differentiates).
+  in.backends = {backend};
+  in.precisions = {chem::Precision::fp64};
+  in.backend_precisions.clear();
+  in.screening_compare = false;
+  if (orbitals != nullptr) {
+    in.scf.guess = chem::ScfGuess::orbitals;
+    in.scf.start_orbitals = orbitals;
+  }
+  return in;
+}
+
+// The fragment's gradient in the complex's atoms (its own basis: its atoms' rows, the others' zero).
+linalg::Matrix in_complex_atoms(const linalg::Matrix& gradient, const chem::Molecule& complex, std::size_t k,
+                                bool own_basis) {
+  if (!own_basis) return gradient;
+  linalg::Matrix out = linalg::Matrix::Zero(static_cast<linalg::Index>(complex.atoms.size()), 3);
+  const chem::Fragment& f = complex.fragments[k];
+  out.middleRows(static_cast<linalg::Index>(f.first), static_cast<linalg::Index>(f.count)) = gradient;
+  return out;
+}
+
+void run_counterpoise_gradient(StageContext& c) {
+  const Input& input = c.input;
+  Calculation& calc = c.calc;
+  const chem::Molecule& complex = *input.molecule;
+  const chem::SpinScales scales = input.mp2_model.scales();
+  CounterpoiseGradient& cp = calc.counterpoise.emplace();
+  cp.gradient = calc.gradient->result.gradient;
+  cp.energy = *calc.reference.scf_energy + calc.runs.front().result.correlation(scales);
+  linalg::Stopwatch clock;
+  for (std::size_t k = 0; k < complex.fragments.size(); ++k) {
+    for (const bool own_basis : {false, true}) {
+      // The orbitals the energy stages converged in this basis: the ghosted fragment's always (bsse cp or both), the
+      // own-basis fragment's with bsse both.
+      const linalg::Matrix* orbitals = nullptr;
+      chem::Molecule molecule;
+      if (own_basis) {
+        molecule = chem::fragment_molecule(complex, complex.fragments[k]);
+        for (const OwnBasisFragment& f : calc.own_basis)
+          if (f.fragment == k) orbitals = &f.calc->reference.molecule()->scf.mo_coefficients;
+      } else {
+        const GhostedFragment& g = calc.reference.ghosted[k];
+        molecule = g.molecule;
+        orbitals = &g.scf.mo_coefficients;
+      }
+      const std::string name = fmt::format("fragment {} in {} basis", k + 1, own_basis ? "its own" : "the complex's");
+      Input in = fragment_gradient_input(input, molecule, fmt::format("{} of {}", name, input.molecule_source),
+                                         calc.gradient->backend, orbitals);
+      in.resident_at_start = resident_bytes();
+      c.say(fmt::format("  counterpoise-corrected gradient: {} ({} atoms):", name, molecule.atoms.size()));
+      auto indented = [&](const std::string& line) { c.say("  " + line); };
+      const Calculation part = run_calculation(in, c.comm, indented, c.phase_progress);
+      const double sign = own_basis ? 1.0 : -1.0;
+      CounterpoiseGradient::Part p;
+      p.name = name;
+      p.sign = sign;
+      p.energy = *part.reference.scf_energy + part.runs.front().result.correlation(scales);
+      p.gradient = in_complex_atoms(part.gradient->result.gradient, complex, k, own_basis);
+      p.scf_iterations = part.reference.molecule()->scf.iterations;
+      p.from_energy_orbitals = orbitals != nullptr;
+      cp.gradient += sign * p.gradient;
+      cp.energy += sign * p.energy;
+      cp.parts.push_back(std::move(p));
+    }
+  }
+  cp.seconds = clock.seconds();
+  c.say(fmt::format("  counterpoise-corrected gradient done ({:.2f} s): E_CP = {:.12f} Eh", cp.seconds, cp.energy));
+}
+
+// Its calculations plan themselves, each as a gradient calculation of its own.
+class CounterpoiseGradientStage final : public Stage {
+ public:
+  void plan(StageContext&) override {}
+  void run(StageContext& c) override { run_counterpoise_gradient(c); }
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_counterpoise_gradient_stage() { return std::make_unique<CounterpoiseGradientStage>(); }
+
+}  // namespace dfmp2::app

@@ -1,0 +1,15 @@
+#pragma once
+// Counterpoise-corrected gradients (README "Counterpoise-corrected gradients"): the input's check, beside the stage
+// (app/counterpoise_gradient.cpp; its maker in app/stage.hpp).
+#include <yaml-cpp/yaml.h>
+
+#include "app/input.hpp"
+#include "app/yaml_reader.hpp"
+
+namespace dfmp2::app {
+
+// `driver` (gradient or hessian) with `interaction`, at `node`: the counterpoise correction asked for (bsse cp or
+// both) and every fragment closed-shell (the DF-MP2 gradient is RHF's), else the one line naming the key.
+void check_counterpoise_gradient(const YAML::Node& node, const YamlReader& ctx, const Input& in);
+
+}  // namespace dfmp2::app
