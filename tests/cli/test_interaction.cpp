@@ -1,6 +1,7 @@
 // Interaction energies (`interaction:`), as a user runs them: every calculation of the counterpoise scheme gives the
 // energies of the single point a user would write by hand with ghost atoms, every backend and storage gives the same
 // interaction energy, and the report and results file carry every scheme.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -167,6 +168,43 @@ TEST(Interaction, SpinScaledMethodGivesItsInteractionEnergy) {
   EXPECT_NEAR(qcvar(r, "CP-CORRECTED INTERACTION ENERGY"), schemes["cp"]["method_total"].get<double>(), 1e-12);
   EXPECT_NEAR(qcvar(r, "NOCP-CORRECTED INTERACTION ENERGY"), schemes["nocp"]["method_total"].get<double>(), 1e-12);
   EXPECT_NE(r.report.find("SOS-MP2 total"), std::string::npos);
+}
+
+// interaction with driver gradient: the gradient returned is that of the CP-corrected total energy (the energy
+// driver's `CP-CORRECTED TOTAL ENERGY`, bsse both), against central differences (1e-3 bohr) along a coordinate of
+// each fragment, 1e-6 Eh/bohr; its energy is that total, and its parts are the complex's and the fragments'.
+TEST(Interaction, CounterpoiseGradientIsTheDerivativeOfTheCpEnergy) {
+  constexpr double kStep = 1e-3, kBohr = 0.52917721092;
+  const double atoms[6][3] = {{-1.551007, -0.114520, 0.0}, {-1.934259, 0.762503, 0.0},  {-0.599677, 0.040712, 0.0},
+                              {1.350625, 0.111469, 0.0},   {1.680398, -0.373741, -0.758561},
+                              {1.680398, -0.373741, 0.758561}};
+  auto input = [&](int atom, int axis, double shift, const std::string& rest) {
+    std::string xyz;
+    for (int a = 0; a < 6; ++a) {
+      double r[3] = {atoms[a][0], atoms[a][1], atoms[a][2]};
+      if (a == atom) r[axis] += shift * kBohr;
+      xyz += fmt::format("{}    {} {:.12f} {:.12f} {:.12f}\n", a == 3 ? "    --\n" : "", a % 3 == 0 ? "O" : "H", r[0],
+                         r[1], r[2]);
+    }
+    return "molecule:\n  xyz: |\n" + xyz +
+           "basis: cc-pvdz\nscf: {type: df, e_convergence: 1e-11, d_convergence: 1e-10}\nthreads: 2\n" + rest;
+  };
+  TempDir dir;
+  const Finished g = run(dir, input(0, 0, 0.0, "interaction: {bsse: cp}\ndriver: gradient\n"));
+  const auto& cp = g.json["extras"]["dfmp2"]["counterpoise_gradient"];
+  ASSERT_EQ(cp["parts"].size(), 4u);
+  EXPECT_NEAR(g.json["properties"]["return_energy"].get<double>(), cp["energy"].get<double>(), 1e-12);
+  EXPECT_NEAR(qcvar(g, "CP-CORRECTED TOTAL ENERGY"), cp["energy"].get<double>(), 1e-12);
+  for (const auto& [atom, axis] : {std::pair{1, 1}, std::pair{4, 2}}) {
+    auto energy = [&](double shift) {
+      return qcvar(run(dir, input(atom, axis, shift, "interaction: {bsse: both}\n")), "CP-CORRECTED TOTAL ENERGY");
+    };
+    const double difference = (energy(kStep) - energy(-kStep)) / (2 * kStep);
+    EXPECT_NEAR(g.json["return_result"][std::size_t(3 * atom + axis)].get<double>(), difference, 1e-6)
+        << "atom " << atom << " axis " << axis;
+    // The complex's own gradient is not it: the correction moves this component.
+    EXPECT_GT(std::abs(cp["complex_gradient"][std::size_t(atom)][std::size_t(axis)].get<double>() - difference), 1e-5);
+  }
 }
 
 // A charged complex written with '--' but without the fragments' 'charge multiplicity' lines (issue 42: it ran every

@@ -251,7 +251,7 @@ def main():
         c.check(False, "dfmp2.ase imports (%s)" % e)
     else:
         for key, value in (("driver", "hessian"), ("molecule", {"xyz": "He 0 0 0"}), ("integrals", water),
-                           ("output", "x.json"), ("interaction", {"bsse": "cp"})):
+                           ("output", "x.json")):
             c.raises(dfmp2.InputError, "DFMP2(%s=...): '%s' is the calculator's own" % (key, key),
                      lambda: DFMP2(**{key: value}), "DFMP2(%s=...)" % key)
         c.raises(dfmp2.InputError, "DFMP2(driver=...)", lambda: DFMP2().set(driver="gradient"), "calc.set(driver=...)")
@@ -274,6 +274,22 @@ def main():
                             atol=1e-12) and
                 np.allclose(dipole, np.array(r["extras"]["qcvars"]["SOS-MP2 DIPOLE"]) * ase.units.Bohr, atol=1e-12),
                 "DFMP2(method='sos-mp2'): the SOS-MP2 energy, forces and relaxed dipole")
+        # A water dimer on its counterpoise-corrected surface: the energy is the CP-corrected total energy (even when
+        # only the energy is asked for) and the forces its gradient.
+        dimer = ase.Atoms("OH2OH2", positions=[(-1.551007, -0.114520, 0.0), (-1.934259, 0.762503, 0.0),
+                                               (-0.599677, 0.040712, 0.0), (1.350625, 0.111469, 0.0),
+                                               (1.680398, -0.373741, -0.758561), (1.680398, -0.373741, 0.758561)])
+        dimer.calc = DFMP2(basis="cc-pvdz", threads=1, fragments=[[0, 1, 2], [3, 4, 5]], interaction={"bsse": "cp"})
+        energy = dimer.get_potential_energy()
+        r = dimer.calc.last_results_file
+        cp = r["extras"]["dfmp2"]["counterpoise_gradient"]
+        c.check(abs(energy / ase.units.Hartree - cp["energy"]) < 1e-12 and
+                np.allclose(dimer.get_forces(), -np.array(cp["gradient"]) * ase.units.Hartree / ase.units.Bohr,
+                            atol=1e-12),
+                "DFMP2(fragments=..., interaction=cp): the CP-corrected total energy and its forces")
+        c.raises(dfmp2.InputError, "DFMP2(fragments=...): expected lists of consecutive atom indices",
+                 lambda: DFMP2(fragments=[[0, 2, 1], [3, 4, 5]], interaction={"bsse": "cp"}).get_potential_energy(
+                     dimer.copy()), "fragments out of order")
 
     print("python module: %s" % ("all checks passed" if c.failed == 0 else "%d checks failed" % c.failed))
     return 1 if c.failed else 0
