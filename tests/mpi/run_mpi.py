@@ -98,6 +98,11 @@ CASES = {
     # A Hessian: its displaced geometries spread over the ranks, each a calculation of one rank.
     "water_hessian": molecule(WATER_XYZ, "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
                                          "driver: hessian\n"),
+    # A counterpoise-corrected gradient (issue 45): the complex's and each fragment's gradient calculation on the
+    # ranks, summed as on one process; with SOS-MP2.
+    "dimer_cp_gradient": molecule(WATER_XYZ + "\n    --" + DIMER_XYZ[len(WATER_XYZ):],
+                                  "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
+                                  "interaction: {bsse: cp}\nmethod: sos-mp2\ndriver: gradient\n"),
     # The gradient's blocks in every rank's own scratch file.
     "dimer_gradient_scratch": molecule(DIMER_XYZ, "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
                                                   "mp2_storage: scratch\ndriver: gradient\n"),
