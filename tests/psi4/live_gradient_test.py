@@ -4,7 +4,9 @@ on the same molecules, DF-SCF (Psi4 1.3 has no DF-MP2 gradient on an exact SCF: 
 reference"; that case is checked against finite differences in tests/unit/test_gradients.cpp), all electrons and
 frozen core: every component within 1e-7 Eh/bohr. The relaxed dipole against Psi4's properties('mp2') within 1e-6 a.u.
 An ASE BFGS optimisation with dfmp2.ase.DFMP2 against Psi4's optimize('mp2') from the same start: interatomic
-distances within 1e-4 angstrom and the energy within 1e-8 Eh. Harmonic frequencies (driver: hessian) against Psi4's
+distances within 1e-4 angstrom and the energy within 1e-8 Eh; and the S22 water dimer on its counterpoise-corrected
+surface (issue 45: DFMP2 with fragments and interaction cp against optimize('mp2', bsse_type='cp',
+return_total_data=True)), the same tolerances. Harmonic frequencies (driver: hessian) against Psi4's
 dfmp2-freq1 and dfmp2-freq2 samples: within 0.1 cm^-1.
 
 The molecules: water (Psi4's dfmp2-grad5 sample geometry), formaldehyde and ammonia distorted out of symmetry, and
@@ -116,6 +118,50 @@ def optimisation(module_dir):
     return abs(e_dfmp2 - e_psi4) <= ENERGY_TOLERANCE and d <= DISTANCE_TOLERANCE
 
 
+def cp_optimisation(module_dir):
+    """ASE BFGS with DFMP2(fragments=..., interaction cp) and Psi4's optimize('mp2', bsse_type='cp',
+    return_total_data=True) from the S22 water dimer (issue 45): the counterpoise-corrected surface, optimised tightly
+    on both sides (its intermolecular modes are soft: gau_verytight and fmax 2e-5 eV/A)."""
+    import psi4
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+    import psi4_complexes
+    xyz = psi4_complexes.s22_complex(2)[0]
+    psi4.core.be_quiet()
+    psi4.core.clean()
+    psi4.core.clean_options()
+    psi4.core.clean_variables()
+    mol = psi4.geometry("units angstrom\nsymmetry c1\nno_reorient\nno_com\n" + xyz)
+    psi4.set_options({"basis": "cc-pvdz", "scf_type": "df", "mp2_type": "df", "guess": "sad", "e_convergence": 1e-10,
+                      "d_convergence": 1e-10, "solver_convergence": 1e-10, "g_convergence": "gau_verytight",
+                      "geom_maxiter": 100})
+    e_psi4 = psi4.optimize("mp2", bsse_type="cp", return_total_data=True)
+    psi4_positions = np.array(mol.geometry().np) * psi4.constants.bohr2angstroms
+
+    sys.path.insert(0, module_dir)
+    from ase import Atoms
+    from ase.optimize import BFGS
+    from dfmp2.ase import DFMP2
+    symbols, positions, fragments = [], [], [[]]
+    for line in xyz.splitlines():
+        words = line.split()
+        if line.strip() == "--":
+            fragments.append([])
+        elif len(words) == 4:
+            fragments[-1].append(len(symbols))
+            symbols.append(words[0])
+            positions.append([float(x) for x in words[1:]])
+    atoms = Atoms(symbols, positions=positions)
+    atoms.calc = DFMP2(basis="cc-pvdz", fragments=fragments, interaction={"bsse": "cp"},
+                       scf={"e_convergence": 1e-10, "d_convergence": 1e-10})
+    BFGS(atoms, logfile=None).run(fmax=2e-5)
+    e_dfmp2 = atoms.calc.last_results_file["properties"]["return_energy"]
+    d = np.abs(distances(atoms.get_positions()) - distances(psi4_positions)).max()
+    ok = abs(e_dfmp2 - e_psi4) <= ENERGY_TOLERANCE and d <= DISTANCE_TOLERANCE
+    print("%s CP-corrected optimisation of the S22 water dimer: energy dfmp2 %.10f Psi4 %.10f (diff %.1e); largest "
+          "distance difference %.1e A" % ("ok  " if ok else "FAIL", e_dfmp2, e_psi4, e_dfmp2 - e_psi4, d))
+    return ok
+
+
 def frequencies(binary, workdir):
     """Psi4's dfmp2-freq1 (finite differences of energies) and dfmp2-freq2 (of gradients) samples, water frozen core
     at the samples' z-matrix geometry, against dfmp2's driver: hessian (central differences of analytic gradients):
@@ -183,6 +229,8 @@ def main():
             failures += 1
         if not optimisation(args.module_dir):
             print("FAIL optimisation")
+            failures += 1
+        if not cp_optimisation(args.module_dir):
             failures += 1
     sys.exit(1 if failures else 0)
 
