@@ -40,8 +40,8 @@ def complexes():
     return out
 
 
-def psi4_energies(xyz, basis):
-    """Psi4's CP and non-CP MP2 interaction energies and the n-body totals, by its variable names."""
+def psi4_setup(xyz, basis):
+    """Psi4, clean, with the complex in `basis`, DF-SCF and DF-MP2 converged to 1e-10."""
     import psi4
     psi4.core.be_quiet()
     psi4.core.clean()
@@ -50,6 +50,12 @@ def psi4_energies(xyz, basis):
     psi4.geometry("units angstrom\nsymmetry c1\nno_reorient\nno_com\n" + xyz)
     psi4.set_options({"basis": basis, "scf_type": "df", "mp2_type": "df", "guess": "sad",
                       "e_convergence": 1e-10, "d_convergence": 1e-10})
+    return psi4
+
+
+def psi4_energies(xyz, basis):
+    """Psi4's CP and non-CP MP2 interaction energies and the n-body totals, by its variable names."""
+    psi4 = psi4_setup(xyz, basis)
     psi4.energy("mp2", bsse_type=["cp", "nocp"])
     names = ["CP-CORRECTED 2-BODY INTERACTION ENERGY", "NOCP-CORRECTED 2-BODY INTERACTION ENERGY",
              "N-BODY (1, 2)@(1, 2) TOTAL ENERGY", "N-BODY (1)@(1, 2) TOTAL ENERGY", "N-BODY (2)@(1, 2) TOTAL ENERGY",
@@ -57,20 +63,25 @@ def psi4_energies(xyz, basis):
     return {n: psi4.variable(n) for n in names}
 
 
-def dfmp2_energies(binary, workdir, xyz, basis):
-    """dfmp2's energies under the same names: the interaction energies from extras.qcvars, the totals from
-    extras.dfmp2.interaction.calculations."""
+def run_dfmp2(binary, workdir, xyz, basis, keys):
+    """dfmp2's results file for the complex in `basis` (DF-SCF to 1e-10) with these input keys."""
     yaml = os.path.join(workdir, "in.yaml")
     with open(yaml, "w") as f:
         f.write("molecule:\n  xyz: |\n")
         for line in xyz.splitlines():
             f.write("    %s\n" % line)
-        f.write('basis: "%s"\nscf: {type: df, e_convergence: 1e-10, d_convergence: 1e-10}\n'
-                "interaction: {bsse: both}\nthreads: 2\n" % basis)
+        f.write('basis: "%s"\nscf: {type: df, e_convergence: 1e-10, d_convergence: 1e-10}\nthreads: 2\n%s'
+                % (basis, keys))
     out = os.path.join(workdir, "out.json")
     subprocess.run([binary, yaml, "--json", out], check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
-        results = json.load(f)
+        return json.load(f)
+
+
+def dfmp2_energies(binary, workdir, xyz, basis):
+    """dfmp2's energies under the same names: the interaction energies from extras.qcvars, the totals from
+    extras.dfmp2.interaction.calculations."""
+    results = run_dfmp2(binary, workdir, xyz, basis, "interaction: {bsse: both}\n")
     q = results["extras"]["qcvars"]
     got = {n: q[n] for n in ("CP-CORRECTED 2-BODY INTERACTION ENERGY", "NOCP-CORRECTED 2-BODY INTERACTION ENERGY")}
     for c in results["extras"]["dfmp2"]["interaction"]["calculations"]:
@@ -91,14 +102,7 @@ GRADIENT_CASES = [(2, "cc-pvdz"), (1, "cc-pvdz"), (16, "cc-pvdz")]  # S22 index,
 
 
 def psi4_cp_gradient(xyz, basis):
-    import psi4
-    psi4.core.be_quiet()
-    psi4.core.clean()
-    psi4.core.clean_options()
-    psi4.core.clean_variables()
-    psi4.geometry("units angstrom\nsymmetry c1\nno_reorient\nno_com\n" + xyz)
-    psi4.set_options({"basis": basis, "scf_type": "df", "mp2_type": "df", "guess": "sad",
-                      "e_convergence": 1e-10, "d_convergence": 1e-10})
+    psi4 = psi4_setup(xyz, basis)
     # Its Z-vector (CPHF) converged as tightly as the SCF, so that its convergence does not decide the comparison.
     psi4.set_options({"solver_convergence": 1e-10})
     g = psi4.gradient("mp2", bsse_type="cp", return_total_data=True)
@@ -106,17 +110,7 @@ def psi4_cp_gradient(xyz, basis):
 
 
 def dfmp2_cp_gradient(binary, workdir, xyz, basis):
-    yaml = os.path.join(workdir, "grad.yaml")
-    with open(yaml, "w") as f:
-        f.write("molecule:\n  xyz: |\n")
-        for line in xyz.splitlines():
-            f.write("    %s\n" % line)
-        f.write('basis: "%s"\nscf: {type: df, e_convergence: 1e-10, d_convergence: 1e-10}\n'
-                "interaction: {bsse: cp}\ndriver: gradient\nthreads: 2\n" % basis)
-    out = os.path.join(workdir, "grad.json")
-    subprocess.run([binary, yaml, "--json", out], check=True, stdout=subprocess.DEVNULL)
-    with open(out) as f:
-        results = json.load(f)
+    results = run_dfmp2(binary, workdir, xyz, basis, "interaction: {bsse: cp}\ndriver: gradient\n")
     return results["return_result"], results["properties"]["return_energy"]
 
 
