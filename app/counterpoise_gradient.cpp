@@ -72,6 +72,32 @@ linalg::Matrix in_complex_atoms(const linalg::Matrix& gradient, const chem::Mole
   return out;
 }
 
+// Fragment k in the complex's basis or in its own, and its name.
+std::pair<chem::Molecule, std::string> fragment_system(const chem::Molecule& complex, std::size_t k, bool own_basis) {
+  return {own_basis ? chem::fragment_molecule(complex, complex.fragments[k])
+                    : chem::fragment_in_complex_basis(complex, complex.fragments[k]),
+          fmt::format("fragment {} in {} basis", k + 1, own_basis ? "its own" : "the complex's")};
+}
+
+// Before any work: each fragment's gradient calculation fits (its memory plan from the memory in use now), else the
+// one line of its plan, naming the fragment.
+void check_fragment_plans(StageContext& c) {
+  const chem::Molecule& complex = *c.input.molecule;
+  const std::string backend = c.backends.scf->name();
+  for (std::size_t k = 0; k < complex.fragments.size(); ++k) {
+    for (const bool own_basis : {false, true}) {
+      const auto [molecule, name] = fragment_system(complex, k, own_basis);
+      Input in = fragment_gradient_input(c.input, molecule, name, backend, nullptr);
+      in.resident_at_start = resident_bytes();
+      try {
+        plan_calculation(in, c.comm);
+      } catch (const ResourceError& e) {
+        throw ResourceError(fmt::format("counterpoise-corrected gradient, {}: {}", name, e.what()));
+      }
+    }
+  }
+}
+
 void run_counterpoise_gradient(StageContext& c) {
   const Input& input = c.input;
   Calculation& calc = c.calc;
@@ -85,18 +111,10 @@ void run_counterpoise_gradient(StageContext& c) {
     for (const bool own_basis : {false, true}) {
       // The orbitals the energy stages converged in this basis: the ghosted fragment's always (bsse cp or both), the
       // own-basis fragment's with bsse both.
-      const linalg::Matrix* orbitals = nullptr;
-      chem::Molecule molecule;
-      if (own_basis) {
-        molecule = chem::fragment_molecule(complex, complex.fragments[k]);
-        for (const OwnBasisFragment& f : calc.own_basis)
-          if (f.fragment == k) orbitals = &f.calc->reference.molecule()->scf.mo_coefficients;
-      } else {
-        const GhostedFragment& g = calc.reference.ghosted[k];
-        molecule = g.molecule;
-        orbitals = &g.scf.mo_coefficients;
-      }
-      const std::string name = fmt::format("fragment {} in {} basis", k + 1, own_basis ? "its own" : "the complex's");
+      const auto [molecule, name] = fragment_system(complex, k, own_basis);
+      const linalg::Matrix* orbitals = own_basis ? nullptr : &calc.reference.ghosted[k].scf.mo_coefficients;
+      for (const OwnBasisFragment& f : calc.own_basis)
+        if (own_basis && f.fragment == k) orbitals = &f.calc->reference.molecule()->scf.mo_coefficients;
       Input in = fragment_gradient_input(input, molecule, fmt::format("{} of {}", name, input.molecule_source),
                                          calc.gradient->backend, orbitals);
       in.resident_at_start = resident_bytes();
@@ -120,10 +138,11 @@ void run_counterpoise_gradient(StageContext& c) {
   c.say(fmt::format("  counterpoise-corrected gradient done ({:.2f} s): E_CP = {:.12f} Eh", cp.seconds, cp.energy));
 }
 
-// Its calculations plan themselves, each as a gradient calculation of its own.
+// Its calculations are planned before any work (each as a gradient calculation of its own), and plan themselves
+// again when they start, on the memory then in use.
 class CounterpoiseGradientStage final : public Stage {
  public:
-  void plan(StageContext&) override {}
+  void plan(StageContext& c) override { check_fragment_plans(c); }
   void run(StageContext& c) override { run_counterpoise_gradient(c); }
 };
 

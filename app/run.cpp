@@ -36,39 +36,57 @@ void record_peaks(Calculation& calc, linalg::Comm& comm) {
   comm.allgather(&plan.peak_resident, sizeof(double), calc.rank_peak_resident.data());
 }
 
-}  // namespace
-
-Calculation run_calculation(const Input& input, linalg::Comm& comm, const Progress& progress,
-                            const PhaseProgress& phase_progress) {
+// A calculation up to its memory plan: its backends and reference made, every stage it asks for planned in order.
+struct Planned {
   Calculation calc;
+  Backends backends;
+  ResidentSampler sampler;  // each phase's measured peak
+  std::vector<std::unique_ptr<Stage>> stages;
+  std::vector<std::vector<Phase>> rows;  // what each stage planned
+  std::unique_ptr<StageContext> context;
+};
+
+std::unique_ptr<Planned> plan_stages(const Input& input, linalg::Comm& comm, const Progress& progress,
+                                     const PhaseProgress& phase_progress) {
+  auto p = std::make_unique<Planned>();
+  Calculation& calc = p->calc;
   calc.input = input;
   calc.ranks = comm.size();
   calc.mpi = comm.description();
   omp_set_num_threads(input.threads);
-  ResidentSampler sampler;  // each phase's measured peak
   // Up to the memory plan everything is local to each rank: checked, so that a rank that cannot go on (a file it
   // cannot read, a budget too small for it) stops them all.
-  Backends backends;
   comm.checked([&] {
-    backends = make_backends(input);
+    p->backends = make_backends(input);
     calc.reference = make_reference(input);
   });
   // One plan for all ranks, made on the largest resident memory at the start of any.
-  StageContext context{input, comm, backends, calc, sampler, progress, phase_progress, comm.max(input.resident_at_start)};
-  calc.memory = start_plan(input.memory_bytes, context.resident_at_start, input.threads, input.scratch);
-  const std::vector<std::unique_ptr<Stage>> stages = stages_for(input, calc.reference);
-  std::vector<std::vector<Phase>> rows;  // what each stage planned
-  for (const auto& stage : stages) {
+  p->context = std::make_unique<StageContext>(StageContext{input, comm, p->backends, calc, p->sampler, progress,
+                                                           phase_progress, comm.max(input.resident_at_start)});
+  calc.memory = start_plan(input.memory_bytes, p->context->resident_at_start, input.threads, input.scratch);
+  p->stages = stages_for(input, calc.reference);
+  for (const auto& stage : p->stages) {
     const std::size_t before = calc.memory.phases.size();
-    stage->plan(context);
-    rows.emplace_back();
-    for (std::size_t i = before; i < calc.memory.phases.size(); ++i) rows.back().push_back(calc.memory.phases[i].phase);
+    stage->plan(*p->context);
+    p->rows.emplace_back();
+    for (std::size_t i = before; i < calc.memory.phases.size(); ++i) p->rows.back().push_back(calc.memory.phases[i].phase);
   }
+  return p;
+}
+
+}  // namespace
+
+MemoryPlan plan_calculation(const Input& input, linalg::Comm& comm) { return plan_stages(input, comm, {}, {})->calc.memory; }
+
+Calculation run_calculation(const Input& input, linalg::Comm& comm, const Progress& progress,
+                            const PhaseProgress& phase_progress) {
+  const std::unique_ptr<Planned> p = plan_stages(input, comm, progress, phase_progress);
+  Calculation& calc = p->calc;
   comm.checked([&] { check_scratch(calc.memory); });  // each rank's own folder
   if (calc.reference.molecule()) print_plan(calc.memory, progress);  // the other inputs print nothing until the report
-  for (std::size_t s = 0; s < stages.size(); ++s) run_measured(*stages[s], rows[s], context);
+  for (std::size_t s = 0; s < p->stages.size(); ++s) run_measured(*p->stages[s], p->rows[s], *p->context);
   record_peaks(calc, comm);
-  return calc;
+  return std::move(calc);
 }
 
 }  // namespace dfmp2::app

@@ -264,6 +264,9 @@ BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, che
 
 // `progress` (may be empty) receives one line per SCF iteration and per phase as the run goes; `phase_progress`
 // (may be empty) the done/total counts of the DF-MP2 phases. Both are for the terminal.
+// The memory plan run_calculation would run `input` with (every stage planned, nothing run): a ResourceError with the
+// one line of within_memory when it cannot fit.
+MemoryPlan plan_calculation(const Input& input, linalg::Comm& comm);
 Calculation run_calculation(const Input& input, linalg::Comm& comm,
                             const std::function<void(const std::string&)>& progress = {},
                             const std::function<void(const std::string&, long long, long long)>& phase_progress = {});
