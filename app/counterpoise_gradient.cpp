@@ -58,6 +58,11 @@ Input fragment_gradient_input(const Input& input, const chem::Molecule& molecule
   if (orbitals != nullptr) {
     in.scf.guess = chem::ScfGuess::orbitals;
     in.scf.start_orbitals = orbitals;
+  } else if (in.scf.guess == chem::ScfGuess::orbitals) {
+    // The complex's own start (a displaced geometry of a Hessian starts from the undisplaced complex's orbitals):
+    // not in this basis, so the default guess.
+    in.scf.guess = chem::ScfOptions{}.guess;
+    in.scf.start_orbitals = nullptr;
   }
   return in;
 }

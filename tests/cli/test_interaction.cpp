@@ -207,6 +207,24 @@ TEST(Interaction, CounterpoiseGradientIsTheDerivativeOfTheCpEnergy) {
   }
 }
 
+// driver: hessian with interaction: central differences of counterpoise-corrected gradients (each displaced
+// complex's fragments in their own basis start from the default guess, not from the complex's orbitals: it ended in
+// an internal error), with SCS-MP2; symmetric, and the two H-H stretches where H2's is.
+TEST(Interaction, CounterpoiseHessianOfTwoHydrogenMolecules) {
+  TempDir dir;
+  const Finished r = run(dir, "molecule:\n  xyz: |\n    H 0 0 0\n    H 0 0 0.74\n    --\n    H 0 0.3 3\n"
+                              "    H 0 0.3 3.74\nbasis: cc-pvdz\ninteraction: {bsse: cp}\ndriver: hessian\n"
+                              "method: scs-mp2\nthreads: 2\n");
+  const auto& h = r.json["return_result"];
+  ASSERT_EQ(h.size(), 144u);
+  for (std::size_t i = 0; i < 12; ++i)
+    for (std::size_t j = 0; j < i; ++j) EXPECT_NEAR(h[12 * i + j].get<double>(), h[12 * j + i].get<double>(), 1e-6);
+  const auto& f = r.json["extras"]["dfmp2"]["vibrations"]["frequencies_cm"];
+  ASSERT_EQ(f.size(), 6u);
+  EXPECT_NEAR(f[5].get<double>(), 4710.0, 30.0);
+  EXPECT_NEAR(f[4].get<double>(), 4710.0, 30.0);
+}
+
 // A charged complex written with '--' but without the fragments' 'charge multiplicity' lines (issue 42: it ran every
 // fragment neutral, +0.31 Eh for a water-dimer cation): the charge and the doublet go to the first fragment, as Psi4
 // and qcelemental complete them, so the energies are those of the input with the lines written out.
