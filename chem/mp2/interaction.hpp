@@ -17,7 +17,10 @@ struct InteractionEnergy {
   double correlation_with(SpinScales s) const {
     return singles + s.opposite_spin * opposite_spin + s.same_spin * same_spin;
   }
-  double total_with(SpinScales s) const { return scf + correlation_with(s); }
+  // MP2's (1, 1) is mp2_total() itself, to the last bit: the correlation summed as each calculation's.
+  double total_with(SpinScales s) const {
+    return s.opposite_spin == 1.0 && s.same_spin == 1.0 ? mp2_total() : scf + correlation_with(s);
+  }
 };
 
 // One calculation of an interaction energy: its SCF and its DF-MP2 result.

@@ -183,7 +183,13 @@ TEST(ReadInput, EveryKey) {
                       "output: out.json\nscratch: scratch\nmp2_storage: scratch\n"
                       "device: {compile_cache: cache, host_fallback: true}\n"
                       "mpi: {distributed_min_order: 500, cholesky: scalapack, eigensolver: scalapack}\n"
-                      "cost: {cpu_instance: c7i.large}\n");
+                      "cost: {cpu_instance: c7i.large}\nmethod: scs-mp2\nmp2_os_scale: 0.9\nmp2_ss_scale: 0.5\n");
+  EXPECT_EQ(f.mp2_model.method, dfmp2::chem::Mp2Method::scs_mp2);
+  EXPECT_EQ(f.mp2_model.scales().opposite_spin, 0.9);
+  EXPECT_EQ(f.mp2_model.scales().same_spin, 0.5);
+  const auto sos = read("sos.yaml", "integrals: ints.h5\nmethod: sos-mp2\nmp2_sos_scale: 1.2\n");
+  EXPECT_EQ(sos.mp2_model.scales().opposite_spin, 1.2);
+  EXPECT_EQ(sos.mp2_model.scales().same_spin, 0.0);
   EXPECT_EQ(f.distributed_min_order, 500);
   EXPECT_EQ(f.dense.cholesky, dfmp2::linalg::DenseLibrary::scalapack);
   EXPECT_EQ(f.dense.eigh, dfmp2::linalg::DenseLibrary::scalapack);
@@ -294,7 +300,7 @@ TEST(ReadInput, EveryKey) {
 
   // The test covers the README's every key.
   for (const auto& key : app::input_keys()) EXPECT_TRUE(covered.count(key)) << "key '" << key << "' not read here";
-  EXPECT_EQ(app::input_keys().size(), 23u);
+  EXPECT_EQ(app::input_keys().size(), 27u);
 }
 
 TEST(ReadInput, PrecisionListAndMetricMapping) {
