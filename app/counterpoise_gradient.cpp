@@ -103,6 +103,15 @@ void check_fragment_plans(StageContext& c) {
   }
 }
 
+// The orbitals the energy stages converged for fragment k in this basis, if any: the complex-basis fragment's always
+// (bsse cp or both), the own-basis fragment's with bsse both.
+const linalg::Matrix* energy_orbitals(const Calculation& calc, std::size_t k, bool own_basis) {
+  if (!own_basis) return &calc.reference.ghosted[k].scf.mo_coefficients;
+  for (const OwnBasisFragment& f : calc.own_basis)
+    if (f.fragment == k) return &f.calc->reference.molecule()->scf.mo_coefficients;
+  return nullptr;
+}
+
 void run_counterpoise_gradient(StageContext& c) {
   const Input& input = c.input;
   Calculation& calc = c.calc;
@@ -114,12 +123,8 @@ void run_counterpoise_gradient(StageContext& c) {
   linalg::Stopwatch clock;
   for (std::size_t k = 0; k < complex.fragments.size(); ++k) {
     for (const bool own_basis : {false, true}) {
-      // The orbitals the energy stages converged in this basis: the ghosted fragment's always (bsse cp or both), the
-      // own-basis fragment's with bsse both.
       const auto [molecule, name] = fragment_system(complex, k, own_basis);
-      const linalg::Matrix* orbitals = own_basis ? nullptr : &calc.reference.ghosted[k].scf.mo_coefficients;
-      for (const OwnBasisFragment& f : calc.own_basis)
-        if (own_basis && f.fragment == k) orbitals = &f.calc->reference.molecule()->scf.mo_coefficients;
+      const linalg::Matrix* orbitals = energy_orbitals(calc, k, own_basis);
       Input in = fragment_gradient_input(input, molecule, fmt::format("{} of {}", name, input.molecule_source),
                                          calc.gradient->backend, orbitals);
       in.resident_at_start = resident_bytes();
