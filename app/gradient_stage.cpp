@@ -27,7 +27,7 @@ void plan_gradient(const Input& input, linalg::Comm& comm, Calculation& calc) {
   const bool df = input.scf.type == chem::ScfType::df;
   const double base = plan.baseline + scf_matrix_bytes(r.nbf, input.scf.diis_vectors, false);
   chem::DfMp2GradientSizes sizes{r.nbf, r.nocc, r.nfrozen, r.naux, df ? m.jk_basis.nbf() : 0, 0, input.threads,
-                                 comm.size()};
+                                 comm.size(), r.open_shell() ? r.nocc_beta : 0};
   for (const chem::BasisSet* fitting : {&m.aux_basis, &m.jk_basis})
     for (const chem::Shell& shell : fitting->shells)
       sizes.largest_aux_shell = std::max<linalg::Index>(sizes.largest_aux_shell, shell.size());
@@ -79,10 +79,16 @@ void give_energy(const GradientRun& g, const Reference& r, const Input& input, B
   chem::DfMp2Result& e = run.result;
   e.opposite_spin = g.result.opposite_spin;
   e.same_spin = g.result.same_spin;
-  e.same_spin_alpha = e.same_spin_beta = g.result.same_spin / 2;
+  e.same_spin_alpha = g.result.same_spin_alpha;
+  e.same_spin_beta = g.result.same_spin_beta;
   e.nfrozen = r.nfrozen;
   e.nact = r.nocc - r.nfrozen;
   e.nvir = r.nmo - r.nocc;
+  e.unrestricted = r.open_shell();
+  if (e.unrestricted) {
+    e.nact_beta = r.nocc_beta - r.nfrozen;
+    e.nvir_beta = r.nmo - r.nocc_beta;
+  }
   e.naux = r.naux;
   e.precision = chem::Precision::fp64;
   e.metric = chem::MetricMethod::cholesky;
@@ -91,7 +97,7 @@ void give_energy(const GradientRun& g, const Reference& r, const Input& input, B
 }
 
 // driver: gradient, after the energy runs: the SCF's J/K kept from the SCF or set up again as planned, its products
-// logged in the gradient's table, then chem::rhf_dfmp2_gradient on
+// logged in the gradient's table, then chem::dfmp2_gradient on
 // every rank alike: its work shared among them (chem::DfMp2GradientInput::comm; the J/K builds as in the SCF), the
 // same gradient on each.
 void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& comm, Calculation& calc,
@@ -133,7 +139,7 @@ void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& co
   in.zvector_convergence = input.scf.d_convergence;
   in.scratch_folder = calc.memory.scratch_folder;
   in.comm = &comm;
-  g.result = chem::rhf_dfmp2_gradient(in, kernels);
+  g.result = chem::dfmp2_gradient(in, kernels);
   g.seconds = clock.seconds();
   for (BackendRun& run : calc.runs)
     if (run.energy_from_gradient) give_energy(g, calc.reference, input, run);

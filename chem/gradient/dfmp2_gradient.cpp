@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 
 #include "chem/gradient/gradient_detail.hpp"
@@ -22,36 +23,42 @@ using linalg::Stopwatch;
 using linalg::Trans;
 using linalg::Vector;
 
-namespace {
+namespace gradient_detail {
 
-using gradient_detail::AmplitudePass;
-using gradient_detail::FittedIntegrals;
-using gradient_detail::kStep;
-using gradient_detail::Ranks;
-using gradient_detail::Spaces;
-
-Spaces spaces_of(const ScfResult& scf, int nfrozen) {
+Spaces spaces_of(const Matrix& c, const Vector& e, int nocc, int nfrozen, const std::string& spin) {
   Spaces s;
-  s.c = scf.mo_coefficients;
-  s.e = scf.orbital_energies;
+  s.c = c;
+  s.e = e;
   s.nmo = s.c.cols();
-  s.no = scf.nocc;
+  s.no = nocc;
   s.nf = nfrozen;
   s.na = s.no - s.nf;
   s.nv = s.nmo - s.no;
   s.c_occ = s.c.leftCols(s.no);
   s.c_act = s.c.middleCols(s.nf, s.na);
   s.c_vir = s.c.rightCols(s.nv);
+  s.spin = spin;
   return s;
 }
 
 // Every dense product of the gradient goes through the run's backend and into its kernel table under kStep.
 using linalg::product;
 
-// L M R^T: a matrix taken from one orbital basis to another (MO blocks to AO, say).
 Matrix sandwich(Kernels& kernels, const Matrix& left, const Matrix& m, const Matrix& right) {
   return product(kernels, kStep, product(kernels, kStep, left, Trans::no, m, Trans::no), Trans::no, right, Trans::yes);
 }
+
+}  // namespace gradient_detail
+
+namespace {
+
+using gradient_detail::AmplitudePass;
+using gradient_detail::FittedIntegrals;
+using gradient_detail::kStep;
+using gradient_detail::Ranks;
+using gradient_detail::sandwich;
+using gradient_detail::Spaces;
+using linalg::product;
 
 // G[M] C_o, G[M] = 4 J[M] - 2 K[M]: the change of the Fock matrix (times 2) for a symmetric change M of C_o C_o^T,
 // times the occupied orbitals: all the orbital response reads of it.
@@ -61,6 +68,10 @@ Matrix fock_response(JkBuilder& jk, const Matrix& m, const Matrix& c_occ, Kernel
   kernels.gemm<double>(kStep, Trans::no, Trans::no, 4.0, linalg::view(j), linalg::view(c_occ), -2.0, linalg::view(kc));
   return kc;
 }
+
+}  // namespace
+
+namespace gradient_detail {
 
 // Y's active columns, 4 sum_P (P|pb) Gamma^P_ib for every orbital p, through the AO integrals (the fitted (P|ab) are
 // never formed): Yo = 4 sum_P (P|mn) (C_v Gamma^P^T), nbf x na, and C^T Yo. Gamma is read a slab of auxiliary
@@ -116,26 +127,16 @@ Matrix three_index_gradient(const BasisSet& ri, const BasisSet& basis, Index nat
   return out;
 }
 
-// Step 4: (e_a - e_i) z_ai + [C_v^T G[Z] C_o]_ai = rhs_ai by conjugate gradients, to max |residual| below
-// `convergence`, the SCF's own d_convergence: the orbital response converged as far as the orbitals it responds
-// with (on benzene cc-pVDZ a residual of 1e-8 moves the gradient by 2.0e-10 Eh/bohr from that of 1e-10, 1e-7 by
-// 2.0e-9: far below what the orbitals' own convergence to 1e-8 moves it by). Preconditioned with the operator's
-// diagonal: the orbital-energy differences, and from the first product on, where the J/K's kept products give it,
-// the exact 3 (ai|ai) - (aa|ii) beside them (one or two iterations fewer). The operator is symmetric positive
-// definite for a stable RHF.
-Matrix solve_zvector(JkBuilder& jk, const Spaces& s, const Matrix& rhs, double convergence, DfMp2Gradient& out,
-                     Kernels& kernels) {
-  const Matrix delta = s.e.tail(s.nv).replicate(1, s.no) - s.e.head(s.no).transpose().replicate(s.nv, 1);
-  auto apply = [&](const Matrix& z) {
-    Matrix applied = jk.rotation_hessian(s.c_vir, s.c_occ, z, kernels);
-    applied += delta.cwiseProduct(z);
-    return applied;
-  };
-  Matrix z = rhs.cwiseQuotient(delta);
+// Step 4's solver: A z = rhs by preconditioned conjugate gradients, A symmetric positive definite (the orbital
+// Hessian of a stable SCF), to max |residual| below `convergence`. Preconditioned with A's diagonal: `diagonal`, and
+// after the first product `sharper()` where that gives one (empty: keep `diagonal`).
+Matrix conjugate_gradient(const std::function<Matrix(const Matrix&)>& apply, const Matrix& rhs, const Matrix& diagonal,
+                          const std::function<Matrix()>& sharper, double convergence, DfMp2Gradient& out) {
+  Matrix z = rhs.cwiseQuotient(diagonal);
   Matrix r = rhs - apply(z);
-  Matrix diagonal = delta;
-  if (const Matrix two_electron = jk.rotation_hessian_diagonal(); two_electron.size() > 0) diagonal += two_electron;
-  Matrix p = r.cwiseQuotient(diagonal);
+  Matrix d = diagonal;
+  if (const Matrix better = sharper(); better.size() > 0) d = better;
+  Matrix p = r.cwiseQuotient(d);
   double rz = r.cwiseProduct(p).sum();
   constexpr int kMaxIterations = 100;
   for (out.zvector_iterations = 0; out.zvector_iterations < kMaxIterations; ++out.zvector_iterations) {
@@ -145,7 +146,7 @@ Matrix solve_zvector(JkBuilder& jk, const Spaces& s, const Matrix& rhs, double c
     const double alpha = rz / p.cwiseProduct(ap).sum();
     z += alpha * p;
     r -= alpha * ap;
-    const Matrix zr = r.cwiseQuotient(diagonal);
+    const Matrix zr = r.cwiseQuotient(d);
     const double rz_next = r.cwiseProduct(zr).sum();
     p = zr + (rz_next / rz) * p;
     rz = rz_next;
@@ -154,10 +155,14 @@ Matrix solve_zvector(JkBuilder& jk, const Spaces& s, const Matrix& rhs, double c
                                    "(largest residual {:.2e})", kMaxIterations, out.zvector_residual));
 }
 
-// The energy-weighted density W (MO basis) from X = dE/dU, the Z-vector, the frozen-active rotations and the Fock
-// response of all of them (rotations, symmetric, MO), whose occupied block C_o^T G[C rotations C^T] C_o enters W's.
-Matrix energy_weighted_density(const Matrix& x, const Matrix& z, const Matrix& z_frozen, const Matrix& rotations,
-                               const Spaces& s, JkBuilder& jk, Kernels& kernels) {
+Matrix orbital_energy_differences(const Spaces& s) {
+  return s.e.tail(s.nv).replicate(1, s.no) - s.e.head(s.no).transpose().replicate(s.nv, 1);
+}
+
+// The energy-weighted density W (MO basis) from X = dE/dU, the Z-vector, the frozen-active rotations and
+// `occupied_response`, C_o^T G[C R C^T] C_o for the rotations R (symmetric, MO) of all of them.
+Matrix energy_weighted_density(const Matrix& x, const Matrix& z, const Matrix& z_frozen,
+                               const Matrix& occupied_response, const Spaces& s) {
   const Index nf = s.nf, no = s.no, na = s.na, nv = s.nv, nmo = s.nmo;
   const Matrix xs = 0.5 * (x + x.transpose());
   Matrix w = Matrix::Zero(nmo, nmo);
@@ -165,12 +170,56 @@ Matrix energy_weighted_density(const Matrix& x, const Matrix& z, const Matrix& z
   for (Index i = 0; i < nf; ++i)
     for (Index j = 0; j < na; ++j)
       w(i, nf + j) = w(nf + j, i) = 0.5 * (x(nf + j, i) + z_frozen(i, j) * s.e(nf + j));
-  w.topLeftCorner(no, no) += 0.5 * jk.occupied_rotation_response(s.c_vir, s.c_occ, rotations.block(no, 0, nv, no),
-                                                                   rotations.topLeftCorner(no, no), kernels);
+  w.topLeftCorner(no, no) += 0.5 * occupied_response;
   w.block(no, no, nv, nv) = 0.5 * xs.block(no, no, nv, nv);
   w.block(no, 0, nv, no) = 0.5 * (x.block(0, no, no, nv).transpose() + z * s.e.head(no).asDiagonal());
   w.block(0, no, no, nv) = w.block(no, 0, nv, no).transpose();
   return w;
+}
+
+// The z/2 blocks of the relaxed density's rotations, symmetric (MO).
+Matrix relaxed_rotations(const Matrix& z, const Matrix& z_frozen, const Spaces& s) {
+  Matrix r = Matrix::Zero(s.nmo, s.nmo);
+  r.block(s.no, 0, s.nv, s.no) = 0.5 * z;
+  r.block(0, s.nf, s.nf, s.na) = 0.5 * z_frozen;
+  return r + r.transpose();
+}
+
+// The frozen-active rotations, z_Ij = -(X_Ij - X_jI) / (e_I - e_j), which the Lagrangian couples in.
+Matrix frozen_rotations(const Matrix& x, const Spaces& s) {
+  Matrix z_frozen(s.nf, s.na);
+  for (Index i = 0; i < s.nf; ++i)
+    for (Index j = 0; j < s.na; ++j)
+      z_frozen(i, j) = -(x(i, s.nf + j) - x(s.nf + j, i)) / (s.e(i) - s.e(s.nf + j));
+  return z_frozen;
+}
+
+}  // namespace gradient_detail
+
+namespace {
+
+using gradient_detail::active_lagrangian;
+using gradient_detail::three_index_gradient;
+
+// Step 4: (e_a - e_i) z_ai + [C_v^T G[Z] C_o]_ai = rhs_ai, to max |residual| below `convergence`, the SCF's own
+// d_convergence: the orbital response converged as far as the orbitals it responds with (on benzene cc-pVDZ a
+// residual of 1e-8 moves the gradient by 2.0e-10 Eh/bohr from that of 1e-10, 1e-7 by 2.0e-9: far below what the
+// orbitals' own convergence to 1e-8 moves it by). Preconditioned with the orbital-energy differences, and from the
+// first product on, where the J/K's kept products give it, the exact 3 (ai|ai) - (aa|ii) beside them (one or two
+// iterations fewer). The operator is symmetric positive definite for a stable RHF.
+Matrix solve_zvector(JkBuilder& jk, const Spaces& s, const Matrix& rhs, double convergence, DfMp2Gradient& out,
+                     Kernels& kernels) {
+  const Matrix delta = gradient_detail::orbital_energy_differences(s);
+  auto apply = [&](const Matrix& z) {
+    Matrix applied = jk.rotation_hessian(s.c_vir, s.c_occ, z, kernels);
+    applied += delta.cwiseProduct(z);
+    return applied;
+  };
+  auto sharper = [&]() -> Matrix {
+    const Matrix two_electron = jk.rotation_hessian_diagonal();
+    return two_electron.size() > 0 ? Matrix(delta + two_electron) : Matrix();
+  };
+  return gradient_detail::conjugate_gradient(apply, rhs, delta, sharper, convergence, out);
 }
 
 }  // namespace
@@ -179,7 +228,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   const ScfResult& scf = *in.scf;
   if (scf.open_shell()) throw std::logic_error("rhf_dfmp2_gradient: an open-shell SCF");
   DfMp2Gradient out;
-  const Spaces s = spaces_of(scf, in.nfrozen);
+  const Spaces s = gradient_detail::spaces_of(scf.mo_coefficients, scf.orbital_energies, scf.nocc, in.nfrozen, "");
   const Index nf = s.nf, no = s.no, na = s.na, nv = s.nv, nmo = s.nmo;
   const auto natoms = static_cast<Index>(in.molecule->atoms.size());
   const Ranks ranks{in.comm};
@@ -193,9 +242,11 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
     FittedIntegrals f = gradient_detail::fitted_integrals(*in.ri_basis, *in.basis, s, in.plan, in.scratch_folder,
                                                           ranks, kernels);
     lap("integrals");
-    amp = gradient_detail::amplitude_pass(f, s, in.plan, in.scales, in.scratch_folder, ranks, kernels);
+    amp = gradient_detail::amplitude_pass(f, s, in.plan, in.scales, nullptr, in.scratch_folder, ranks,
+                                            kernels);
     out.opposite_spin = amp.opposite_spin;
     out.same_spin = amp.same_spin;
+    out.same_spin_alpha = out.same_spin_beta = 0.5 * amp.same_spin;
     x.block(no, no, nv, nv) = amp.y_vv;
     x.block(0, no, no, nv) = amp.y_ov;
     lap("amplitudes");
@@ -220,9 +271,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   x.leftCols(no) += in.jk->unrelaxed_response(s.c_vir, s.c_occ, p_occupied, amp.p_vv, kernels);
 
   // Step 4: the frozen-active rotations, then the Z-vector.
-  Matrix z_frozen(nf, na);
-  for (Index i = 0; i < nf; ++i)
-    for (Index j = 0; j < na; ++j) z_frozen(i, j) = -(x(i, nf + j) - x(nf + j, i)) / (s.e(i) - s.e(nf + j));
+  const Matrix z_frozen = gradient_detail::frozen_rotations(x, s);
   Matrix lagrangian = x.block(no, 0, nv, no) - x.block(0, no, no, nv).transpose();
   if (nf > 0) {
     const Matrix m = sandwich(kernels, s.c.leftCols(nf), z_frozen, s.c_act);
@@ -235,14 +284,15 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
 
   // Step 5: the relaxed and energy-weighted densities (W's Fock response from the Z-vector's kept products, then
   // released).
-  Matrix rotations = Matrix::Zero(nmo, nmo);  // the z/2 blocks, symmetric
-  rotations.block(no, 0, nv, no) = 0.5 * z;
-  rotations.block(0, nf, nf, na) = 0.5 * z_frozen;
-  rotations = (rotations + rotations.transpose()).eval();
+  const Matrix rotations = gradient_detail::relaxed_rotations(z, z_frozen, s);
   Matrix p_mo = rotations;
   p_mo.block(nf, nf, na, na) += amp.p_oo;
   p_mo.block(no, no, nv, nv) += amp.p_vv;
-  const Matrix w = energy_weighted_density(x, z, z_frozen, rotations, s, *in.jk, kernels);
+  const Matrix w = gradient_detail::energy_weighted_density(
+      x, z, z_frozen,
+      in.jk->occupied_rotation_response(s.c_vir, s.c_occ, rotations.block(no, 0, nv, no),
+                                        rotations.topLeftCorner(no, no), kernels),
+      s);
   in.jk->release_response();
   const DensityCorrection correction{sandwich(kernels, s.c, p_mo, s.c), sandwich(kernels, s.c, w, s.c)};
   lap("densities");
@@ -251,7 +301,7 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   const HalfTransformedStorage storage{in.plan.occupied_block, in.plan.aux_block, in.plan.on_scratch, in.scratch_folder,
                                        in.comm};
   const std::vector<Matrix> separable =
-      rhf_gradients(*in.molecule, *in.basis, in.jk_basis, scf, {correction}, kernels, storage);
+      scf_gradients(*in.molecule, *in.basis, in.jk_basis, scf, {correction}, kernels, storage);
   out.scf_gradient = separable[0];
   out.gradient += separable[1];
   lap("separable");

@@ -37,6 +37,7 @@ struct DfMp2Gradient {
   linalg::Matrix scf_gradient;  // the SCF's alone
   // The energy from the gradient's own amplitudes (equal to the energy run's): opposite- and same-spin parts.
   double opposite_spin = 0, same_spin = 0;
+  double same_spin_alpha = 0, same_spin_beta = 0;  // same_spin's parts (closed shell: half each)
   double correlation() const { return opposite_spin + same_spin; }
   // Dipole moments (a.u., origin 0): the SCF's and the MP2 relaxed density's (nuclei included).
   std::array<double, 3> scf_dipole{}, relaxed_dipole{};
@@ -74,6 +75,8 @@ struct DfMp2GradientSizes {
   linalg::Index largest_aux_shell = 0;  // functions of the largest shell of the RI and J/K fitting bases
   int threads = 1;
   int ranks = 1;  // the MPI ranks sharing the work: at least one block of orbitals each, where there are orbitals
+  // An open shell (UHF): the beta occupied orbitals (nocc the alpha ones, at least as many); 0: a closed shell.
+  linalg::Index nocc_beta = 0;
 };
 
 // The plan within `budget` bytes: in memory with the largest blocks that fit, else on scratch (`storage` may ask for
@@ -104,6 +107,11 @@ struct DfMp2GradientInput {
 
 // Throws std::logic_error for an open-shell SCF; NumericalError when the Z-vector equations do not converge.
 DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& input, linalg::Kernels& kernels);
+// The same for a UHF reference (chem/gradient/uhf_dfmp2_gradient.cpp): each spin's orbitals, both in the plan's
+// blocks; the result's same_spin_alpha and same_spin_beta its spins' parts. std::logic_error for another reference.
+DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& input, linalg::Kernels& kernels);
+// The gradient of the SCF's reference: RHF or UHF (ROHF: std::logic_error; the input refuses it).
+DfMp2Gradient dfmp2_gradient(const DfMp2GradientInput& input, linalg::Kernels& kernels);
 
 
 }  // namespace dfmp2::chem

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <tuple>
 #include <utility>
@@ -63,10 +64,10 @@ FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, cons
   std::unique_ptr<Store> ov, oo;
   ranks.checked([&] {
     const std::string* folder = folder_of(plan, scratch_folder);
-    ov = make_store(f.blocks, nv, cols, folder, ranks.file_name(one ? "mp2-gradient-ov" : "mp2-gradient-ov-columns"),
-                    nullptr, !one);
-    oo = make_store(f.blocks, no, cols, folder, ranks.file_name(one ? "mp2-gradient-oo" : "mp2-gradient-oo-columns"),
-                    nullptr, !one);
+    ov = make_store(f.blocks, nv, cols, folder,
+                    ranks.file_name((one ? "mp2-gradient-ov" : "mp2-gradient-ov-columns") + s.spin), nullptr, !one);
+    oo = make_store(f.blocks, no, cols, folder,
+                    ranks.file_name((one ? "mp2-gradient-oo" : "mp2-gradient-oo-columns") + s.spin), nullptr, !one);
     std::vector<double> block;
     for (const auto& [p0, p1] : f.aux.mine) {
       const Index np = p1 - p0;
@@ -104,11 +105,11 @@ FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, cons
     return f;
   }
   const std::vector<Index> held = held_blocks(count, ranks);
-  for (auto [columns, whole, per_orbital, what] : {std::tuple{&ov, &f.ov, nv, "mp2-gradient-ov"},
-                                                   std::tuple{&oo, &f.oo, no, "mp2-gradient-oo"}}) {
+  for (auto [columns, whole, per_orbital, what] : {std::tuple{&ov, &f.ov, nv, std::string("mp2-gradient-ov")},
+                                                   std::tuple{&oo, &f.oo, no, std::string("mp2-gradient-oo")}}) {
     ranks.checked([&] {
-      *whole = make_store(f.blocks, per_orbital, naux, folder_of(plan, scratch_folder), ranks.file_name(what), &held,
-                          true);
+      *whole = make_store(f.blocks, per_orbital, naux, folder_of(plan, scratch_folder), ranks.file_name(what + s.spin),
+                          &held, true);
     });
     columns_to_blocks(**columns, f.aux, **whole, fit, ranks);
     columns->reset();
@@ -118,20 +119,44 @@ FittedIntegrals fitted_integrals(const BasisSet& ri, const BasisSet& basis, cons
 
 namespace {
 
-// One pair's amplitudes from its integrals kt = (ka|ib) at a + nv b and the denominators' occupied part e_ki:
-// t_ki^ab into t, T_ki^ab over kt, the pair's opposite- and same-spin energies (unscaled) added to os and ss.
+// What a pair's T is made of (T^ab = direct t^ab - exchange t^ba) and how its energies count. Closed shell: the
+// pairs of the one set of orbitals, T = (c_os + c_ss) t - c_ss t^ba. Open shell (UHF), with the same formulas read for
+// one spin at a time (halved: T = T_uhf / 2, whose densities are then each spin's own): same-spin pairs
+// T = c_ss (t - t^ba) / 2, opposite-spin pairs (rows of one spin, columns of the other; no t^ba) T = c_os t / 2.
+struct PairKind {
+  double direct = 1, exchange = 0;
+  bool same_spin = true;
+  double os_weight = 1, ss_weight = 1;  // what the pair sums of (ka|ib) t^ab and (ka|ib) (t^ab - t^ba) count as
+};
+PairKind closed_shell_pairs(SpinScales scales) {
+  return {scales.opposite_spin + scales.same_spin, scales.same_spin, true, 1.0, 1.0};
+}
+// Every ordered same-spin pair (k, i) counts E_ss of its spin twice; the opposite-spin pairs count E_os once from
+// each spin's rows (the caller takes the mean).
+PairKind same_spin_pairs(SpinScales scales) { return {0.5 * scales.same_spin, 0.5 * scales.same_spin, true, 0.0, 0.5}; }
+PairKind opposite_spin_pairs(SpinScales scales) { return {0.5 * scales.opposite_spin, 0.0, false, 1.0, 0.0}; }
+
+// One pair's amplitudes from its integrals kt = (ka|ib) at a + nr b (nr = e_row.size(), the rows' virtuals a;
+// e_col the columns' virtuals b) and the denominators' occupied part e_ki: t_ki^ab into t, T_ki^ab over kt, the
+// pair's opposite- and same-spin sums (unscaled) added to os and ss.
 // E_os = sum (ka|ib) t^ab and E_ss = sum (ka|ib) (t^ab - t^ba), so c_os E_os + c_ss E_ss = sum (ka|ib) T^ab with
 // T^ab = (c_os + c_ss) t^ab - c_ss t^ba (2 t^ab - t^ba for MP2): every density and G the gradient makes from T is
 // then that energy's (the Hylleraas functional is linear in T).
-void pair_amplitudes(double* kt, double* t, double e_ki, const Vector& e_vir, SpinScales scales, double& os,
-                     double& ss) {
-  const Index nv = e_vir.size();
-  const double direct = scales.opposite_spin + scales.same_spin, exchange = scales.same_spin;
-  for (Index b = 0; b < nv; ++b)
-    for (Index a = 0; a < nv; ++a) t[b * nv + a] = kt[b * nv + a] / (e_ki - e_vir(a) - e_vir(b));
-  for_tiles(nv, [&](Index a, Index b) {
-    const double kab = kt[b * nv + a], tab = t[b * nv + a], tba = t[a * nv + b];
-    kt[b * nv + a] = direct * tab - exchange * tba;
+void pair_amplitudes(double* kt, double* t, double e_ki, const Vector& e_row, const Vector& e_col, const PairKind& kind,
+                     double& os, double& ss) {
+  const Index nr = e_row.size(), nc = e_col.size();
+  for (Index b = 0; b < nc; ++b)
+    for (Index a = 0; a < nr; ++a) t[b * nr + a] = kt[b * nr + a] / (e_ki - e_row(a) - e_col(b));
+  if (!kind.same_spin) {
+    for (Index e = 0; e < nr * nc; ++e) {
+      os += kt[e] * t[e];
+      kt[e] = kind.direct * t[e];
+    }
+    return;
+  }
+  for_tiles(nr, [&](Index a, Index b) {
+    const double kab = kt[b * nr + a], tab = t[b * nr + a], tba = t[a * nr + b];
+    kt[b * nr + a] = kind.direct * tab - kind.exchange * tba;
     os += kab * tab;
     ss += kab * (tab - tba);
   });
@@ -153,9 +178,10 @@ struct LoadedBlock {
 // from memory or read from its scratch file, another rank's fetched from its holder with the pair integrals it has
 // of the rows with the block (when `pairs` asks it for them; else none); the next one to load loads on another thread
 // while one is used. The waits for other ranks' blocks go into the kernel table (`fetch_block`).
+// (An open shell's other spin's blocks are lent under ids from `first_id` on.)
 template <class Use>
 void sweep_blocks(const FittedIntegrals& f, Index nv, Index k0, Index k1, const PairIntegrals& pairs,
-                  const Ranks& ranks, linalg::BlockLender* lender, Kernels& kernels, const Use& use) {
+                  const Ranks& ranks, linalg::BlockLender* lender, Index first_id, Kernels& kernels, const Use& use) {
   const Store& held = *f.ov;  // this rank's blocks only
   const auto count = static_cast<Index>(f.blocks.size());
   auto loaded = [&](Index b) { return !ranks.mine(b) || !held.in_memory(); };
@@ -172,7 +198,7 @@ void sweep_blocks(const FittedIntegrals& f, Index nv, Index k0, Index k1, const 
       if (ranks.mine(b)) return held.read(b, into.b.data());
       // One after the other: two fetches from one rank in flight at once could take each other's messages.
       const int owner = ranks.owner(b);
-      lender->fetch(owner, b, into.b.data(), sizeof(double) * into.b.size())->wait();
+      lender->fetch(owner, first_id + b, into.b.data(), sizeof(double) * into.b.size())->wait();
       if (!pairs.asks(b)) return;
       lender->fetch(owner, pairs.rows_finished_request(b), &into.pair_rows, sizeof(Index))->wait();
       const std::size_t per_row = pairs.pairs_bytes(into.pair_rows);
@@ -201,13 +227,20 @@ void sweep_blocks(const FittedIntegrals& f, Index nv, Index k0, Index k1, const 
   if (fetched > 0) kernels.record_host(kStep, "fetch_block", waited, {0, fetched}, "fp64");
 }
 
-// This rank's blocks of `store` lent to the other ranks while they pass them, and the pair integrals of its rows
-// (requests with negative ids); none on one rank.
-std::unique_ptr<linalg::BlockLender> lend_blocks(const Store& store, PairIntegrals& pairs, const Ranks& ranks) {
+// This rank's blocks of the stores lent to the other ranks while they pass them (the first store's blocks under ids
+// 0, 1, ..., the next store's after them: an open shell's two spins), and the pair integrals of its rows (requests
+// with negative ids); none on one rank.
+std::unique_ptr<linalg::BlockLender> lend_blocks(const std::vector<const Store*>& stores,
+                                                 const std::vector<Index>& block_counts, PairIntegrals& pairs,
+                                                 const Ranks& ranks) {
   if (ranks.size() == 1) return nullptr;
-  return ranks.comm->lend([&](long long id, std::size_t bytes, std::vector<std::byte>& buffer) -> const void* {
+  return ranks.comm->lend([&, stores, block_counts](long long id, std::size_t bytes,
+                                                    std::vector<std::byte>& buffer) -> const void* {
     if (id < 0) return pairs.lend(id, bytes, buffer);
-    const auto b = static_cast<Index>(id);
+    auto b = static_cast<Index>(id);
+    std::size_t which = 0;
+    while (which + 1 < stores.size() && b >= block_counts[which]) b -= block_counts[which++];
+    const Store& store = *stores[which];
     if (bytes != sizeof(double) * std::size_t(store.rows(b) * store.cols()))
       throw std::logic_error("DF-MP2 gradient: a block asked for with the wrong size");
     if (store.in_memory()) return store.data(b);
@@ -217,42 +250,51 @@ std::unique_ptr<linalg::BlockLender> lend_blocks(const Store& store, PairIntegra
   });
 }
 
-// Row k's pair amplitudes with block I (its rows of B, b_I): t_ki^ab into t_row, T_ki^ab into `tile`; their
-// energies, P_ab, P_ij (every i up to the block's end and j in it) and G_k added to. `from_rank`: the pair integrals
-// another rank sent for it (PairIntegrals).
+// Row k's pair amplitudes with block I of the columns (its rows of B, b_I): t_ki^ab into t_row, T_ki^ab into
+// `tile`; their energies, P_ab (the rows' virtuals), P_ij (the columns' orbitals: every i up to the block's end and j
+// in it) and G_k added to. `from_rank`: the pair integrals another rank sent for it (PairIntegrals). The rows' and the
+// columns' orbitals are the same (closed shell, or one spin's same-spin pairs) or of the other spin (PairKind).
 struct PairWork {
-  const std::vector<std::pair<Index, Index>>& blocks;
-  const Vector &e_act, &e_vir;
-  SpinScales scales;
+  const std::vector<std::pair<Index, Index>>& blocks;  // the columns'
+  const Vector &e_row, &e_col;                         // active energies: the rows', the columns'
+  const Vector &v_row, &v_col;                         // virtual energies
+  PairKind kind;
   Index naux;
   PairIntegrals& pairs;
   Matrix& tile;
-  AmplitudePass& out;
+  Matrix &p_vv, &p_oo;
+  double &opposite_spin, &same_spin;
   Kernels& kernels;
 
   void operator()(Index k, ConstMatrixView b_k, double* t_row, MatrixView g_k, Index I, const double* b_I,
                   const double* from_rank, Index from_rank_rows) {
-    const Index nv = e_vir.size(), na = e_act.size(), i0 = blocks[std::size_t(I)].first;
-    const Index ni = blocks[std::size_t(I)].second - i0, cols = ni * nv;
+    const Index nr = v_row.size(), nc = v_col.size(), na = e_col.size(), i0 = blocks[std::size_t(I)].first;
+    const Index ni = blocks[std::size_t(I)].second - i0, cols = ni * nc, pair = nr * nc;
     const ConstMatrixView b_i{b_I, cols, naux, cols};
     pairs.tile(k, I, b_k, b_i, from_rank, from_rank_rows, tile.data(), kernels);
     double os = 0, ss = 0;
 #pragma omp parallel for reduction(+ : os, ss)
-    for (Index i = 0; i < ni; ++i) {
-      pair_amplitudes(tile.data() + i * nv * nv, t_row + (i0 + i) * nv * nv, e_act(k) + e_act(i0 + i), e_vir, scales,
+    for (Index i = 0; i < ni; ++i)
+      pair_amplitudes(tile.data() + i * pair, t_row + (i0 + i) * pair, e_row(k) + e_col(i0 + i), v_row, v_col, kind,
                       os, ss);
-    }
-    out.opposite_spin += os;
-    out.same_spin += ss;
-    const ConstMatrixView t_i{t_row + i0 * nv * nv, nv, cols, nv}, tt_i{tile.data(), nv, cols, nv};
-    kernels.gemm(kStep, Trans::no, Trans::yes, 2.0, t_i, tt_i, 1.0, linalg::view(out.p_vv));
+    opposite_spin += kind.os_weight * os;
+    same_spin += kind.ss_weight * ss;
+    const ConstMatrixView t_i{t_row + i0 * pair, nr, cols, nr}, tt_i{tile.data(), nr, cols, nr};
+    kernels.gemm(kStep, Trans::no, Trans::yes, 2.0, t_i, tt_i, 1.0, linalg::view(p_vv));
     // P_ij for every i up to this block's end and j in it (the rest is its mirror: P_ij is symmetric).
-    kernels.gemm(kStep, Trans::yes, Trans::no, -2.0, ConstMatrixView{t_row, nv * nv, i0 + ni, nv * nv},
-                 ConstMatrixView{tile.data(), nv * nv, ni, nv * nv}, 1.0,
-                 MatrixView{out.p_oo.data() + i0 * na, i0 + ni, ni, na});
+    kernels.gemm(kStep, Trans::yes, Trans::no, -2.0, ConstMatrixView{t_row, pair, i0 + ni, pair},
+                 ConstMatrixView{tile.data(), pair, ni, pair}, 1.0, MatrixView{p_oo.data() + i0 * na, i0 + ni, ni, na});
     kernels.gemm(kStep, Trans::no, Trans::no, 1.0, tt_i, b_i, 1.0, g_k);
   }
 };
+
+// P_ij's lower blocks from its upper ones (the amplitude pass makes P_ij for i up to each block J's end, j in J).
+void mirror_blocks(Matrix& p_oo, const std::vector<std::pair<Index, Index>>& blocks) {
+  const Index na = p_oo.rows();
+  for (const auto& [j0, j1] : blocks)
+    for (Index j = j0; j < j1; ++j)
+      for (Index i = j1; i < na; ++i) p_oo(i, j) = p_oo(j, i);
+}
 
 }  // namespace
 
@@ -264,8 +306,11 @@ struct PairWork {
 // With several ranks, each does the rows k of the blocks it holds, the other ranks' blocks I fetched from them as
 // the row passes them (a row's flops are about 6 nv per element fetched), with the pair integrals of row k that the
 // other rank has made; its G, V and Gamma rows are its own.
+// An open shell's pass for one spin (`opposite`): the same-spin pairs so, then each row k with every active i of the
+// other spin (their B fetched from their holders alike), G_k summing both (PairKind).
 AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan, SpinScales scales,
-                             const std::string& scratch_folder, const Ranks& ranks, Kernels& kernels) {
+                             const OppositeSpin* opposite, const std::string& scratch_folder, const Ranks& ranks,
+                             Kernels& kernels) {
   const Index naux = f.factor.rows(), na = s.na, nv = s.nv, no = s.no;
   AmplitudePass out;
   out.p_oo = Matrix::Zero(na, na);
@@ -280,17 +325,40 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
   std::unique_ptr<Store> gamma;  // Gamma's rows of the blocks this rank holds
   ranks.checked([&] {
     gamma = make_store(f.blocks, nv, naux, folder_of(plan, scratch_folder),
-                       ranks.file_name(one ? "mp2-gradient-gamma" : "mp2-gradient-gamma-blocks"), &held, !one);
+                       ranks.file_name((one ? "mp2-gradient-gamma" : "mp2-gradient-gamma-blocks") + s.spin), &held,
+                       !one);
   });
   const Vector e_act = s.e.segment(s.nf, na), e_vir = s.e.tail(nv);
   Index largest = 0;
   for (const auto& [i0, i1] : f.blocks) largest = std::max(largest, i1 - i0);
   const Index group = std::max<Index>(plan.amplitude_rows, 1);
-  Matrix t_rows(nv, group * na * nv), tile(nv, largest * nv), g;
+  // The other spin's orbitals (columns of the opposite-spin pairs): none for a closed shell.
+  const Spaces* os = opposite != nullptr ? opposite->s : nullptr;
+  const Index na_os = os != nullptr ? os->na : 0, nv_os = os != nullptr ? os->nv : 0;
+  const Vector e_act_os = os != nullptr ? Vector(os->e.segment(os->nf, na_os)) : Vector(),
+               e_vir_os = os != nullptr ? Vector(os->e.tail(nv_os)) : Vector();
+  Index largest_os = 0;
+  if (os != nullptr)
+    for (const auto& [i0, i1] : opposite->f->blocks) largest_os = std::max(largest_os, i1 - i0);
+  Matrix t_rows(nv, group * std::max(na * nv, na_os * nv_os)), tile(nv, std::max(largest * nv, largest_os * nv_os)), g;
   std::vector<double> ov_buffer, oo_buffer;
   PairIntegrals pairs(plan.keep_pair_integrals, f.blocks, ranks, nv);
-  std::unique_ptr<linalg::BlockLender> lender = lend_blocks(*f.ov, pairs, ranks);
-  PairWork work{f.blocks, e_act, e_vir, scales, naux, pairs, tile, out, kernels};
+  const PairKind same = os != nullptr ? same_spin_pairs(scales) : closed_shell_pairs(scales);
+  PairWork work{f.blocks, e_act, e_act, e_vir, e_vir, same, naux, pairs, tile, out.p_vv, out.p_oo,
+                out.opposite_spin, out.same_spin, kernels};
+  std::vector<const Store*> lent = {f.ov.get()};
+  std::vector<Index> lent_counts = {count};
+  std::unique_ptr<PairIntegrals> os_pairs;
+  std::optional<PairWork> os_work;
+  if (os != nullptr) {
+    out.p_oo_opposite = Matrix::Zero(na_os, na_os);
+    os_pairs = std::make_unique<PairIntegrals>(false, opposite->f->blocks, ranks, nv);
+    os_work.emplace(PairWork{opposite->f->blocks, e_act, e_act_os, e_vir, e_vir_os, opposite_spin_pairs(scales), naux,
+                             *os_pairs, tile, out.p_vv, out.p_oo_opposite, out.opposite_spin, out.same_spin, kernels});
+    lent.push_back(opposite->f->ov.get());
+    lent_counts.push_back(static_cast<Index>(opposite->f->blocks.size()));
+  }
+  std::unique_ptr<linalg::BlockLender> lender = lend_blocks(lent, lent_counts, pairs, ranks);
   ranks.checked([&] {
     for (const Index K : held) {
       const Index k0 = f.blocks[static_cast<std::size_t>(K)].first, rows = f.ov->rows(K), nk = rows / nv;
@@ -302,15 +370,18 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
         const Index r1 = std::min(nk, r0 + group);
         auto b_k = [&](Index kk) { return ConstMatrixView{b_K + kk * nv, nv, naux, rows}; };
         auto g_k = [&](Index kk) { return MatrixView{g.data() + kk * nv, nv, naux, rows}; };
-        sweep_blocks(f, nv, k0 + r0, k0 + r1, pairs, ranks, lender.get(), kernels,
-                     [&](Index I, const double* b_I, const double* from_rank, Index from_rank_rows) {
-                       for (Index kk = r0; kk < r1; ++kk) {
-                         const double* sent = from_rank_rows > 0 ? from_rank + (kk - r0) * from_rank_rows * nv * nv
-                                                                 : nullptr;
-                         work(k0 + kk, b_k(kk), t_rows.data() + (kk - r0) * na * nv * nv, g_k(kk), I, b_I, sent,
-                              from_rank_rows);
-                       }
-                     });
+        auto pairs_of = [&](PairWork& w, Index row_pair) {
+          return [&, row_pair](Index I, const double* b_I, const double* from_rank, Index from_rank_rows) {
+            for (Index kk = r0; kk < r1; ++kk) {
+              const double* sent = from_rank_rows > 0 ? from_rank + (kk - r0) * from_rank_rows * nv * nv : nullptr;
+              w(k0 + kk, b_k(kk), t_rows.data() + (kk - r0) * row_pair, g_k(kk), I, b_I, sent, from_rank_rows);
+            }
+          };
+        };
+        sweep_blocks(f, nv, k0 + r0, k0 + r1, pairs, ranks, lender.get(), 0, kernels, pairs_of(work, na * nv * nv));
+        if (os != nullptr)
+          sweep_blocks(*opposite->f, nv_os, k0 + r0, k0 + r1, *os_pairs, ranks, lender.get(), count, kernels,
+                       pairs_of(*os_work, na_os * nv * nv_os));
         for (Index kk = r0; kk < r1; ++kk) {
           pairs.finished(k0 + kk);  // its pair integrals with later rows kept: other ranks may take them
           // y_vv(b, a) = 4 sum_Q B_kb^Q G_ka^Q and y_ov(j, a) = 4 sum_Q B_kj^Q G_ka^Q, summed over k.
@@ -331,16 +402,18 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
   if (lender) lender->finish();
   for (double* x : {&out.opposite_spin, &out.same_spin}) ranks.sum(x, 1);
   for (Matrix* m : {&out.p_oo, &out.p_vv, &out.y_vv, &out.y_ov, &out.v}) ranks.sum(*m);
-  f.ov.reset();
+  if (os != nullptr) {
+    ranks.sum(out.p_oo_opposite);
+    mirror_blocks(out.p_oo_opposite, opposite->f->blocks);
+  }
+  if (opposite == nullptr || !opposite->keep_b) f.ov.reset();
   f.oo.reset();
   g.resize(0, 0);
   // Gamma by this rank's auxiliary columns, for the AO passes (one rank: as it is).
   out.gamma = one ? std::move(gamma)
                   : blocks_to_columns(*gamma, f.blocks, nv, f.aux, folder_of(plan, scratch_folder),
-                                      "mp2-gradient-gamma", ranks);
-  for (std::size_t J = 0; J < f.blocks.size(); ++J)  // the lower blocks from the upper ones
-    for (Index j = f.blocks[J].first; j < f.blocks[J].second; ++j)
-      for (Index i = f.blocks[J].second; i < na; ++i) out.p_oo(i, j) = out.p_oo(j, i);
+                                      "mp2-gradient-gamma" + s.spin, ranks);
+  mirror_blocks(out.p_oo, f.blocks);
   out.v = 0.5 * (out.v + out.v.transpose()).eval();
   kernels.trsm(kStep, Side::left, Uplo::lower, Trans::yes, Diag::non_unit, 1.0, linalg::view(f.factor),
                linalg::view(out.v));
@@ -384,10 +457,13 @@ GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, do
   // B and Gamma, B_oo: this rank's blocks (rows) and its auxiliary functions (columns); one rank: whole, one store.
   const bool one = z.ranks <= 1;
   const double rows = block_share(na, n, z.ranks), cols = column_share(naux, m, shell, z.ranks);
-  const double ov = naux * na * nv * rows, oo = naux * na * no * rows;
-  const double ov_cols = naux * na * nv * cols, oo_cols = naux * na * no * cols;
+  // An open shell holds both spins' tensors (counted as two of the alpha spin's, the larger), and the Z-vector keeps
+  // no products (each iteration a J/K response build per spin).
+  const double spins = z.nocc_beta > 0 ? 2.0 : 1.0;
+  const double ov = spins * naux * na * nv * rows, oo = spins * naux * na * no * rows;
+  const double ov_cols = spins * naux * na * nv * cols, oo_cols = spins * naux * na * no * cols;
   // Matrices of nbf^2 (orbitals, X, densities, W and their AO forms) and of naux^2 (the metric's factor, V).
-  const double fixed = 14.0 * nbf * nbf + 2.0 * naux * naux;
+  const double fixed = 14.0 * spins * nbf * nbf + 2.0 * naux * naux;
   // The AO block (P|mn) and its products: half-transformed rows, (P|ia) and (P|ji); or Gamma^P's slab and
   // C_v Gamma^P twice (side by side, then stacked).
   const double ao = m * nbf * nbf + std::max(m * nbf * no + m * na * (nv + no), m * na * nv + 2.0 * m * nbf * na);
@@ -426,7 +502,7 @@ GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, do
   // they are made, a block of (Q|mn) with (Q|mn) C_o twice (computed, then as columns); then one block's C_o^T H and
   // P H beside them, and on each thread a shell's slab of H and its two densities.
   // With ranks, H by blocks or by columns, changing shape a round at a time as B does.
-  const double h_whole = nbf * no * naux_jk;
+  const double h_whole = spins * nbf * no * naux_jk;
   const double h =
       one ? h_whole : h_whole * std::max(block_share(no, n, z.ranks), column_share(naux_jk, m, shell, z.ranks));
   const double separable_transform = m * nbf * nbf + 2.0 * m * nbf * no;
@@ -472,8 +548,9 @@ DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& z, double budget
   for (const bool scratch : {false, true}) {
     if ((scratch && storage == Mp2Storage::memory) || (!scratch && storage == Mp2Storage::scratch)) continue;
     for (const auto& [keep, keep_pairs] : kept_in_turn) {
-      if (z.naux_jk == 0 && keep != RotationProducts::none) continue;  // an exact SCF's J/K keeps nothing
-      if (keep_pairs && keep == RotationProducts::none && z.naux_jk > 0) continue;
+      // An exact SCF's J/K keeps nothing; an open shell's Z-vector builds its products each iteration.
+      if ((z.naux_jk == 0 || z.nocc_beta > 0) && keep != RotationProducts::none) continue;
+      if (keep_pairs && keep == RotationProducts::none && z.naux_jk > 0 && z.nocc_beta == 0) continue;
       // Block sizes that cut the active orbitals evenly, largest first; with several ranks, a block for each at least
       // (the blocks' fits and metric densities are dealt to the ranks by block).
       const Index fewest = std::clamp<Index>(z.ranks, 1, std::max<Index>(na, 1));

@@ -36,6 +36,7 @@ struct Spaces {
   Index nf = 0, no = 0, na = 0, nv = 0, nmo = 0;
   Matrix c, c_occ, c_act, c_vir;
   Vector e;
+  std::string spin;  // "" (closed shell), "-alpha" or "-beta": in the names of its scratch files
 };
 
 // The blocks of active orbitals, [i0, i1) counted from the first active one, as the plan cuts them.
@@ -123,12 +124,51 @@ struct AmplitudePass {
   Matrix p_oo, p_vv;  // na x na, nv x nv
   Matrix y_vv, y_ov;  // 4 sum (P|ib) Gamma^P_ia: nv x nv (row b, column a); 4 sum (P|ji) Gamma^P_ia: no x nv
   Matrix v;           // L^-T (B^T G) L^-1, symmetrised: naux x naux
+  Matrix p_oo_opposite;  // an open shell's: the other spin's P_ij from these rows' opposite-spin pairs
   AuxColumns aux;     // f's
   std::unique_ptr<Store> gamma;  // Gamma = G L^-1 in the blocks of f, rows (k a): this rank's columns (aux)
 };
-// Consumes f's tensors (released when the pass ends); keeps its factor. The densities, y and Gamma are those of the
-// energy c_os E_os + c_ss E_ss (`scales`).
+// An open shell's (UHF) pass for one spin: the other spin's fitted integrals and orbitals, the columns of its
+// opposite-spin pairs; keep_b keeps this pass's B (released otherwise) for the other spin's pass.
+struct OppositeSpin {
+  FittedIntegrals* f = nullptr;
+  const Spaces* s = nullptr;
+  bool keep_b = false;
+};
+// Consumes f's tensors (released when the pass ends, but B with opposite->keep_b); keeps its factor. The densities, y
+// and Gamma are those of the energy c_os E_os + c_ss E_ss (`scales`); an open shell's are each spin's own, halved
+// (T = T_uhf / 2, gradient_blocks.cpp's PairKind), so that the closed shell's formulas read for each spin give its
+// part, and its opposite_spin counts E_os once from each spin's pass (the caller takes the mean).
 AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan, SpinScales scales,
-                             const std::string& scratch_folder, const Ranks& ranks, Kernels& kernels);
+                             const OppositeSpin* opposite, const std::string& scratch_folder, const Ranks& ranks,
+                             Kernels& kernels);
+
+// The orbital spaces of one set of orbitals (c, e: the SCF's, one spin's for an open shell), `nocc` occupied of
+// which `nfrozen` frozen.
+Spaces spaces_of(const Matrix& c, const Vector& e, int nocc, int nfrozen, const std::string& spin);
+// L M R^T: a matrix taken from one orbital basis to another (MO blocks to AO, say).
+Matrix sandwich(Kernels& kernels, const Matrix& left, const Matrix& m, const Matrix& right);
+// Y's active columns (C^T Yo, nmo x na): 4 sum_P (P|pb) Gamma^P_ib for every orbital p, through the AO integrals.
+Matrix active_lagrangian(const BasisSet& ri, const BasisSet& basis, const AmplitudePass& amp, const Spaces& s,
+                         const Ranks& ranks, Kernels& kernels);
+// sum_P d(P|mn)/dR (4 C_i Gamma^P_ia C_a^T, symmetrised): the three-index integrals' explicit part.
+Matrix three_index_gradient(const BasisSet& ri, const BasisSet& basis, Index natoms, const AmplitudePass& amp,
+                            const Spaces& s, const Ranks& ranks);
+// A z = rhs by preconditioned conjugate gradients (A symmetric positive definite: a stable SCF's orbital Hessian),
+// to max |residual| below `convergence`; the preconditioner `diagonal`, or after the first product sharper()'s where
+// it gives one (non-empty). Its iterations and last residual in `out`; NumericalError if it does not converge.
+Matrix conjugate_gradient(const std::function<Matrix(const Matrix&)>& apply, const Matrix& rhs, const Matrix& diagonal,
+                          const std::function<Matrix()>& sharper, double convergence, DfMp2Gradient& out);
+// e_a - e_i, nv x no.
+Matrix orbital_energy_differences(const Spaces& s);
+// The frozen-active rotations z_Ij = -(X_Ij - X_jI) / (e_I - e_j) (nf x na) from X = dE/dU.
+Matrix frozen_rotations(const Matrix& x, const Spaces& s);
+// The relaxed density's rotations (MO, symmetric): z/2 in the occupied-virtual blocks, z_frozen/2 in the
+// frozen-active ones.
+Matrix relaxed_rotations(const Matrix& z, const Matrix& z_frozen, const Spaces& s);
+// The energy-weighted density W (MO) from X, the Z-vector, the frozen-active rotations and `occupied_response`,
+// C_o^T G[C R C^T] C_o for the relaxed rotations R (the Fock matrix's response, times 2, in the occupied block).
+Matrix energy_weighted_density(const Matrix& x, const Matrix& z, const Matrix& z_frozen,
+                               const Matrix& occupied_response, const Spaces& s);
 
 }  // namespace dfmp2::chem::gradient_detail

@@ -381,20 +381,25 @@ linalg::Matrix three_center_gradient(const BasisSet& aux, const BasisSet& basis,
 }
 
 std::vector<linalg::Matrix> four_center_gradients(const BasisSet& basis, linalg::Index natoms,
-                                                 const linalg::Matrix& density,
-                                                 const std::vector<linalg::Matrix>& responses) {
+                                                 const FourCenterDensities& density,
+                                                 const std::vector<FourCenterDensities>& responses) {
   const LibintBasis b = to_libint(basis);
   const libint2::Engine proto =
       make_coulomb_derivative_engine("four-centre derivatives", BraKet::xx_xx, b.max_nprim, b.max_l);
   const int nsh = b.nshells();
-  const linalg::Matrix& d = density;
+  const linalg::Matrix& d = density.coulomb;
   const auto count = static_cast<int>(responses.size());
-  // The two-particle density of sum_mn P_mn [J(D) - 1/2 K(D)]_mn, symmetric under the integrals' eight
-  // permutations: G_mnls = 1/2 (P_mn D_ls + D_mn P_ls) - 1/8 (P_ml D_ns + D_ml P_ns + P_ms D_nl + D_ms P_nl).
-  // With P = D/2 it is RHF's, 1/2 D_mn D_ls - 1/8 (D_ml D_ns + D_ms D_nl).
-  auto two_particle = [&](const linalg::Matrix& p, linalg::Index m, linalg::Index n, linalg::Index l, linalg::Index s) {
-    return 0.5 * (p(m, n) * d(l, s) + d(m, n) * p(l, s)) -
-           0.125 * (p(m, l) * d(n, s) + d(m, l) * p(n, s) + p(m, s) * d(n, l) + d(m, s) * p(n, l));
+  // The two-particle density of sum_mn P_mn J(D)_mn - sum_c P_c K(X_c), symmetric under the integrals' eight
+  // permutations: G_mnls = 1/2 (P_mn D_ls + D_mn P_ls) - 1/4 sum_c (P_ml X_ns + X_ml P_ns + P_ms X_nl + X_ms P_nl)
+  // (the channel's P_c and X_c). RHF with P = D/2 and X = P_c = D/2: 1/2 D_mn D_ls - 1/8 (D_ml D_ns + D_ms D_nl).
+  auto two_particle = [&](const FourCenterDensities& p, linalg::Index m, linalg::Index n, linalg::Index l,
+                          linalg::Index s) {
+    double exchange = 0;
+    for (std::size_t c = 0; c < p.exchange.size(); ++c) {
+      const linalg::Matrix &pc = p.exchange[c], &x = density.exchange[c];
+      exchange += pc(m, l) * x(n, s) + x(m, l) * pc(n, s) + pc(m, s) * x(n, l) + x(m, s) * pc(n, l);
+    }
+    return 0.5 * (p.coulomb(m, n) * d(l, s) + d(m, n) * p.coulomb(l, s)) - 0.25 * exchange;
   };
   std::vector<std::vector<linalg::Matrix>> by_shell(
       static_cast<std::size_t>(count), std::vector<linalg::Matrix>(static_cast<std::size_t>(nsh), linalg::Matrix::Zero(natoms, 3)));
@@ -419,7 +424,7 @@ std::vector<linalg::Matrix> four_center_gradients(const BasisSet& basis, linalg:
               o[k] = static_cast<linalg::Index>(b.offsets[static_cast<std::size_t>(sh[k])]);
             }
             for (int k = 0; k < count; ++k) {
-              const linalg::Matrix& p = responses[static_cast<std::size_t>(k)];
+              const FourCenterDensities& p = responses[static_cast<std::size_t>(k)];
               linalg::Matrix& g = by_shell[static_cast<std::size_t>(k)][static_cast<std::size_t>(s1)];
               for (int c = 0; c < 4; ++c) {
                 const int atom = basis.shells[static_cast<std::size_t>(sh[c])].atom;

@@ -64,13 +64,20 @@ linalg::Matrix three_center_gradient(const BasisSet& aux, const BasisSet& basis,
 std::vector<linalg::Matrix> three_center_gradients(
     const BasisSet& aux, const BasisSet& basis, linalg::Index natoms, int count,
     const std::function<void(linalg::Index, linalg::Index, double*)>& densities, const AuxFunctions& mine = {});
-// d/dR of sum_mn P_mn [J(D) - 1/2 K(D)]_mn over the exact four-centre integrals, D and P symmetric and held fixed:
-// the exact SCF's two-electron gradient with P = D/2, a correlated method's separable part with P its relaxed
-// density. Integral-direct over the unique shell quartets (libint2's four-centre first derivatives).
-// One gradient per response P, in one pass over the integrals.
+// The densities of a two-electron energy sum_mn P_mn J(D)_mn - sum_c sum_mn P_c,mn K(X_c)_mn (chem/gradient/
+// scf_gradient.hpp): `coulomb` D (or P), `exchange` the X_c (or P_c), one per exchange channel (RHF: one, X = D/2;
+// UHF: the alpha and the beta density).
+struct FourCenterDensities {
+  linalg::Matrix coulomb;
+  std::vector<linalg::Matrix> exchange;
+};
+// d/dR of that energy over the exact four-centre integrals, the densities symmetric and held fixed: the exact SCF's
+// two-electron gradient with P = D/2 and P_c = w_c X_c (RHF: w = 1; UHF: 1/2), a correlated method's separable part
+// with its relaxed densities added. Integral-direct over the unique shell quartets (libint2's four-centre
+// first derivatives). One gradient per response, in one pass over the integrals.
 std::vector<linalg::Matrix> four_center_gradients(const BasisSet& basis, linalg::Index natoms,
-                                                 const linalg::Matrix& density,
-                                                 const std::vector<linalg::Matrix>& responses);
+                                                 const FourCenterDensities& density,
+                                                 const std::vector<FourCenterDensities>& responses);
 // <m| r - origin |n> for x, y and z (bohr): the dipole moment's integrals.
 std::array<linalg::Matrix, 3> dipole_matrices(const BasisSet& basis, const std::array<double, 3>& origin);
 // sum_PQ d(P|Q)/dR V_PQ for a symmetric V over an auxiliary basis (libint2's two-centre first derivatives).

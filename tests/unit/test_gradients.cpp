@@ -141,7 +141,7 @@ TEST(ScfGradient, RhfDensityFittedAndExactMatchFiniteDifferencesAndPsi4) {
   for (const bool df : {true, false}) {
     SCOPED_TRACE(df ? "DF" : "exact");
     Rhf rhf(mol, df);
-    const Matrix analytic = chem::rhf_gradient(mol, rhf.orbital, rhf.jk_basis(), rhf.scf, rhf.kernels);
+    const Matrix analytic = chem::scf_gradient(mol, rhf.orbital, rhf.jk_basis(), rhf.scf, rhf.kernels);
     const Matrix numeric = finite_difference_gradient(mol, [&](const Molecule& m) { return Rhf(m, df).scf.energy; });
     expect_gradient_near(analytic, numeric, 1e-6, "finite differences");
     expect_gradient_near(analytic, df ? psi4_df : psi4_pk, 1e-8, "Psi4");
@@ -160,7 +160,7 @@ TEST(DfMp2Gradient, MatchesFiniteDifferencesOnDfAndExactScfWithAndWithoutFrozenC
       Rhf rhf(mol, df);
       const chem::DfMp2Gradient g = rhf.mp2_gradient(nfrozen);
       EXPECT_NEAR(g.correlation(), rhf.mp2_correlation(nfrozen), 1e-11);
-      expect_gradient_near(g.scf_gradient, chem::rhf_gradient(mol, rhf.orbital, rhf.jk_basis(), rhf.scf, rhf.kernels), 1e-12,
+      expect_gradient_near(g.scf_gradient, chem::scf_gradient(mol, rhf.orbital, rhf.jk_basis(), rhf.scf, rhf.kernels), 1e-12,
                            "rhf_gradient");
       const Matrix numeric = finite_difference_gradient(mol, [&](const Molecule& m) {
         Rhf displaced(m, df);

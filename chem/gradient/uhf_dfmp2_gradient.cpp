@@ -1,0 +1,242 @@
+// The analytic gradient of the UHF DF-MP2 energy, on the closed-shell gradient's steps, blocks, plan and ranks
+// (chem/gradient/dfmp2_gradient.hpp has the method; this file what changes with two sets of orbitals).
+//
+// Each spin s has its own orbitals, fitted integrals B^s and pair amplitudes; the energy
+//   E = c_os sum (ia|jb) t_ij^ab (i, a alpha; j, b beta) + c_ss sum_s 1/2 sum (ia|jb) (t_ij^ab - t_ij^ba) (all s)
+// changes with the integrals as dE = 2 sum_s dB^s . Gamma^s. With each spin's amplitudes halved (T = T_uhf / 2,
+// gradient_blocks.cpp's PairKind), the closed-shell formulas read for each spin give that spin's part of every term:
+// the unrelaxed densities P^s, Gamma^s and V^s, y^s, X^s = dE/dU^s. What couples the spins is the Fock matrix:
+// f^s = h + J[D^a + D^b] - K[D^s], whose change for symmetric changes M^s of the spins' densities, times the spin's
+// occupied orbitals, is G^s[M] C^s_o = (2 J[M^a + M^b] - 2 K[M^s]) C^s_o (the closed shell's 4 J - 2 K with
+// M^a = M^b). It enters X^s (the response to the unrelaxed densities), the Z-vector equations of both spins together
+//   (e_a - e_i) z^s_ai + [C^s_v^T G^s[M] C^s_o]_ai = -(X^s_ai - X^s_ia),  M^s = (C^s_v z^s C^s_o^T + transpose) / 2
+// (the UHF orbital Hessian A + B: symmetric positive definite for a stable UHF), and W^s's occupied block. The
+// separable part is the UHF SCF gradient's form with each spin's relaxed density (chem::scf_gradients).
+#include <fmt/format.h>
+
+#include <array>
+#include <stdexcept>
+
+#include "chem/gradient/dfmp2_gradient.hpp"
+#include "chem/gradient/gradient_detail.hpp"
+#include "chem/gradient/scf_gradient.hpp"
+#include "chem/integrals/integrals.hpp"
+
+namespace dfmp2::chem {
+
+using linalg::Index;
+using linalg::Kernels;
+using linalg::Matrix;
+using linalg::Stopwatch;
+using linalg::Trans;
+
+namespace {
+
+using gradient_detail::AmplitudePass;
+using gradient_detail::FittedIntegrals;
+using gradient_detail::kStep;
+using gradient_detail::Ranks;
+using gradient_detail::sandwich;
+using gradient_detail::Spaces;
+using linalg::product;
+
+template <class T>
+using Spins = std::array<T, 2>;  // alpha, beta
+
+// G^s[M] C^s_o = (2 J[M^a + M^b] - 2 K[M^s]) C^s_o for both spins: one J/K response build per spin.
+Spins<Matrix> fock_response(JkBuilder& jk, const Spins<Matrix>& m, const Spins<Spaces>& s, Kernels& kernels) {
+  Spins<Matrix> j, kc;
+  for (int x = 0; x < 2; ++x) jk.compute_response(m[x], s[x].c_occ, j[x], kc[x]);
+  const Matrix j_total = j[0] + j[1];
+  Spins<Matrix> out;
+  for (int x = 0; x < 2; ++x) {
+    out[x] = std::move(kc[x]);
+    kernels.gemm<double>(kStep, Trans::no, Trans::no, 2.0, linalg::view(j_total), linalg::view(s[x].c_occ), -2.0,
+                         linalg::view(out[x]));
+  }
+  return out;
+}
+
+// Both spins' occupied-virtual rotations as one column (alpha's then beta's), for the conjugate gradients.
+Matrix packed(const Spins<Matrix>& z) {
+  Matrix out(z[0].size() + z[1].size(), 1);
+  out.topRows(z[0].size()) = z[0].reshaped();
+  out.bottomRows(z[1].size()) = z[1].reshaped();
+  return out;
+}
+Spins<Matrix> unpacked(const Matrix& column, const Spins<Spaces>& s) {
+  Spins<Matrix> z;
+  Index offset = 0;
+  for (int x = 0; x < 2; ++x) {
+    z[x] = column.middleRows(offset, s[x].nv * s[x].no).reshaped(s[x].nv, s[x].no);
+    offset += s[x].nv * s[x].no;
+  }
+  return z;
+}
+
+// The Z-vector equations of both spins (the header's), by conjugate gradients preconditioned with the orbital-energy
+// differences, to the SCF's d_convergence as the closed shell's.
+Spins<Matrix> solve_zvector(JkBuilder& jk, const Spins<Spaces>& s, const Spins<Matrix>& rhs, double convergence,
+                            DfMp2Gradient& out, Kernels& kernels) {
+  const Spins<Matrix> delta = {gradient_detail::orbital_energy_differences(s[0]),
+                               gradient_detail::orbital_energy_differences(s[1])};
+  auto apply = [&](const Matrix& column) {
+    const Spins<Matrix> z = unpacked(column, s);
+    Spins<Matrix> m;
+    for (int x = 0; x < 2; ++x) {
+      const Matrix half = sandwich(kernels, s[x].c_vir, z[x], s[x].c_occ);
+      m[x] = 0.5 * (half + half.transpose());
+    }
+    const Spins<Matrix> response = fock_response(jk, m, s, kernels);
+    Spins<Matrix> applied;
+    for (int x = 0; x < 2; ++x) {
+      applied[x] = delta[x].cwiseProduct(z[x]);
+      kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, linalg::view(s[x].c_vir), linalg::view(response[x]),
+                           1.0, linalg::view(applied[x]));
+    }
+    return packed(applied);
+  };
+  const Matrix z = gradient_detail::conjugate_gradient(apply, packed(rhs), packed(delta), [] { return Matrix(); },
+                                                       convergence, out);
+  return unpacked(z, s);
+}
+
+}  // namespace
+
+DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels) {
+  const ScfResult& scf = *in.scf;
+  if (scf.reference != ScfReference::uhf) throw std::logic_error("uhf_dfmp2_gradient: not a UHF SCF");
+  DfMp2Gradient out;
+  const Spins<Spaces> s = {
+      gradient_detail::spaces_of(scf.mo_coefficients, scf.orbital_energies, scf.nocc, in.nfrozen, "-alpha"),
+      gradient_detail::spaces_of(scf.mo_coefficients_beta, scf.orbital_energies_beta, scf.nocc_beta, in.nfrozen,
+                                 "-beta")};
+  const auto natoms = static_cast<Index>(in.molecule->atoms.size());
+  const Ranks ranks{in.comm};
+  Stopwatch clock;
+  auto lap = [&](const char* step) { out.seconds.emplace_back(step, clock.seconds()); clock = Stopwatch(); };
+
+  // Steps 1 and 2: each spin's rows of pairs, with both spins' B (the alpha pass keeps its own for the beta pass's
+  // opposite-spin pairs); each pass's P_ij of the other spin added to that spin's.
+  Spins<Matrix> x = {Matrix::Zero(s[0].nmo, s[0].nmo), Matrix::Zero(s[1].nmo, s[1].nmo)};
+  Spins<AmplitudePass> amp;
+  {
+    Spins<FittedIntegrals> f;
+    for (int sp = 0; sp < 2; ++sp)
+      f[sp] = gradient_detail::fitted_integrals(*in.ri_basis, *in.basis, s[sp], in.plan, in.scratch_folder, ranks,
+                                               kernels);
+    lap("integrals");
+    const gradient_detail::OppositeSpin beta{&f[1], &s[1], true}, alpha{&f[0], &s[0], false};
+    amp[0] = gradient_detail::amplitude_pass(f[0], s[0], in.plan, in.scales, &beta, in.scratch_folder, ranks, kernels);
+    amp[1] = gradient_detail::amplitude_pass(f[1], s[1], in.plan, in.scales, &alpha, in.scratch_folder, ranks, kernels);
+    f[0].ov.reset();
+    amp[0].p_oo += amp[1].p_oo_opposite;
+    amp[1].p_oo += amp[0].p_oo_opposite;
+    out.opposite_spin = 0.5 * (amp[0].opposite_spin + amp[1].opposite_spin);
+    out.same_spin_alpha = amp[0].same_spin;
+    out.same_spin_beta = amp[1].same_spin;
+    out.same_spin = out.same_spin_alpha + out.same_spin_beta;
+    for (int sp = 0; sp < 2; ++sp) {
+      x[sp].block(s[sp].no, s[sp].no, s[sp].nv, s[sp].nv) = amp[sp].y_vv;
+      x[sp].block(0, s[sp].no, s[sp].no, s[sp].nv) = amp[sp].y_ov;
+    }
+    lap("amplitudes");
+    for (int sp = 0; sp < 2; ++sp)
+      x[sp].middleCols(s[sp].nf, s[sp].na) =
+          gradient_detail::active_lagrangian(*in.ri_basis, *in.basis, amp[sp], s[sp], ranks, kernels);
+    lap("lagrangian");
+    out.gradient = gradient_detail::three_index_gradient(*in.ri_basis, *in.basis, natoms, amp[0], s[0], ranks) +
+                   gradient_detail::three_index_gradient(*in.ri_basis, *in.basis, natoms, amp[1], s[1], ranks) +
+                   metric_gradient(*in.ri_basis, natoms, -2.0 * (amp[0].v + amp[1].v));
+    for (AmplitudePass& a : amp) {
+      a.gamma.reset();
+      a.v.resize(0, 0);
+    }
+    lap("non-separable");
+  }
+
+  // Step 3: the Fock matrix's part of X: its orbital energies, and its response to the unrelaxed densities.
+  Spins<Matrix> p_unrelaxed;
+  for (int sp = 0; sp < 2; ++sp) {
+    const Spaces& t = s[sp];
+    x[sp].block(t.nf, t.nf, t.na, t.na) += 2.0 * t.e.segment(t.nf, t.na).asDiagonal() * amp[sp].p_oo;
+    x[sp].block(t.no, t.no, t.nv, t.nv) += 2.0 * t.e.tail(t.nv).asDiagonal() * amp[sp].p_vv;
+    p_unrelaxed[sp] = sandwich(kernels, t.c_act, amp[sp].p_oo, t.c_act) + sandwich(kernels, t.c_vir, amp[sp].p_vv, t.c_vir);
+  }
+  {
+    const Spins<Matrix> response = fock_response(*in.jk, p_unrelaxed, s, kernels);
+    for (int sp = 0; sp < 2; ++sp)
+      x[sp].leftCols(s[sp].no) += product(kernels, kStep, s[sp].c, Trans::yes, response[sp], Trans::no);
+  }
+
+  // Step 4: the frozen-active rotations of each spin, then the Z-vector of both.
+  Spins<Matrix> z_frozen, lagrangian;
+  for (int sp = 0; sp < 2; ++sp) {
+    const Spaces& t = s[sp];
+    z_frozen[sp] = gradient_detail::frozen_rotations(x[sp], t);
+    lagrangian[sp] = x[sp].block(t.no, 0, t.nv, t.no) - x[sp].block(0, t.no, t.no, t.nv).transpose();
+  }
+  if (in.nfrozen > 0) {
+    Spins<Matrix> m;
+    for (int sp = 0; sp < 2; ++sp) {
+      const Matrix half = sandwich(kernels, s[sp].c.leftCols(s[sp].nf), z_frozen[sp], s[sp].c_act);
+      m[sp] = 0.5 * (half + half.transpose());
+    }
+    const Spins<Matrix> response = fock_response(*in.jk, m, s, kernels);
+    for (int sp = 0; sp < 2; ++sp)
+      kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, linalg::view(s[sp].c_vir), linalg::view(response[sp]),
+                           1.0, linalg::view(lagrangian[sp]));
+  }
+  const Spins<Matrix> z =
+      solve_zvector(*in.jk, s, {-lagrangian[0], -lagrangian[1]}, in.zvector_convergence, out, kernels);
+  lap("z-vector");
+
+  // Step 5: each spin's relaxed and energy-weighted densities.
+  Spins<Matrix> rotations, rotations_ao;
+  for (int sp = 0; sp < 2; ++sp) {
+    rotations[sp] = gradient_detail::relaxed_rotations(z[sp], z_frozen[sp], s[sp]);
+    rotations_ao[sp] = sandwich(kernels, s[sp].c, rotations[sp], s[sp].c);
+  }
+  const Spins<Matrix> rotation_response = fock_response(*in.jk, rotations_ao, s, kernels);
+  DensityCorrection correction;
+  for (int sp = 0; sp < 2; ++sp) {
+    const Spaces& t = s[sp];
+    const Matrix occupied_response = product(kernels, kStep, t.c_occ, Trans::yes, rotation_response[sp], Trans::no);
+    const Matrix w = gradient_detail::energy_weighted_density(x[sp], z[sp], z_frozen[sp], occupied_response, t);
+    const Matrix p_ao = rotations_ao[sp] + p_unrelaxed[sp];
+    const Matrix w_ao = sandwich(kernels, t.c, w, t.c);
+    if (sp == 0) {
+      correction = {p_ao, w_ao, p_ao};
+    } else {
+      correction.density += p_ao;
+      correction.energy_weighted += w_ao;
+    }
+  }
+  lap("densities");
+
+  const HalfTransformedStorage storage{in.plan.occupied_block, in.plan.aux_block, in.plan.on_scratch, in.scratch_folder,
+                                       in.comm};
+  const std::vector<Matrix> separable =
+      scf_gradients(*in.molecule, *in.basis, in.jk_basis, scf, {correction}, kernels, storage);
+  out.scf_gradient = separable[0];
+  out.gradient += separable[1];
+  lap("separable");
+
+  Matrix scf_density = Matrix::Zero(in.basis->nbf(), in.basis->nbf());
+  for (const Spaces& t : s) scf_density += product(kernels, kStep, t.c_occ, Trans::no, t.c_occ, Trans::yes);
+  out.relaxed_density = scf_density + correction.density;
+  out.scf_dipole = dipole_moment(*in.molecule, *in.basis, scf_density);
+  out.relaxed_dipole = dipole_moment(*in.molecule, *in.basis, out.relaxed_density);
+  return out;
+}
+
+DfMp2Gradient dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels) {
+  switch (in.scf->reference) {
+    case ScfReference::rhf: return rhf_dfmp2_gradient(in, kernels);
+    case ScfReference::uhf: return uhf_dfmp2_gradient(in, kernels);
+    case ScfReference::rohf: break;
+  }
+  throw std::logic_error("dfmp2_gradient: an ROHF reference (refused with the input)");
+}
+
+}  // namespace dfmp2::chem
