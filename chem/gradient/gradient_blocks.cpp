@@ -298,6 +298,34 @@ void mirror_blocks(Matrix& p_oo, const std::vector<std::pair<Index, Index>>& blo
 
 }  // namespace
 
+namespace {
+
+// The pass's sums over the ranks, P_ij's mirrored blocks, its B released (but an open shell's alpha pass's), Gamma by
+// this rank's auxiliary columns for the AO passes (one rank: as it is), and V = L^-T (B^T G) L^-1.
+void finish_pass(AmplitudePass& out, FittedIntegrals& f, const Spaces& s, const DfMp2GradientPlan& plan,
+                 const OppositeSpin* opposite, std::unique_ptr<Store> gamma, const std::string& scratch_folder,
+                 const Ranks& ranks, Kernels& kernels) {
+  for (double* x : {&out.opposite_spin, &out.same_spin}) ranks.sum(x, 1);
+  for (Matrix* m : {&out.p_oo, &out.p_vv, &out.y_vv, &out.y_ov, &out.v}) ranks.sum(*m);
+  if (opposite != nullptr) {
+    ranks.sum(out.p_oo_opposite);
+    mirror_blocks(out.p_oo_opposite, opposite->f->blocks);
+  }
+  if (opposite == nullptr || !opposite->keep_b) f.ov.reset();
+  f.oo.reset();
+  out.gamma = ranks.size() == 1 ? std::move(gamma)
+                                : blocks_to_columns(*gamma, f.blocks, s.nv, f.aux, folder_of(plan, scratch_folder),
+                                                    "mp2-gradient-gamma" + s.spin, ranks);
+  mirror_blocks(out.p_oo, f.blocks);
+  out.v = 0.5 * (out.v + out.v.transpose()).eval();
+  kernels.trsm(kStep, Side::left, Uplo::lower, Trans::yes, Diag::non_unit, 1.0, linalg::view(f.factor),
+               linalg::view(out.v));
+  kernels.trsm(kStep, Side::right, Uplo::lower, Trans::no, Diag::non_unit, 1.0, linalg::view(f.factor),
+               linalg::view(out.v));
+}
+
+}  // namespace
+
 // For each active k (a block K of them at a time, its rows of B, B_oo and G held), the pair amplitudes with every
 // active i, block I by block I as the store streams them: t_ki^ab in t_row(a, i nv + b), kept for the whole row
 // since P_ij pairs t_ki with T_kj across blocks; T_ki^ab = 2 t_ki^ab - t_ki^ba in `tile` for block I only. Then
@@ -400,25 +428,8 @@ AmplitudePass amplitude_pass(FittedIntegrals& f, const Spaces& s, const DfMp2Gra
     }
   });
   if (lender) lender->finish();
-  for (double* x : {&out.opposite_spin, &out.same_spin}) ranks.sum(x, 1);
-  for (Matrix* m : {&out.p_oo, &out.p_vv, &out.y_vv, &out.y_ov, &out.v}) ranks.sum(*m);
-  if (os != nullptr) {
-    ranks.sum(out.p_oo_opposite);
-    mirror_blocks(out.p_oo_opposite, opposite->f->blocks);
-  }
-  if (opposite == nullptr || !opposite->keep_b) f.ov.reset();
-  f.oo.reset();
   g.resize(0, 0);
-  // Gamma by this rank's auxiliary columns, for the AO passes (one rank: as it is).
-  out.gamma = one ? std::move(gamma)
-                  : blocks_to_columns(*gamma, f.blocks, nv, f.aux, folder_of(plan, scratch_folder),
-                                      "mp2-gradient-gamma" + s.spin, ranks);
-  mirror_blocks(out.p_oo, f.blocks);
-  out.v = 0.5 * (out.v + out.v.transpose()).eval();
-  kernels.trsm(kStep, Side::left, Uplo::lower, Trans::yes, Diag::non_unit, 1.0, linalg::view(f.factor),
-               linalg::view(out.v));
-  kernels.trsm(kStep, Side::right, Uplo::lower, Trans::no, Diag::non_unit, 1.0, linalg::view(f.factor),
-               linalg::view(out.v));
+  finish_pass(out, f, s, plan, opposite, std::move(gamma), scratch_folder, ranks, kernels);
   return out;
 }
 

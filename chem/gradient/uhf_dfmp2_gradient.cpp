@@ -101,29 +101,18 @@ Spins<Matrix> solve_zvector(JkBuilder& jk, const Spins<Spaces>& s, const Spins<M
   return unpacked(z, s);
 }
 
-}  // namespace
-
-DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels) {
-  const ScfResult& scf = *in.scf;
-  if (scf.reference != ScfReference::uhf) throw std::logic_error("uhf_dfmp2_gradient: not a UHF SCF");
-  DfMp2Gradient out;
-  const Spins<Spaces> s = {
-      gradient_detail::spaces_of(scf.mo_coefficients, scf.orbital_energies, scf.nocc, in.nfrozen, "-alpha"),
-      gradient_detail::spaces_of(scf.mo_coefficients_beta, scf.orbital_energies_beta, scf.nocc_beta, in.nfrozen,
-                                 "-beta")};
+// Steps 1 and 2: each spin's rows of pairs, with both spins' B (the alpha pass keeps its own for the beta pass's
+// opposite-spin pairs); each pass's P_ij of the other spin added to that spin's; X's parts from the integrals
+// (y and the Lagrangian's active columns) and the gradient's explicit three-index and metric terms. Gamma released.
+template <class Lap>
+Spins<AmplitudePass> explicit_terms(const DfMp2GradientInput& in, const Spins<Spaces>& s, const Ranks& ranks,
+                                    Spins<Matrix>& x, DfMp2Gradient& out, const Lap& lap, Kernels& kernels) {
   const auto natoms = static_cast<Index>(in.molecule->atoms.size());
-  const Ranks ranks{in.comm};
-  Stopwatch clock;
-  auto lap = [&](const char* step) { out.seconds.emplace_back(step, clock.seconds()); clock = Stopwatch(); };
-
-  // Steps 1 and 2: each spin's rows of pairs, with both spins' B (the alpha pass keeps its own for the beta pass's
-  // opposite-spin pairs); each pass's P_ij of the other spin added to that spin's.
-  Spins<Matrix> x = {Matrix::Zero(s[0].nmo, s[0].nmo), Matrix::Zero(s[1].nmo, s[1].nmo)};
   Spins<AmplitudePass> amp;
   {
     Spins<FittedIntegrals> f;
-    for (int sp = 0; sp < 2; ++sp)
-      f[sp] = gradient_detail::fitted_integrals(*in.ri_basis, *in.basis, s[sp], in.plan, in.scratch_folder, ranks,
+    for (int spin = 0; spin < 2; ++spin)
+      f[spin] = gradient_detail::fitted_integrals(*in.ri_basis, *in.basis, s[spin], in.plan, in.scratch_folder, ranks,
                                                kernels);
     lap("integrals");
     const gradient_detail::OppositeSpin beta{&f[1], &s[1], true}, alpha{&f[0], &s[0], false};
@@ -136,14 +125,14 @@ DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
     out.same_spin_alpha = amp[0].same_spin;
     out.same_spin_beta = amp[1].same_spin;
     out.same_spin = out.same_spin_alpha + out.same_spin_beta;
-    for (int sp = 0; sp < 2; ++sp) {
-      x[sp].block(s[sp].no, s[sp].no, s[sp].nv, s[sp].nv) = amp[sp].y_vv;
-      x[sp].block(0, s[sp].no, s[sp].no, s[sp].nv) = amp[sp].y_ov;
+    for (int spin = 0; spin < 2; ++spin) {
+      x[spin].block(s[spin].no, s[spin].no, s[spin].nv, s[spin].nv) = amp[spin].y_vv;
+      x[spin].block(0, s[spin].no, s[spin].no, s[spin].nv) = amp[spin].y_ov;
     }
     lap("amplitudes");
-    for (int sp = 0; sp < 2; ++sp)
-      x[sp].middleCols(s[sp].nf, s[sp].na) =
-          gradient_detail::active_lagrangian(*in.ri_basis, *in.basis, amp[sp], s[sp], ranks, kernels);
+    for (int spin = 0; spin < 2; ++spin)
+      x[spin].middleCols(s[spin].nf, s[spin].na) =
+          gradient_detail::active_lagrangian(*in.ri_basis, *in.basis, amp[spin], s[spin], ranks, kernels);
     lap("lagrangian");
     out.gradient = gradient_detail::three_index_gradient(*in.ri_basis, *in.basis, natoms, amp[0], s[0], ranks) +
                    gradient_detail::three_index_gradient(*in.ri_basis, *in.basis, natoms, amp[1], s[1], ranks) +
@@ -154,38 +143,57 @@ DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
     }
     lap("non-separable");
   }
+  return amp;
+}
+
+}  // namespace
+
+DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels) {
+  const ScfResult& scf = *in.scf;
+  if (scf.reference != ScfReference::uhf) throw std::logic_error("uhf_dfmp2_gradient: not a UHF SCF");
+  DfMp2Gradient out;
+  const Spins<Spaces> s = {
+      gradient_detail::spaces_of(scf.mo_coefficients, scf.orbital_energies, scf.nocc, in.nfrozen, "-alpha"),
+      gradient_detail::spaces_of(scf.mo_coefficients_beta, scf.orbital_energies_beta, scf.nocc_beta, in.nfrozen,
+                                 "-beta")};
+  const Ranks ranks{in.comm};
+  Stopwatch clock;
+  auto lap = [&](const char* step) { out.seconds.emplace_back(step, clock.seconds()); clock = Stopwatch(); };
+
+  Spins<Matrix> x = {Matrix::Zero(s[0].nmo, s[0].nmo), Matrix::Zero(s[1].nmo, s[1].nmo)};
+  Spins<AmplitudePass> amp = explicit_terms(in, s, ranks, x, out, lap, kernels);
 
   // Step 3: the Fock matrix's part of X: its orbital energies, and its response to the unrelaxed densities.
   Spins<Matrix> p_unrelaxed;
-  for (int sp = 0; sp < 2; ++sp) {
-    const Spaces& t = s[sp];
-    x[sp].block(t.nf, t.nf, t.na, t.na) += 2.0 * t.e.segment(t.nf, t.na).asDiagonal() * amp[sp].p_oo;
-    x[sp].block(t.no, t.no, t.nv, t.nv) += 2.0 * t.e.tail(t.nv).asDiagonal() * amp[sp].p_vv;
-    p_unrelaxed[sp] = sandwich(kernels, t.c_act, amp[sp].p_oo, t.c_act) + sandwich(kernels, t.c_vir, amp[sp].p_vv, t.c_vir);
+  for (int spin = 0; spin < 2; ++spin) {
+    const Spaces& t = s[spin];
+    x[spin].block(t.nf, t.nf, t.na, t.na) += 2.0 * t.e.segment(t.nf, t.na).asDiagonal() * amp[spin].p_oo;
+    x[spin].block(t.no, t.no, t.nv, t.nv) += 2.0 * t.e.tail(t.nv).asDiagonal() * amp[spin].p_vv;
+    p_unrelaxed[spin] = sandwich(kernels, t.c_act, amp[spin].p_oo, t.c_act) + sandwich(kernels, t.c_vir, amp[spin].p_vv, t.c_vir);
   }
   {
     const Spins<Matrix> response = fock_response(*in.jk, p_unrelaxed, s, kernels);
-    for (int sp = 0; sp < 2; ++sp)
-      x[sp].leftCols(s[sp].no) += product(kernels, kStep, s[sp].c, Trans::yes, response[sp], Trans::no);
+    for (int spin = 0; spin < 2; ++spin)
+      x[spin].leftCols(s[spin].no) += product(kernels, kStep, s[spin].c, Trans::yes, response[spin], Trans::no);
   }
 
   // Step 4: the frozen-active rotations of each spin, then the Z-vector of both.
   Spins<Matrix> z_frozen, lagrangian;
-  for (int sp = 0; sp < 2; ++sp) {
-    const Spaces& t = s[sp];
-    z_frozen[sp] = gradient_detail::frozen_rotations(x[sp], t);
-    lagrangian[sp] = x[sp].block(t.no, 0, t.nv, t.no) - x[sp].block(0, t.no, t.no, t.nv).transpose();
+  for (int spin = 0; spin < 2; ++spin) {
+    const Spaces& t = s[spin];
+    z_frozen[spin] = gradient_detail::frozen_rotations(x[spin], t);
+    lagrangian[spin] = x[spin].block(t.no, 0, t.nv, t.no) - x[spin].block(0, t.no, t.no, t.nv).transpose();
   }
   if (in.nfrozen > 0) {
     Spins<Matrix> m;
-    for (int sp = 0; sp < 2; ++sp) {
-      const Matrix half = sandwich(kernels, s[sp].c.leftCols(s[sp].nf), z_frozen[sp], s[sp].c_act);
-      m[sp] = 0.5 * (half + half.transpose());
+    for (int spin = 0; spin < 2; ++spin) {
+      const Matrix half = sandwich(kernels, s[spin].c.leftCols(s[spin].nf), z_frozen[spin], s[spin].c_act);
+      m[spin] = 0.5 * (half + half.transpose());
     }
     const Spins<Matrix> response = fock_response(*in.jk, m, s, kernels);
-    for (int sp = 0; sp < 2; ++sp)
-      kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, linalg::view(s[sp].c_vir), linalg::view(response[sp]),
-                           1.0, linalg::view(lagrangian[sp]));
+    for (int spin = 0; spin < 2; ++spin)
+      kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, linalg::view(s[spin].c_vir), linalg::view(response[spin]),
+                           1.0, linalg::view(lagrangian[spin]));
   }
   const Spins<Matrix> z =
       solve_zvector(*in.jk, s, {-lagrangian[0], -lagrangian[1]}, in.zvector_convergence, out, kernels);
@@ -193,19 +201,19 @@ DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
 
   // Step 5: each spin's relaxed and energy-weighted densities.
   Spins<Matrix> rotations, rotations_ao;
-  for (int sp = 0; sp < 2; ++sp) {
-    rotations[sp] = gradient_detail::relaxed_rotations(z[sp], z_frozen[sp], s[sp]);
-    rotations_ao[sp] = sandwich(kernels, s[sp].c, rotations[sp], s[sp].c);
+  for (int spin = 0; spin < 2; ++spin) {
+    rotations[spin] = gradient_detail::relaxed_rotations(z[spin], z_frozen[spin], s[spin]);
+    rotations_ao[spin] = sandwich(kernels, s[spin].c, rotations[spin], s[spin].c);
   }
   const Spins<Matrix> rotation_response = fock_response(*in.jk, rotations_ao, s, kernels);
   DensityCorrection correction;
-  for (int sp = 0; sp < 2; ++sp) {
-    const Spaces& t = s[sp];
-    const Matrix occupied_response = product(kernels, kStep, t.c_occ, Trans::yes, rotation_response[sp], Trans::no);
-    const Matrix w = gradient_detail::energy_weighted_density(x[sp], z[sp], z_frozen[sp], occupied_response, t);
-    const Matrix p_ao = rotations_ao[sp] + p_unrelaxed[sp];
+  for (int spin = 0; spin < 2; ++spin) {
+    const Spaces& t = s[spin];
+    const Matrix occupied_response = product(kernels, kStep, t.c_occ, Trans::yes, rotation_response[spin], Trans::no);
+    const Matrix w = gradient_detail::energy_weighted_density(x[spin], z[spin], z_frozen[spin], occupied_response, t);
+    const Matrix p_ao = rotations_ao[spin] + p_unrelaxed[spin];
     const Matrix w_ao = sandwich(kernels, t.c, w, t.c);
-    if (sp == 0) {
+    if (spin == 0) {
       correction = {p_ao, w_ao, p_ao};
     } else {
       correction.density += p_ao;

@@ -106,6 +106,13 @@ CASES = {
     # The gradient's blocks in every rank's own scratch file.
     "dimer_gradient_scratch": molecule(DIMER_XYZ, "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
                                                   "mp2_storage: scratch\ndriver: gradient\n"),
+    # UHF gradients (issue 45): each spin's rows of pairs with both spins' blocks fetched from their holders, the
+    # spins' Z-vector on the ranks' J/K; in memory (SCS-MP2 with an exact SCF) and on scratch (frozen core).
+    "cation_uhf_gradient": "molecule:\n  charge: 1\n  multiplicity: 2\n  xyz: |\n%s\nbasis: cc-pvdz\nthreads: 1\n"
+                           "scf: {type: exact, d_convergence: 1e-9}\nmethod: scs-mp2\ndriver: gradient\n" % WATER_XYZ,
+    "cation_uhf_gradient_scratch": "molecule:\n  charge: 1\n  multiplicity: 2\n  xyz: |\n%s\nbasis: cc-pvdz\n"
+                                   "threads: 1\nscf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
+                                   "mp2_storage: scratch\ndriver: gradient\n" % DIMER_XYZ,
     # The distributed factorisations (linalg/dense_grid.hpp) switched on at every size: the JK and MP2 metrics
     # (computed by tiles, factored, and the fitting's row solves), the SCF's eigenproblems, on grids of 1 to 8 ranks;
     # ELPA (the default) and ScaLAPACK; J/K in memory and recomputed (J^-1 c as row solves), DF-MP2 on scratch;
