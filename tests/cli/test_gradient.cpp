@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 
 #include <filesystem>
@@ -218,6 +219,59 @@ TEST(Gradient, SpinScaledMethodsDifferentiateTheirEnergy) {
       EXPECT_NEAR(g.json["return_result"][std::size_t(3 * atom + axis)].get<double>(), (plus - minus) / (2 * kStep),
                   1e-6)
           << "atom " << atom << " axis " << axis;
+    }
+  }
+}
+
+// UHF gradients (issue 45) against five-point central differences of the program's own returned energy, every
+// component checked to 1e-7 Eh/bohr: the OH radical with a DF-SCF, all electrons, and a ghost helium beside it (the
+// ghost's basis functions move with it, so its row is not zero); H2O+ with an exact SCF, a frozen core and custom
+// SCS-MP2 scales. The energy the gradient run returns is the energy run's, and its same-spin parts are reported.
+TEST(Gradient, UhfGradientsDifferentiateTheirEnergy) {
+  constexpr double kStep = 1e-3, kBohr = 0.52917721092;  // bohr; angstrom per bohr
+  struct Case {
+    std::string name;
+    std::vector<std::pair<std::string, std::array<double, 3>>> atoms;
+    std::string keys;
+  };
+  const Case cases[] = {
+      {"OH, DF-SCF, ghost He",
+       {{"O", {0.0, 0.1, 0.0}}, {"H", {0.05, 0.0, 0.97}}, {"@He", {1.2, 0.9, -0.8}}},
+       "  multiplicity: 2\nbasis: cc-pvdz\nscf: {type: df, e_convergence: 1e-12, d_convergence: 1e-10}\n"},
+      {"H2O+, exact SCF, frozen core, SCS-MP2 1.1/0.4",
+       {{"O", {0.0, 0.05, 0.117790}}, {"H", {0.0, 0.755453, -0.471161}}, {"H", {0.03, -0.70, -0.50}}},
+       "  charge: 1\n  multiplicity: 2\nbasis: cc-pvdz\nfrozen_core: true\nmethod: scs-mp2\nmp2_os_scale: 1.1\n"
+       "mp2_ss_scale: 0.4\nscf: {type: exact, e_convergence: 1e-12, d_convergence: 1e-10}\n"}};
+  TempDir dir;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto input = [&](std::size_t atom, int axis, double shift, const char* driver) {
+      std::string xyz;
+      for (std::size_t a = 0; a < c.atoms.size(); ++a) {
+        std::array<double, 3> r = c.atoms[a].second;
+        if (a == atom) r[std::size_t(axis)] += shift * kBohr;
+        xyz += fmt::format("    {} {:.12f} {:.12f} {:.12f}\n", c.atoms[a].first, r[0], r[1], r[2]);
+      }
+      return fmt::format("molecule:\n  xyz: |\n{}{}reference: uhf\nthreads: 2\ndriver: {}\n", xyz, c.keys, driver);
+    };
+    const Finished g = run(dir, input(0, 0, 0.0, "gradient"));
+    const Finished e = run(dir, input(0, 0, 0.0, "energy"));
+    EXPECT_NEAR(g.json["properties"]["return_energy"].get<double>(), e.json["return_result"].get<double>(), 1e-10);
+    const auto& gp = g.json["properties"];
+    EXPECT_NEAR(gp["mp2_same_spin_correlation_energy"].get<double>(),
+                e.json["properties"]["mp2_same_spin_correlation_energy"].get<double>(), 1e-10);
+    EXPECT_NE(g.report.find("same-spin energy by spin"), std::string::npos);
+    ASSERT_EQ(g.json["return_result"].size(), 3 * c.atoms.size());
+    for (std::size_t atom = 0; atom < c.atoms.size(); ++atom) {
+      for (int axis = 0; axis < 3; ++axis) {
+        double stencil[4];
+        int k = 0;
+        for (const double s : {-2.0, -1.0, 1.0, 2.0})
+          stencil[k++] = run(dir, input(atom, axis, s * kStep, "energy")).json["return_result"].get<double>();
+        const double fd = (stencil[0] - 8 * stencil[1] + 8 * stencil[2] - stencil[3]) / (12 * kStep);
+        EXPECT_NEAR(g.json["return_result"][3 * atom + std::size_t(axis)].get<double>(), fd, 1e-7)
+            << "atom " << atom << " axis " << axis;
+      }
     }
   }
 }

@@ -204,9 +204,9 @@ def cli(args, c):
             ("no molecule", {k: v for k, v in base.items() if k != "molecule"}, 2, "input_error", "missing field 'molecule'"),
             ("properties", dict(base, driver="properties"), 2, "input_error",
              "field 'driver': 'properties' is not supported"),
-            ("gradient of an open shell", dict(base, driver="gradient", molecule=dict(
+            ("gradient of an ROHF reference", dict(base, driver="gradient", keywords={"reference": "rohf"}, molecule=dict(
                 base["molecule"], molecular_charge=1, molecular_multiplicity=2)), 2, "input_error",
-             "the DF-MP2 gradient is closed-shell (RHF) only"),
+             "the DF-MP2 gradient is for RHF and UHF references; this molecule's is ROHF"),
             ("ccsd", dict(base, model={"method": "ccsd", "basis": "cc-pvdz"}), 2, "input_error",
              "field 'model.method': 'ccsd' is not supported"),
             ("sos scale with scs-mp2", dict(base, model={"method": "scs-mp2", "basis": "cc-pvdz"},
