@@ -25,14 +25,6 @@ void check_counterpoise_gradient(const YAML::Node& node, const YamlReader& ctx, 
                                              "energy is the complex's own, so run the complex without 'interaction' "
                                              "(bsse cp or both gives the counterpoise-corrected {})", driver, driver));
   }
-  const chem::Molecule& mol = *in.molecule;
-  for (std::size_t k = 0; k < mol.fragments.size(); ++k) {
-    if (mol.fragments[k].multiplicity != 1) {
-      ctx.fail_key(node, "driver", fmt::format("{{key}}: the counterpoise-corrected {} needs closed-shell fragments "
-                                               "(the DF-MP2 gradient is RHF's); fragment {} has multiplicity {}",
-                                               driver, k + 1, mol.fragments[k].multiplicity));
-    }
-  }
 }
 
 namespace {
@@ -40,7 +32,7 @@ namespace {
 // Fragment k's calculation for the gradient: in the complex's basis (the ghosted molecule the energy stages ran) or in
 // its own, with the complex's settings, its SCF from `orbitals` when there are some.
 Input fragment_gradient_input(const Input& input, const chem::Molecule& molecule, const std::string& source,
-                              const std::string& backend, const linalg::Matrix* orbitals) {
+                              const std::string& backend, const chem::ScfResult* orbitals) {
   Input in = input;
   in.molecule = molecule;
   in.reference = fragment_reference(input, molecule);
@@ -55,9 +47,11 @@ Input fragment_gradient_input(const Input& input, const chem::Molecule& molecule
   in.precisions = {chem::Precision::fp64};
   in.backend_precisions.clear();
   in.screening_compare = false;
+  in.scf.start_orbitals_beta = nullptr;
   if (orbitals != nullptr) {
     in.scf.guess = chem::ScfGuess::orbitals;
-    in.scf.start_orbitals = orbitals;
+    in.scf.start_orbitals = &orbitals->mo_coefficients;
+    if (orbitals->reference == chem::ScfReference::uhf) in.scf.start_orbitals_beta = &orbitals->mo_coefficients_beta;
   } else if (in.scf.guess == chem::ScfGuess::orbitals) {
     // The complex's own start (a displaced geometry of a Hessian starts from the undisplaced complex's orbitals):
     // not in this basis, so the default guess.
@@ -105,10 +99,10 @@ void check_fragment_plans(StageContext& c) {
 
 // The orbitals the energy stages converged for fragment k in this basis, if any: the complex-basis fragment's always
 // (bsse cp or both), the own-basis fragment's with bsse both.
-const linalg::Matrix* energy_orbitals(const Calculation& calc, std::size_t k, bool own_basis) {
-  if (!own_basis) return &calc.reference.ghosted[k].scf.mo_coefficients;
+const chem::ScfResult* energy_orbitals(const Calculation& calc, std::size_t k, bool own_basis) {
+  if (!own_basis) return &calc.reference.ghosted[k].scf;
   for (const OwnBasisFragment& f : calc.own_basis)
-    if (f.fragment == k) return &f.calc->reference.molecule()->scf.mo_coefficients;
+    if (f.fragment == k) return &f.calc->reference.molecule()->scf;
   return nullptr;
 }
 
@@ -124,7 +118,7 @@ void run_counterpoise_gradient(StageContext& c) {
   for (std::size_t k = 0; k < complex.fragments.size(); ++k) {
     for (const bool own_basis : {false, true}) {
       const auto [molecule, name] = fragment_system(complex, k, own_basis);
-      const linalg::Matrix* orbitals = energy_orbitals(calc, k, own_basis);
+      const chem::ScfResult* orbitals = energy_orbitals(calc, k, own_basis);
       Input in = fragment_gradient_input(input, molecule, fmt::format("{} of {}", name, input.molecule_source),
                                          calc.gradient->backend, orbitals);
       in.resident_at_start = resident_bytes();

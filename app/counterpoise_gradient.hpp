@@ -9,7 +9,8 @@
 namespace dfmp2::app {
 
 // `driver` (gradient or hessian) with `interaction`, at `node`: the counterpoise correction asked for (bsse cp or
-// both) and every fragment closed-shell (the DF-MP2 gradient is RHF's), else the one line naming the key.
+// both), else the one line naming the key. (Each fragment's reference is fragment_reference's: RHF or UHF here, since
+// an ROHF complex is refused with the driver.)
 void check_counterpoise_gradient(const YAML::Node& node, const YamlReader& ctx, const Input& in);
 
 }  // namespace dfmp2::app

@@ -174,6 +174,8 @@ void run_hessian(const Input& input, linalg::Comm& comm, Calculation& calc,
   displaced_input.screening_compare = false;
   displaced_input.scf.guess = chem::ScfGuess::orbitals;
   displaced_input.scf.start_orbitals = &undisplaced.scf.mo_coefficients;
+  if (undisplaced.scf.reference == chem::ScfReference::uhf)
+    displaced_input.scf.start_orbitals_beta = &undisplaced.scf.mo_coefficients_beta;
   linalg::Stopwatch clock;
   // The displaced geometries spread over the ranks, each a calculation of its own on one rank, and their gradients
   // summed: every displaced gradient is the one a single process computes, whatever the rank count.

@@ -88,9 +88,11 @@ void set_occupation(const chem::Molecule& mol, chem::ScfReference reference, Ref
 
 }  // namespace
 
-// A fragment's reference: RHF for a singlet (what UHF and ROHF give it too), else the complex's.
+// A fragment's reference: RHF for a singlet (what UHF and ROHF give it too), else the complex's open-shell one, and
+// UHF (the default for an open shell) for the open-shell fragments of a closed-shell complex.
 chem::ScfReference fragment_reference(const Input& input, const chem::Molecule& fragment) {
-  return fragment.multiplicity == 1 ? chem::ScfReference::rhf : input.reference;
+  if (fragment.multiplicity == 1) return chem::ScfReference::rhf;
+  return input.reference == chem::ScfReference::rhf ? chem::ScfReference::uhf : input.reference;
 }
 
 

@@ -49,6 +49,7 @@ void coulomb_and_exchange(JkBuilder& jk, const Matrix& c_occ, Matrix& j, Matrix&
 // (a factor c of the guessed density per spin, D_s = c c^T).
 struct ScfStart {
   Matrix s, h, x, guess;
+  Matrix guess_beta;  // an open shell's beta orbitals brought from a nearby geometry (ScfOptions::start_orbitals_beta)
   double nuclear_repulsion = 0;
 };
 
@@ -80,16 +81,23 @@ ScfStart start_scf(const Molecule& molecule, const BasisSet& basis, int most_occ
   switch (options.guess) {
     case ScfGuess::core: st.guess = diagonalise(st.h, st.x, kernels, &options).c.leftCols(most_occupied); break;
     case ScfGuess::sad: st.guess = sad_guess(molecule, basis, kernels); break;
-    case ScfGuess::orbitals: st.guess = orbitals_moved_here(options.start_orbitals, st.s, most_occupied); break;
+    case ScfGuess::orbitals:
+      st.guess = orbitals_moved_here(options.start_orbitals, st.s, most_occupied);
+      if (options.start_orbitals_beta != nullptr)
+        st.guess_beta = orbitals_moved_here(options.start_orbitals_beta, st.s, most_occupied);
+      break;
   }
   kernels.record_host(step_name(ScfStep::guess), scf_guess_name(options.guess), guess_clock.seconds(), {0, 0});
   return st;
 }
 
 // A spin's guess: the SAD factor as it is (every spin starts from half the atoms' density), or the first nocc
-// orbitals of the core guess or of the orbitals brought from a nearby geometry.
-Matrix spin_guess(const ScfStart& st, const ScfOptions& options, int nocc) {
-  return options.guess == ScfGuess::sad ? st.guess : Matrix(st.guess.leftCols(nocc));
+// orbitals of the core guess or of the orbitals brought from a nearby geometry (the beta spin's own where they were
+// brought: an open shell's two spins may hole different orbitals, and alpha's for both can land in another state).
+Matrix spin_guess(const ScfStart& st, const ScfOptions& options, int nocc, bool beta = false) {
+  if (options.guess == ScfGuess::sad) return st.guess;
+  const Matrix& c = beta && st.guess_beta.size() > 0 ? st.guess_beta : st.guess;
+  return c.leftCols(nocc);
 }
 
 // <S^2> = Sz (Sz + 1) + n_beta - sum_ij |<i alpha | j beta>|^2 (Szabo and Ostlund, eq. 2.271).
@@ -339,7 +347,8 @@ ScfResult run_uhf(const Molecule& molecule, int multiplicity, const BasisSet& ba
                   const std::function<void(const ScfIteration&)>& on_iteration) {
   const auto [nalpha, nbeta] = spin_occupied(molecule, multiplicity);
   const ScfStart st = start_scf(molecule, basis, nalpha, options, kernels);
-  std::vector<Spin> spins{{nalpha, 1.0, spin_guess(st, options, nalpha)}, {nbeta, 1.0, spin_guess(st, options, nbeta)}};
+  std::vector<Spin> spins{{nalpha, 1.0, spin_guess(st, options, nalpha)},
+                          {nbeta, 1.0, spin_guess(st, options, nbeta, true)}};
   SpinFockUpdate update(st.s, st.x, options, kernels);
   ScfResult result = iterate(st, spins, update, jk, options, kernels, on_iteration);
   result.reference = ScfReference::uhf;

@@ -95,6 +95,8 @@ struct ScfOptions {
   // ScfGuess::orbitals: the occupied orbitals (nbf x nocc, RHF) of the same basis at a nearby geometry; the pointer
   // must outlive the SCF.
   const linalg::Matrix* start_orbitals = nullptr;
+  // UHF: the beta orbitals of that geometry (null: the alpha ones for both spins).
+  const linalg::Matrix* start_orbitals_beta = nullptr;
   int diis_vectors = 10;
   // (optional) The ranks' grid (linalg/dense_grid.hpp): the eigenproblems of order >= distributed_min_order (the
   // Fock matrix's, nbf) are solved on it, every rank then holding the same orbitals (README "MPI").

@@ -207,6 +207,47 @@ TEST(Interaction, CounterpoiseGradientIsTheDerivativeOfTheCpEnergy) {
   }
 }
 
+// The same for an open shell (issue 45): the hydroxyl radical beside a water, a doublet complex (UHF), its OH
+// fragment UHF and its water RHF in either basis. And two hydroxyl radicals as a singlet complex (RHF): their
+// fragments are UHF doublets (an RHF of 9 electrons was asked for them and the run ended after the complex's SCF).
+TEST(Interaction, OpenShellCounterpoiseGradientIsTheDerivativeOfTheCpEnergy) {
+  constexpr double kStep = 1e-3, kBohr = 0.52917721092;
+  const char* symbols[5] = {"O", "H", "O", "H", "H"};
+  const double atoms[5][3] = {{-1.60, -0.10, 0.0}, {-0.63, 0.03, 0.0}, {1.350625, 0.111469, 0.0},
+                              {1.680398, -0.373741, -0.758561}, {1.680398, -0.373741, 0.758561}};
+  auto input = [&](int atom, int axis, double shift, const std::string& rest) {
+    std::string xyz = "    0 2\n";
+    for (int a = 0; a < 5; ++a) {
+      double r[3] = {atoms[a][0], atoms[a][1], atoms[a][2]};
+      if (a == atom) r[axis] += shift * kBohr;
+      xyz += fmt::format("{}    {} {:.12f} {:.12f} {:.12f}\n", a == 2 ? "    --\n    0 1\n" : "", symbols[a], r[0], r[1],
+                         r[2]);
+    }
+    return "molecule:\n  multiplicity: 2\n  xyz: |\n" + xyz +
+           "basis: cc-pvdz\nscf: {type: df, e_convergence: 1e-11, d_convergence: 1e-10}\nthreads: 2\n" + rest;
+  };
+  TempDir dir;
+  const Finished g = run(dir, input(0, 0, 0.0, "interaction: {bsse: cp}\ndriver: gradient\n"));
+  const auto& cp = g.json["extras"]["dfmp2"]["counterpoise_gradient"];
+  ASSERT_EQ(cp["parts"].size(), 4u);
+  EXPECT_NEAR(qcvar(g, "CP-CORRECTED TOTAL ENERGY"), cp["energy"].get<double>(), 1e-12);
+  for (const auto& [atom, axis] : {std::pair{0, 1}, std::pair{1, 0}, std::pair{3, 2}}) {
+    auto energy = [&](double shift) {
+      return qcvar(run(dir, input(atom, axis, shift, "interaction: {bsse: both}\n")), "CP-CORRECTED TOTAL ENERGY");
+    };
+    const double difference = (energy(kStep) - energy(-kStep)) / (2 * kStep);
+    EXPECT_NEAR(g.json["return_result"][std::size_t(3 * atom + axis)].get<double>(), difference, 1e-6)
+        << "atom " << atom << " axis " << axis;
+    EXPECT_GT(std::abs(cp["complex_gradient"][std::size_t(atom)][std::size_t(axis)].get<double>() - difference), 1e-6);
+  }
+  const Finished pair = run(dir, "molecule:\n  multiplicity: 1\n  xyz: |\n    0 2\n    O 0 0 0\n    H 0 0 0.97\n"
+                                 "    --\n    0 2\n    O 0 0 3\n    H 0 0 3.97\nbasis: cc-pvdz\n"
+                                 "interaction: {bsse: cp}\nthreads: 2\n");
+  EXPECT_NE(pair.report.find("fragment 1 in the complex's basis (the other fragments' atoms as ghosts): UHF, 5 alpha "
+                             "and 4 beta electrons"), std::string::npos);
+  EXPECT_TRUE(pair.json["success"].get<bool>());
+}
+
 // driver: hessian with interaction: central differences of counterpoise-corrected gradients (each displaced
 // complex's fragments in their own basis start from the default guess, not from the complex's orbitals: it ended in
 // an internal error), with SCS-MP2; symmetric, and the two H-H stretches where H2's is.

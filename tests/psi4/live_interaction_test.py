@@ -4,8 +4,8 @@ dfmp2 run with `interaction: {bsse: both}` on the same complex; the CP and non-C
 within 1e-7 Eh, and so must every calculation's MP2 total energy (the complex, each fragment in the complex's basis
 and in its own) within 1e-6 Eh. And counterpoise-corrected gradients (issue 45): Psi4's gradient('mp2',
 bsse_type='cp', return_total_data=True) against `interaction: {bsse: cp}` with `driver: gradient` on the S22 water,
-ammonia and ethene-ethyne complexes: every component within 1e-7 Eh/bohr, the CP-corrected total energy within
-1e-7 Eh.
+ammonia and ethene-ethyne complexes and an open shell (the hydroxyl radical beside a water, UHF, Psi4's dfocc):
+every component within 1e-7 Eh/bohr, the CP-corrected total energy within 1e-7 Eh.
 
 The complexes are Psi4's own: the water, ammonia and methane dimers and ethene-ethyne of the S22 database that
 Debian's psi4 installs (/usr/share/psi4/databases/S22.py), and the formic acid dimer of Psi4's dfmp2-1 sample; each
@@ -63,11 +63,11 @@ def psi4_energies(xyz, basis):
     return {n: psi4.variable(n) for n in names}
 
 
-def run_dfmp2(binary, workdir, xyz, basis, keys):
+def run_dfmp2(binary, workdir, xyz, basis, keys, molecule_keys=""):
     """dfmp2's results file for the complex in `basis` (DF-SCF to 1e-10) with these input keys."""
     yaml = os.path.join(workdir, "in.yaml")
     with open(yaml, "w") as f:
-        f.write("molecule:\n  xyz: |\n")
+        f.write("molecule:\n%s  xyz: |\n" % molecule_keys)
         for line in xyz.splitlines():
             f.write("    %s\n" % line)
         f.write('basis: "%s"\nscf: {type: df, e_convergence: 1e-10, d_convergence: 1e-10}\nthreads: 2\n%s'
@@ -99,18 +99,28 @@ def dfmp2_energies(binary, workdir, xyz, basis):
 # gradient of E_AB(AB) - sum E_k(AB) + sum E_k(k), against dfmp2's `interaction: {bsse: cp}` with `driver: gradient`.
 GRADIENT_TOLERANCE = 1e-7  # Eh/bohr, every component
 GRADIENT_CASES = [(2, "cc-pvdz"), (1, "cc-pvdz"), (16, "cc-pvdz")]  # S22 index, basis
+# An open shell: the hydroxyl radical beside a water (a doublet complex; Psi4 reference uhf for every part, whose
+# UHF of the closed-shell water is its RHF), through Psi4's dfocc with its Z-vector converged to 1e-11.
+OPEN_SHELL_GRADIENT_CASES = [("OH...H2O doublet", "0 2\nO -1.60 -0.10 0.0\nH -0.63 0.03 0.0\n--\n0 1\n"
+                              "O 1.350625 0.111469 0.0\nH 1.680398 -0.373741 -0.758561\nH 1.680398 -0.373741 0.758561",
+                              "cc-pvdz")]
 
 
-def psi4_cp_gradient(xyz, basis):
+def psi4_cp_gradient(xyz, basis, open_shell=False):
     psi4 = psi4_setup(xyz, basis)
     # Its Z-vector (CPHF) converged as tightly as the SCF, so that its convergence does not decide the comparison.
     psi4.set_options({"solver_convergence": 1e-10})
+    if open_shell:
+        psi4.set_options({"reference": "uhf", "pcg_convergence": 1e-11})
     g = psi4.gradient("mp2", bsse_type="cp", return_total_data=True)
     return [x for row in g.np.tolist() for x in row], psi4.variable("CURRENT ENERGY")
 
 
-def dfmp2_cp_gradient(binary, workdir, xyz, basis):
-    results = run_dfmp2(binary, workdir, xyz, basis, "interaction: {bsse: cp}\ndriver: gradient\n")
+def dfmp2_cp_gradient(binary, workdir, xyz, basis, open_shell=False):
+    keys = "interaction: {bsse: cp}\ndriver: gradient\n"
+    if open_shell:  # the complex's multiplicity given (the fragments' electrons alone would only guess it)
+        keys += "reference: uhf\n"
+    results = run_dfmp2(binary, workdir, xyz, basis, keys, "  multiplicity: 2\n" if open_shell else "")
     return results["return_result"], results["properties"]["return_energy"]
 
 
@@ -142,13 +152,14 @@ def main():
                 failed += not ok
                 print("%-28s %-11s %-40s dfmp2 %17.10f  psi4 %17.10f  diff %+.1e %s"
                       % (name, basis, what, ours[what], value, ours[what] - value, "ok" if ok else "FAIL"), flush=True)
-    for index, basis in GRADIENT_CASES:
-        name = "S22-%d %s" % (index, S22_CASES[index])
+    gradient_cases = [("S22-%d %s" % (index, S22_CASES[index]), psi4_complexes.s22_complex(index)[0], basis, False)
+                      for index, basis in GRADIENT_CASES]
+    gradient_cases += [(name, xyz, basis, True) for name, xyz, basis in OPEN_SHELL_GRADIENT_CASES]
+    for name, xyz, basis, open_shell in gradient_cases:
         if args.only and args.only not in name:
             continue
-        xyz = psi4_complexes.s22_complex(index)[0]
-        theirs, their_energy = psi4_cp_gradient(xyz, basis)
-        ours, our_energy = dfmp2_cp_gradient(binary, work, xyz, basis)
+        theirs, their_energy = psi4_cp_gradient(xyz, basis, open_shell)
+        ours, our_energy = dfmp2_cp_gradient(binary, work, xyz, basis, open_shell)
         diff = max(abs(a - b) for a, b in zip(ours, theirs))
         for what, d, tol in (("CP-corrected total gradient", diff, GRADIENT_TOLERANCE),
                              ("CP-corrected total energy", abs(our_energy - their_energy), INTERACTION_TOLERANCE)):
