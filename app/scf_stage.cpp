@@ -81,7 +81,22 @@ class TimedJk final : public chem::JkBuilder {
     seconds += clock.seconds();
     return out;
   }
-  void keep_rotation_products(chem::RotationProducts kept) override { inner_.keep_rotation_products(kept); }
+  std::array<linalg::Matrix, 2> unrestricted_rotation_hessian(const std::array<const linalg::Matrix*, 2>& c_vir,
+                                                              const std::array<const linalg::Matrix*, 2>& c_occ,
+                                                              const std::array<linalg::Matrix, 2>& z,
+                                                              linalg::Kernels& kernels) override {
+    linalg::Stopwatch clock;
+    std::array<linalg::Matrix, 2> out = inner_.unrestricted_rotation_hessian(c_vir, c_occ, z, kernels);
+    seconds += clock.seconds();
+    return out;
+  }
+  std::array<linalg::Matrix, 2> unrestricted_rotation_hessian_diagonal(
+      const std::array<const linalg::Matrix*, 2>& c_vir, const std::array<const linalg::Matrix*, 2>& c_occ) override {
+    return inner_.unrestricted_rotation_hessian_diagonal(c_vir, c_occ);
+  }
+  void keep_rotation_products(chem::RotationProducts kept, int sets) override {
+    inner_.keep_rotation_products(kept, sets);
+  }
   void use_kernels(linalg::Kernels& kernels) override { inner_.use_kernels(kernels); }
   double seconds = 0;
 

@@ -468,8 +468,8 @@ GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, do
   // B and Gamma, B_oo: this rank's blocks (rows) and its auxiliary functions (columns); one rank: whole, one store.
   const bool one = z.ranks <= 1;
   const double rows = block_share(na, n, z.ranks), cols = column_share(naux, m, shell, z.ranks);
-  // An open shell holds both spins' tensors (counted as two of the alpha spin's, the larger), and the Z-vector keeps
-  // no products (each iteration a J/K response build per spin).
+  // An open shell holds both spins' tensors (counted as two of the alpha spin's, the larger), and its Z-vector the
+  // products of both spins' orbitals.
   const double spins = z.nocc_beta > 0 ? 2.0 : 1.0;
   const double ov = spins * naux * na * nv * rows, oo = spins * naux * na * no * rows;
   const double ov_cols = spins * naux * na * nv * cols, oo_cols = spins * naux * na * no * cols;
@@ -506,9 +506,10 @@ GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, do
   // as many of them as the plan allows.
   const double naux_jk = double(z.naux_jk);
   // With ranks, each keeps the products of its own fitting functions.
-  const double zvector =
-      rotation_products_bytes(kept, z.nbf, z.nocc, z.nbf - z.nocc,
-                              df_jk_columns_per_rank(z.naux_jk, z.largest_aux_shell, z.ranks)) / 8.0;
+  const double zvector_aux = df_jk_columns_per_rank(z.naux_jk, z.largest_aux_shell, z.ranks);
+  double zvector = rotation_products_bytes(kept, z.nbf, z.nocc, z.nbf - z.nocc, zvector_aux) / 8.0;
+  if (z.nocc_beta > 0)
+    zvector += rotation_products_bytes(kept, z.nbf, z.nocc_beta, z.nbf - z.nocc_beta, zvector_aux) / 8.0;
   // The SCF-like separable part: its fitted half-transformed integrals H (nbf no naux_jk) by the same blocks; while
   // they are made, a block of (Q|mn) with (Q|mn) C_o twice (computed, then as columns); then one block's C_o^T H and
   // P H beside them, and on each thread a shell's slab of H and its two densities.
@@ -559,9 +560,8 @@ DfMp2GradientPlan plan_dfmp2_gradient(const DfMp2GradientSizes& z, double budget
   for (const bool scratch : {false, true}) {
     if ((scratch && storage == Mp2Storage::memory) || (!scratch && storage == Mp2Storage::scratch)) continue;
     for (const auto& [keep, keep_pairs] : kept_in_turn) {
-      // An exact SCF's J/K keeps nothing; an open shell's Z-vector builds its products each iteration.
-      if ((z.naux_jk == 0 || z.nocc_beta > 0) && keep != RotationProducts::none) continue;
-      if (keep_pairs && keep == RotationProducts::none && z.naux_jk > 0 && z.nocc_beta == 0) continue;
+      if (z.naux_jk == 0 && keep != RotationProducts::none) continue;  // an exact SCF's J/K keeps nothing
+      if (keep_pairs && keep == RotationProducts::none && z.naux_jk > 0) continue;
       // Block sizes that cut the active orbitals evenly, largest first; with several ranks, a block for each at least
       // (the blocks' fits and metric densities are dealt to the ranks by block).
       const Index fewest = std::clamp<Index>(z.ranks, 1, std::max<Index>(na, 1));

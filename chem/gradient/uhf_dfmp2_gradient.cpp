@@ -74,30 +74,29 @@ Spins<Matrix> unpacked(const Matrix& column, const Spins<Spaces>& s) {
   return z;
 }
 
-// The Z-vector equations of both spins (the header's), by conjugate gradients preconditioned with the orbital-energy
-// differences, to the SCF's d_convergence as the closed shell's.
+// The Z-vector equations of both spins (the header's), by conjugate gradients preconditioned with the operator's
+// diagonal (the orbital-energy differences, and the two-electron part where the kept products give it), to the SCF's
+// d_convergence as the closed shell's; the J/K keeps both spins' products as the plan allows
+// (JkBuilder::unrestricted_rotation_hessian).
 Spins<Matrix> solve_zvector(JkBuilder& jk, const Spins<Spaces>& s, const Spins<Matrix>& rhs, double convergence,
                             DfMp2Gradient& out, Kernels& kernels) {
   const Spins<Matrix> delta = {gradient_detail::orbital_energy_differences(s[0]),
                                gradient_detail::orbital_energy_differences(s[1])};
   auto apply = [&](const Matrix& column) {
     const Spins<Matrix> z = unpacked(column, s);
-    Spins<Matrix> m;
-    for (int x = 0; x < 2; ++x) {
-      const Matrix half = sandwich(kernels, s[x].c_vir, z[x], s[x].c_occ);
-      m[x] = 0.5 * (half + half.transpose());
-    }
-    const Spins<Matrix> response = fock_response(jk, m, s, kernels);
-    Spins<Matrix> applied;
-    for (int x = 0; x < 2; ++x) {
-      applied[x] = delta[x].cwiseProduct(z[x]);
-      kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, linalg::view(s[x].c_vir), linalg::view(response[x]),
-                           1.0, linalg::view(applied[x]));
-    }
+    Spins<Matrix> applied = jk.unrestricted_rotation_hessian({&s[0].c_vir, &s[1].c_vir}, {&s[0].c_occ, &s[1].c_occ},
+                                                             z, kernels);
+    for (int spin = 0; spin < 2; ++spin) applied[spin] += delta[spin].cwiseProduct(z[spin]);
     return packed(applied);
   };
-  const Matrix z = gradient_detail::conjugate_gradient(apply, packed(rhs), packed(delta), [] { return Matrix(); },
-                                                       convergence, out);
+  // From the first product on, the exact diagonal where the kept products give it: (ai|ai) - (aa|ii) beside delta.
+  auto sharper = [&]() -> Matrix {
+    const Spins<Matrix> two_electron =
+        jk.unrestricted_rotation_hessian_diagonal({&s[0].c_vir, &s[1].c_vir}, {&s[0].c_occ, &s[1].c_occ});
+    if (two_electron[0].size() == 0) return Matrix();
+    return packed({Matrix(delta[0] + two_electron[0]), Matrix(delta[1] + two_electron[1])});
+  };
+  const Matrix z = gradient_detail::conjugate_gradient(apply, packed(rhs), packed(delta), sharper, convergence, out);
   return unpacked(z, s);
 }
 
@@ -195,8 +194,10 @@ DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
       kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, linalg::view(s[spin].c_vir), linalg::view(response[spin]),
                            1.0, linalg::view(lagrangian[spin]));
   }
+  in.jk->keep_rotation_products(in.plan.zvector_products, 2);
   const Spins<Matrix> z =
       solve_zvector(*in.jk, s, {-lagrangian[0], -lagrangian[1]}, in.zvector_convergence, out, kernels);
+  in.jk->release_response();
   lap("z-vector");
 
   // Step 5: each spin's relaxed and energy-weighted densities.

@@ -4,6 +4,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -29,23 +30,35 @@ Matrix JkBuilder::response_between(const Matrix& left, const Matrix& m, const Ma
   return linalg::product(kernels, step, left, Trans::yes, kc, Trans::no);
 }
 
-bool JkBuilder::kept_products_for(const Matrix& c_vir, const Matrix& c_occ) {
-  if (rotation_products_ == RotationProducts::none) return false;
-  if (rotation_ && rotation_->made_for(c_vir, c_occ)) return true;
-  rotation_.reset();
+RotationResponse* JkBuilder::kept_products_for(const Matrix& c_vir, const Matrix& c_occ) {
+  if (rotation_products_ == RotationProducts::none) return nullptr;
+  for (auto& kept : rotations_)
+    if (kept && kept->made_for(c_vir, c_occ)) return last_ = kept.get();
+  // Another set of orbitals: beside the kept one when two are asked for (an open shell's spins), else instead.
+  std::unique_ptr<RotationResponse>* slot = &rotations_[0];
+  if (kept_sets_ > 1 && rotations_[0]) slot = &rotations_[1];
+  if (kept_sets_ == 1) release_rotations();
+  slot->reset();
+  last_ = nullptr;
   if (std::optional<RotationSource> source = rotation_source(c_occ)) {
     source_ = std::move(*source);
-    rotation_ = std::make_unique<RotationResponse>(rotation_products_, c_vir, c_occ, source_.naux, *source_.kernels,
-                                                   step_name(ScfStep::jk));
+    *slot = std::make_unique<RotationResponse>(rotation_products_, c_vir, c_occ, source_.naux, *source_.kernels,
+                                               step_name(ScfStep::jk));
+    last_ = slot->get();
   }
-  return rotation_ != nullptr;
+  return last_;
+}
+
+void JkBuilder::release_rotations() {
+  for (auto& kept : rotations_) kept.reset();
+  last_ = nullptr;
 }
 
 Matrix JkBuilder::rotation_hessian(const Matrix& c_vir, const Matrix& c_occ, const Matrix& z,
                                    linalg::Kernels& kernels) {
-  if (kept_products_for(c_vir, c_occ)) {
+  if (RotationResponse* kept = kept_products_for(c_vir, c_occ)) {
     Matrix out;
-    source_.on_ranks([&] { out = rotation_->apply(z, source_.pass); }, out);
+    source_.on_ranks([&] { out = kept->apply(z, source_.pass); }, out);
     return out;
   }
   const std::string& step = step_name(ScfStep::jk);
@@ -54,13 +67,86 @@ Matrix JkBuilder::rotation_hessian(const Matrix& c_vir, const Matrix& c_occ, con
   return response_between(c_vir, 0.5 * (half + half.transpose()), c_occ, kernels);
 }
 
+std::array<Matrix, 2> JkBuilder::unrestricted_rotation_hessian(const std::array<const Matrix*, 2>& c_vir,
+                                                               const std::array<const Matrix*, 2>& c_occ,
+                                                               const std::array<Matrix, 2>& z,
+                                                               linalg::Kernels& kernels) {
+  std::array<RotationResponse*, 2> kept{};
+  if (kept_sets_ > 1)
+    for (int s = 0; s < 2; ++s) kept[s] = kept_products_for(*c_vir[s], *c_occ[s]);
+  std::array<Matrix, 2> out;
+  if (kept[0] != nullptr && kept[1] != nullptr) {
+    // Each spin's own 4 J - 2 K from its products, then J's other half: 2 J[M^t] - 2 J[M^s] = 2 sum_Q (d^t - d^s)_Q
+    // b^Q_vo (both spins' products over the same fitting functions of this rank). Summed over the ranks as one.
+    const Index size0 = z[0].size();
+    Matrix both(size0 + z[1].size(), 1);
+    source_.on_ranks([&] {
+      std::array<Matrix, 2> d;
+      for (int s = 0; s < 2; ++s) {
+        out[s] = kept[s]->apply(z[s], source_.pass);
+        d[s] = kept[s]->coulomb_coefficients(z[s]);
+      }
+      for (int s = 0; s < 2; ++s) out[s] += 2.0 * kept[s]->coulomb(d[1 - s] - d[s]);
+      both.topRows(size0) = out[0].reshaped();
+      both.bottomRows(z[1].size()) = out[1].reshaped();
+    }, both);
+    for (int s = 0; s < 2; ++s)
+      out[s] = both.middleRows(s == 0 ? 0 : size0, z[s].size()).reshaped(z[s].rows(), z[s].cols());
+    return out;
+  }
+  // Two response builds: J of each spin's M (summed) and K[M^s] C^s_o.
+  const std::string& step = step_name(ScfStep::jk);
+  std::array<Matrix, 2> j, kc;
+  for (int s = 0; s < 2; ++s) {
+    const Matrix half = linalg::product(
+        kernels, step, linalg::product(kernels, step, *c_vir[s], Trans::no, z[s], Trans::no), Trans::no, *c_occ[s],
+        Trans::yes);
+    compute_response(0.5 * (half + half.transpose()), *c_occ[s], j[s], kc[s]);
+  }
+  const Matrix j_total = j[0] + j[1];
+  for (int s = 0; s < 2; ++s) {
+    kernels.gemm<double>(step, Trans::no, Trans::no, 2.0, linalg::view(j_total), linalg::view(*c_occ[s]), -2.0,
+                         linalg::view(kc[s]));
+    out[s] = linalg::product(kernels, step, *c_vir[s], Trans::yes, kc[s], Trans::no);
+  }
+  return out;
+}
+
+std::array<Matrix, 2> JkBuilder::unrestricted_rotation_hessian_diagonal(const std::array<const Matrix*, 2>& c_vir,
+                                                                        const std::array<const Matrix*, 2>& c_occ) {
+  std::array<Matrix, 2> out;
+  if (rotation_products_ != RotationProducts::mo) return out;
+  std::array<RotationResponse*, 2> kept{};
+  for (int s = 0; s < 2; ++s)
+    for (auto& r : rotations_)
+      if (r && r->made_for(*c_vir[s], *c_occ[s])) kept[s] = r.get();
+  if (kept[0] == nullptr || kept[1] == nullptr) return out;
+  const Index size0 = c_vir[0]->cols() * c_occ[0]->cols(), size1 = c_vir[1]->cols() * c_occ[1]->cols();
+  Matrix both(size0 + size1, 1);
+  bool made = true;
+  source_.on_ranks([&] {
+    for (int s = 0; s < 2; ++s) {
+      out[s] = kept[s]->diagonal(1.0);
+      made = made && out[s].size() > 0;
+    }
+    if (!made) return;
+    both.topRows(size0) = out[0].reshaped();
+    both.bottomRows(size1) = out[1].reshaped();
+  }, both);
+  if (!made) return {};
+  out[0] = both.topRows(size0).reshaped(c_vir[0]->cols(), c_occ[0]->cols());
+  out[1] = both.bottomRows(size1).reshaped(c_vir[1]->cols(), c_occ[1]->cols());
+  return out;
+}
+
 Matrix JkBuilder::unrelaxed_response(const Matrix& c_vir, const Matrix& c_occ, const Matrix& p_oo, const Matrix& p_vv,
                                      linalg::Kernels& kernels) {
-  if (rotation_products_ == RotationProducts::mo && kept_products_for(c_vir, c_occ)) {
+  RotationResponse* kept = rotation_products_ == RotationProducts::mo ? kept_products_for(c_vir, c_occ) : nullptr;
+  if (kept != nullptr) {
     Matrix out;
     source_.on_ranks([&] {
-      rotation_->make(source_.pass);
-      out = rotation_->unrelaxed_response(p_oo, p_vv);
+      kept->make(source_.pass);
+      out = kept->unrelaxed_response(p_oo, p_vv);
     }, out);
     return out;
   }
@@ -75,18 +161,20 @@ Matrix JkBuilder::unrelaxed_response(const Matrix& c_vir, const Matrix& c_occ, c
 }
 
 Matrix JkBuilder::rotation_hessian_diagonal() {
-  if (!rotation_ || rotation_products_ != RotationProducts::mo) return Matrix();
+  if (last_ == nullptr || rotation_products_ != RotationProducts::mo) return Matrix();
   Matrix out;
-  source_.on_ranks([&] { out = rotation_->diagonal(); }, out);
+  source_.on_ranks([&] { out = last_->diagonal(); }, out);
   return out;
 }
 
 Matrix JkBuilder::occupied_rotation_response(const Matrix& c_vir, const Matrix& c_occ, const Matrix& r_vo,
                                             const Matrix& r_oo, linalg::Kernels& kernels) {
-  if (rotation_ && rotation_->made_for(c_vir, c_occ)) {
-    Matrix out;
-    source_.on_ranks([&] { out = rotation_->occupied_response(r_vo, r_oo); }, out);
-    return out;
+  for (auto& kept : rotations_) {
+    if (kept && kept->made_for(c_vir, c_occ)) {
+      Matrix out;
+      source_.on_ranks([&] { out = kept->occupied_response(r_vo, r_oo); }, out);
+      return out;
+    }
   }
   const std::string& step = step_name(ScfStep::jk);
   Matrix m = linalg::product(kernels, step, linalg::product(kernels, step, c_vir, Trans::no, r_vo, Trans::no),

@@ -1,6 +1,7 @@
 #pragma once
 // What the SCF iterations ask of a J/K build, and the exact (four-centre) builder. The density-fitted builder is in
 // chem/scf/df_jk.hpp; both are made by the SCF stage from the input's scf.type (README "SCF").
+#include <array>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -61,10 +62,26 @@ class JkBuilder {
   virtual linalg::Matrix unrelaxed_response(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ,
                                             const linalg::Matrix& p_oo, const linalg::Matrix& p_vv,
                                             linalg::Kernels& kernels);
+  // The same operator for an open shell's (UHF's) two spins s = alpha, beta, each with its orbitals and rotations z[s]:
+  // C^s_v^T (2 J[M^a + M^b] - 2 K[M^s]) C^s_o, M^s = (C^s_v z^s C^s_o^T + transpose) / 2, the spins coupled through J.
+  // With both spins' products kept (keep_rotation_products with two sets), from them: each spin's 4 J - 2 K as
+  // rotation_hessian's, and the other half of J from the kept b_vo; otherwise two response builds.
+  virtual std::array<linalg::Matrix, 2> unrestricted_rotation_hessian(const std::array<const linalg::Matrix*, 2>& c_vir,
+                                                                      const std::array<const linalg::Matrix*, 2>& c_occ,
+                                                                      const std::array<linalg::Matrix, 2>& z,
+                                                                      linalg::Kernels& kernels);
+  // After an unrestricted_rotation_hessian call, its two-electron diagonal for each spin, (ai|ai) - (aa|ii), where the
+  // kept products give it (`mo`); else empty.
+  virtual std::array<linalg::Matrix, 2> unrestricted_rotation_hessian_diagonal(
+      const std::array<const linalg::Matrix*, 2>& c_vir, const std::array<const linalg::Matrix*, 2>& c_occ);
   // Frees what rotation_hessian keeps between calls (the Z-vector is solved).
-  virtual void release_response() { rotation_.reset(); }
-  // What rotation_hessian may keep between calls: none, when the gradient's memory plan has no room for them.
-  virtual void keep_rotation_products(RotationProducts kept) { rotation_products_ = kept; }
+  virtual void release_response() { release_rotations(); }
+  // What rotation_hessian may keep between calls: none, when the gradient's memory plan has no room for them; and for
+  // how many sets of orbitals at once (2: an open shell's spins; a set asked for beyond them replaces the kept ones).
+  virtual void keep_rotation_products(RotationProducts kept, int sets = 1) {
+    rotation_products_ = kept;
+    kept_sets_ = sets;
+  }
   // The kernels its products run on and are logged in from now on: a J/K kept from the SCF for a gradient logs the
   // gradient's builds in the gradient's table.
   virtual void use_kernels(linalg::Kernels& kernels) = 0;
@@ -88,14 +105,19 @@ class JkBuilder {
     return std::nullopt;
   }
   RotationProducts rotation_products_ = RotationProducts::mo;
+  int kept_sets_ = 1;
 
  private:
-  // rotation_hessian's kept products for these orbitals, set up (not yet made) from rotation_source if there is one.
-  bool kept_products_for(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ);
+  // rotation_hessian's kept products for these orbitals, set up (not yet made) from rotation_source if there is one;
+  // null when none can be kept.
+  RotationResponse* kept_products_for(const linalg::Matrix& c_vir, const linalg::Matrix& c_occ);
+  void release_rotations();
   // left^T (4 J[M] - 2 K[M]) C_o through compute_response.
   linalg::Matrix response_between(const linalg::Matrix& left, const linalg::Matrix& m, const linalg::Matrix& c_occ,
                                    linalg::Kernels& kernels);
-  std::unique_ptr<RotationResponse> rotation_;  // rotation_hessian's kept products, from source_
+  // rotation_hessian's kept products, from source_ (one set of orbitals, or an open shell's two), and the last used.
+  std::array<std::unique_ptr<RotationResponse>, 2> rotations_;
+  RotationResponse* last_ = nullptr;
   RotationSource source_;
 };
 

@@ -108,7 +108,7 @@ void RotationResponse::pass_block(const double* squares, Index q, Index first, b
   }
 }
 
-Matrix RotationResponse::diagonal() const {
+Matrix RotationResponse::diagonal(double coulomb) const {
   // (A rank without fitting functions has made nothing and gives zeros, as its share of each product.)
   if (kept_ != RotationProducts::mo || !(made_ || naux_ == 0)) return Matrix();
   Matrix d = Matrix::Zero(nv_, no_);
@@ -118,7 +118,7 @@ Matrix RotationResponse::diagonal() const {
       const double* ai = vo_.data() + (q * no_ + i) * nv_;
       const double* vv = vv_.data() + q * nv_ * nv_;
       const double ii = oo_[static_cast<std::size_t>((q * no_ + i) * no_ + i)];
-      for (Index a = 0; a < nv_; ++a) d(a, i) += 3.0 * ai[a] * ai[a] - vv[a * nv_ + a] * ii;
+      for (Index a = 0; a < nv_; ++a) d(a, i) += coulomb * ai[a] * ai[a] - vv[a * nv_ + a] * ii;
     }
   return d;
 }
@@ -258,6 +258,22 @@ Matrix RotationResponse::apply(const Matrix& z, const Squares& squares) {
                         linalg::view(restacked(v_side, no_)), 1.0, linalg::view(out));
   // - 2 K = -(k1 + the second half).
   out -= k1;
+  return out;
+}
+
+Matrix RotationResponse::coulomb_coefficients(const Matrix& z) {
+  Matrix d = Matrix::Zero(naux_, 1);
+  if (naux_ == 0) return d;
+  kernels_.gemm<double>(step_, Trans::yes, Trans::no, 1.0, ConstMatrixView{vo_.data(), nv_ * no_, naux_, nv_ * no_},
+                        ConstMatrixView{z.data(), nv_ * no_, 1, nv_ * no_}, 0.0, linalg::view(d));
+  return d;
+}
+
+Matrix RotationResponse::coulomb(const Matrix& d) {
+  Matrix out = Matrix::Zero(nv_, no_);
+  if (naux_ == 0) return out;
+  kernels_.gemm<double>(step_, Trans::no, Trans::no, 1.0, ConstMatrixView{vo_.data(), nv_ * no_, naux_, nv_ * no_},
+                        linalg::view(d), 0.0, MatrixView{out.data(), nv_ * no_, 1, nv_ * no_});
   return out;
 }
 

@@ -48,6 +48,10 @@ class RotationResponse {
   }
   // This rank's share of C_v^T G[M] C_o (its auxiliary functions'; the caller sums over the ranks).
   linalg::Matrix apply(const linalg::Matrix& z, const Squares& squares);
+  // From the made products: J[M]'s fitted coefficients d_Q = b^Q_vo . z for a rotation z (this rank's Q), and
+  // sum_Q d_Q b^Q_vo = C_v^T J[M'] C_o for another set's coefficients d (an open shell's other spin).
+  linalg::Matrix coulomb_coefficients(const linalg::Matrix& z);
+  linalg::Matrix coulomb(const linalg::Matrix& d);
   // Makes the kept products now (one pass over B), if they are not made yet.
   void make(const Squares& squares);
   // This rank's share of C^T G[M] C_o ((no + nv) x no, occupied rows first) for M = C_o p_oo C_o^T + C_v p_vv C_v^T,
@@ -59,7 +63,8 @@ class RotationResponse {
   // This rank's share of the two-electron part of the orbital Hessian's diagonal, [C_v^T G[M] C_o]_ai for z = e_ai:
   // 3 (ai|ai) - (aa|ii) = sum_Q 3 (b^Q_ai)^2 - b^Q_aa b^Q_ii (the Z-vector's preconditioner). Empty unless the
   // products are made and b_vv is among them (`mo`).
-  linalg::Matrix diagonal() const;
+  // (`coulomb` 1: an open shell's spin-diagonal part, (ai|ai) - (aa|ii), JkBuilder::unrestricted_rotation_hessian.)
+  linalg::Matrix diagonal(double coulomb = 3.0) const;
   // This rank's share of C_o^T G[M] C_o for M = C R C^T whose R has the occupied-virtual block r_vo (nv x no, and its
   // mirror) and the occupied block r_oo (no x no, symmetric), from the kept products alone (made, either kind):
   //   C_o^T J[M] C_o = sum_Q d_Q b^Q_oo,  d_Q = 2 b^Q_vo . r_vo + b^Q_oo . r_oo
