@@ -327,6 +327,28 @@ TEST(DfMp2Gradient, BlocksAndScratchGiveTheSameGradient) {
   }
 }
 
+// An open shell's plan (UHF, issue 45): both spins' three-index tensors (scratch: twice the closed shell's of the
+// alpha count) and both spins' Z-vector products, given up for the occupied ones as the closed shell's are.
+TEST(DfMp2Gradient, OpenShellPlanHoldsBothSpins) {
+  chem::DfMp2GradientSizes closed{384, 80, 16, 1344, 1900, 7, 2};
+  chem::DfMp2GradientSizes open = closed;
+  open.nocc_beta = 79;
+  const auto rhf = chem::plan_dfmp2_gradient(closed, 64e9, chem::Mp2Storage::scratch);
+  const auto uhf = chem::plan_dfmp2_gradient(open, 64e9, chem::Mp2Storage::scratch);
+  EXPECT_NEAR(uhf.scratch_bytes, 2.0 * rhf.scratch_bytes, 1.0);
+  const auto kept = chem::plan_dfmp2_gradient(open, 64e9, chem::Mp2Storage::automatic);
+  EXPECT_EQ(kept.zvector_products, chem::RotationProducts::mo);
+  const double both = chem::rotation_products_bytes(chem::RotationProducts::mo, 384, 80, 304, 1900) +
+                      chem::rotation_products_bytes(chem::RotationProducts::mo, 384, 79, 305, 1900);
+  EXPECT_GE(kept.memory_bytes, both);
+  const double occupied = chem::rotation_products_bytes(chem::RotationProducts::occupied, 384, 80, 304, 1900) +
+                          chem::rotation_products_bytes(chem::RotationProducts::occupied, 384, 79, 305, 1900);
+  const auto fewer = chem::plan_dfmp2_gradient(open, kept.memory_bytes - 0.5 * (both - occupied),
+                                               chem::Mp2Storage::automatic);
+  EXPECT_EQ(fewer.zvector_products, chem::RotationProducts::occupied);
+  EXPECT_GT(kept.memory_bytes, chem::plan_dfmp2_gradient(closed, 64e9, chem::Mp2Storage::automatic).memory_bytes);
+}
+
 // The plan: in memory with one block when it fits; fewer orbitals per block, then scratch, as `memory` shrinks; the
 // least memory named when nothing fits; mp2_storage obeyed. (An exact SCF: no DF two-electron derivative, which is
 // held whole, to dominate the peak.)
