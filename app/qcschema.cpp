@@ -172,7 +172,7 @@ class QcReader {
 std::string qcschema_field(const std::string& key) {
   static const std::map<std::string, std::string> fields = [] {
     std::map<std::string, std::string> f = {{"basis", "model.basis"}, {"method", "model.method"},
-                                            {"molecule", "molecule"},
+                                            {"driver", "driver"},  {"molecule", "molecule"},
                                             {"molecule.xyz", "molecule.geometry"},
                                             {"molecule.charge", "molecule.molecular_charge"},
                                             {"molecule.multiplicity", "molecule.molecular_multiplicity"}};

@@ -114,6 +114,25 @@ def cli(args, c):
                 grad_result.properties.mp2_dipole_moment is not None,
                 "the gradient AtomicResult's properties hold scf_total_gradient and mp2_dipole_moment")
 
+        # An open shell's gradient (UHF, issue 45): H2O+ from molecular_charge and molecular_multiplicity, an
+        # AtomicResult that validates with its gradient and relaxed dipole, not the neutral molecule's.
+        cation = grad_inp.dict()
+        cation["molecule"] = dict(grad_inp.molecule.dict(), molecular_charge=1, molecular_multiplicity=2)
+        with open(os.path.join(d, "grad_uhf.json"), "w") as f:
+            f.write(qcel.models.AtomicInput(**cation).json())
+        p = run([args.dfmp2, os.path.join(d, "grad_uhf.json")], d)
+        c.check(p.returncode == 0, "a UHF gradient AtomicInput runs (%s)" % p.stderr.strip())
+        try:
+            with open(os.path.join(d, "grad_uhf.result.json")) as f:
+                uhf_result = qcel.models.AtomicResult(**json.load(f))
+            uhf = [float(x) for x in uhf_result.return_result.ravel()]
+            c.check(len(uhf) == len(ours) and max(abs(a - b) for a, b in zip(uhf, ours)) > 1e-3 and
+                    uhf_result.properties.mp2_dipole_moment is not None and
+                    uhf_result.properties.calcinfo_nalpha == uhf_result.properties.calcinfo_nbeta + 1,
+                    "the UHF gradient AtomicResult validates: H2O+'s gradient (not water's) and relaxed dipole")
+        except Exception as e:  # noqa: BLE001 -- any validation error is the failure being tested
+            c.check(False, "the UHF gradient AtomicResult validates with qcelemental: %s" % str(e)[:500])
+
         # driver hessian: an AtomicResult that validates, return_result the 3 natoms x 3 natoms Hessian, the displaced
         # SCFs' iterations in extras.dfmp2.vibrations.
         hess_inp = atomic_input(WATER, "cc-pvdz", dict(scf_type="df", freeze_core=True, dfmp2_threads=1),
@@ -206,7 +225,7 @@ def cli(args, c):
              "field 'driver': 'properties' is not supported"),
             ("gradient of an ROHF reference", dict(base, driver="gradient", keywords={"reference": "rohf"}, molecule=dict(
                 base["molecule"], molecular_charge=1, molecular_multiplicity=2)), 2, "input_error",
-             "the DF-MP2 gradient is for RHF and UHF references; this molecule's is ROHF"),
+             "field 'driver': the DF-MP2 gradient is for RHF and UHF references; this molecule's is ROHF"),
             ("ccsd", dict(base, model={"method": "ccsd", "basis": "cc-pvdz"}), 2, "input_error",
              "field 'model.method': 'ccsd' is not supported"),
             ("sos scale with scs-mp2", dict(base, model={"method": "scs-mp2", "basis": "cc-pvdz"},
