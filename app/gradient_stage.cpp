@@ -81,6 +81,7 @@ void give_energy(const GradientRun& g, const Reference& r, const Input& input, B
   e.same_spin = g.result.same_spin;
   e.same_spin_alpha = g.result.same_spin_alpha;
   e.same_spin_beta = g.result.same_spin_beta;
+  e.singles = g.result.singles;
   e.nfrozen = r.nfrozen;
   e.nact = r.nocc - r.nfrozen;
   e.nvir = r.nmo - r.nocc;

@@ -38,7 +38,8 @@ struct DfMp2Gradient {
   // The energy from the gradient's own amplitudes (equal to the energy run's): opposite- and same-spin parts.
   double opposite_spin = 0, same_spin = 0;
   double same_spin_alpha = 0, same_spin_beta = 0;  // same_spin's parts (closed shell: half each)
-  double correlation() const { return opposite_spin + same_spin; }
+  double singles = 0;  // ROHF-MBPT(2)'s singles term (0 for RHF and UHF)
+  double correlation() const { return singles + opposite_spin + same_spin; }
   // Dipole moments (a.u., origin 0): the SCF's and the MP2 relaxed density's (nuclei included).
   std::array<double, 3> scf_dipole{}, relaxed_dipole{};
   linalg::Matrix relaxed_density;  // AO: the SCF's density plus the MP2 relaxed correction
@@ -110,7 +111,10 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& input, linalg::Kernel
 // The same for a UHF reference (chem/gradient/uhf_dfmp2_gradient.cpp): each spin's orbitals, both in the plan's
 // blocks; the result's same_spin_alpha and same_spin_beta its spins' parts. std::logic_error for another reference.
 DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& input, linalg::Kernels& kernels);
-// The gradient of the SCF's reference: RHF or UHF (ROHF: std::logic_error; the input refuses it).
+// The same for ROHF-MBPT(2) (chem/gradient/rohf_dfmp2_gradient.cpp), all electrons (a frozen core: std::logic_error;
+// the input refuses it); the result's singles its singles term.
+DfMp2Gradient rohf_dfmp2_gradient(const DfMp2GradientInput& input, linalg::Kernels& kernels);
+// The gradient of the SCF's reference: RHF, UHF or ROHF-MBPT(2).
 DfMp2Gradient dfmp2_gradient(const DfMp2GradientInput& input, linalg::Kernels& kernels);
 
 

@@ -11,6 +11,7 @@
 // (A slab of auxiliary functions across a store's blocks, as the passes over AO integrals read Gamma, is
 // BlockStore::read_slab.)
 // The SCF-like separable part (scf_gradient.cpp) keeps its fitted half-transformed integrals in the same stores.
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -170,5 +171,18 @@ Matrix relaxed_rotations(const Matrix& z, const Matrix& z_frozen, const Spaces& 
 // C_o^T G[C R C^T] C_o for the relaxed rotations R (the Fock matrix's response, times 2, in the occupied block).
 Matrix energy_weighted_density(const Matrix& x, const Matrix& z, const Matrix& z_frozen,
                                const Matrix& occupied_response, const Spaces& s);
+
+// An open shell's two spins (alpha, beta).
+template <class T>
+using Spins = std::array<T, 2>;
+// G^s[M] C^s_o = (2 J[M^a + M^b] - 2 K[M^s]) C^s_o for both spins (symmetric AO M^s): one J/K response build per
+// spin (uhf_dfmp2_gradient.cpp).
+Spins<Matrix> spin_fock_response(JkBuilder& jk, const Spins<Matrix>& m, const Spins<Spaces>& s, Kernels& kernels);
+// Steps 1 and 2 of an open shell's gradient (UHF and ROHF-MBPT(2) alike): each spin's amplitude pass with both
+// spins' B, X's parts from the integrals in x, the explicit three-index and metric terms in out.gradient, the
+// energies in out; Gamma released. `lap` names each step as it ends.
+Spins<AmplitudePass> open_shell_explicit_terms(const DfMp2GradientInput& in, const Spins<Spaces>& s,
+                                               const Ranks& ranks, Spins<Matrix>& x, DfMp2Gradient& out,
+                                               const std::function<void(const char*)>& lap, Kernels& kernels);
 
 }  // namespace dfmp2::chem::gradient_detail

@@ -329,8 +329,7 @@ std::vector<Matrix> two_electron_gradients(const BasisSet& basis, const BasisSet
 std::vector<Matrix> scf_gradients(const Molecule& molecule, const BasisSet& basis, const BasisSet* jk_basis,
                                   const ScfResult& scf, const std::vector<DensityCorrection>& corrections,
                                   linalg::Kernels& kernels, const HalfTransformedStorage& storage) {
-  if (scf.reference == ScfReference::rohf) throw std::logic_error("scf_gradients: an ROHF SCF");
-  const bool uhf = scf.reference == ScfReference::uhf;
+  const bool uhf = scf.open_shell();  // UHF, and ROHF in its semicanonical orbitals: the same densities
   const auto natoms = static_cast<Index>(molecule.atoms.size());
   // RHF: one channel, the doubly occupied orbitals; UHF: the alpha and the beta orbitals, each of weight 1/2.
   std::vector<ExchangeChannel> channels = {{scf.mo_coefficients.leftCols(scf.nocc), uhf ? 0.5 : 1.0, {}}};
@@ -344,13 +343,23 @@ std::vector<Matrix> scf_gradients(const Molecule& molecule, const BasisSet& basi
     channels[1].corrections.push_back(c.density - c.alpha);
   }
   Matrix density = Matrix::Zero(basis.nbf(), basis.nbf()), energy_weighted = density;
-  auto add_spin = [&](const Matrix& c, const linalg::Vector& e, int nocc, double occupation) {
+  // Each spin's W: C (f N + N f) / 2 C^T over its orbitals (f = C^T F C, N its occupations): C_o e_o C_o^T where
+  // the orbitals are canonical (RHF, UHF); ROHF's semicanonical orbitals keep f's occupied-virtual block.
+  auto add_spin = [&](const Matrix& c, const linalg::Vector& e, int nocc, double occupation, const Matrix* fock) {
     const Matrix c_occ = c.leftCols(nocc);
     density += occupation * c_occ * c_occ.transpose();
-    energy_weighted += occupation * c_occ * e.head(nocc).asDiagonal() * c_occ.transpose();
+    if (fock == nullptr) {
+      energy_weighted += occupation * c_occ * e.head(nocc).asDiagonal() * c_occ.transpose();
+      return;
+    }
+    const Matrix f_mo_occ = c.transpose() * (*fock) * c_occ;  // nmo x nocc: f's occupied columns
+    const Matrix half = c * f_mo_occ * c_occ.transpose();     // C f N C^T
+    energy_weighted += 0.5 * occupation * (half + half.transpose());
   };
-  add_spin(scf.mo_coefficients, scf.orbital_energies, scf.nocc, uhf ? 1.0 : 2.0);
-  if (uhf) add_spin(scf.mo_coefficients_beta, scf.orbital_energies_beta, scf.nocc_beta, 1.0);
+  const bool rohf = scf.reference == ScfReference::rohf;
+  add_spin(scf.mo_coefficients, scf.orbital_energies, scf.nocc, uhf ? 1.0 : 2.0, rohf ? &scf.fock_alpha : nullptr);
+  if (uhf)
+    add_spin(scf.mo_coefficients_beta, scf.orbital_energies_beta, scf.nocc_beta, 1.0, rohf ? &scf.fock_beta : nullptr);
   std::vector<Matrix> gradients = two_electron_gradients(basis, jk_basis, natoms, channels, kernels, storage);
   const Matrix nuclear = nuclear_repulsion_gradient(molecule);
   gradients[0] += one_electron_gradient(basis, molecule, density, energy_weighted) + nuclear;

@@ -67,11 +67,12 @@ struct DensityCorrection {
   linalg::Matrix alpha;
 };
 
-// The gradient of a converged RHF or UHF `scf` of `molecule` in `basis`, J and K fitted with `jk_basis` (null: exact).
+// The gradient of a converged RHF, UHF or ROHF `scf` of `molecule` in `basis`, J and K fitted with `jk_basis` (null:
+// exact). (ROHF: over its semicanonical orbitals, whose densities are its own, with its Fock matrices for W.)
 linalg::Matrix scf_gradient(const Molecule& molecule, const BasisSet& basis, const BasisSet* jk_basis,
                             const ScfResult& scf, linalg::Kernels& kernels);
 // The same first, then the gradient with each of `corrections` added to its densities (the DF-MP2 gradient's
-// separable part), all in one pass over the derivative integrals. Throws std::logic_error for an ROHF SCF.
+// separable part), all in one pass over the derivative integrals.
 std::vector<linalg::Matrix> scf_gradients(const Molecule& molecule, const BasisSet& basis, const BasisSet* jk_basis,
                                           const ScfResult& scf, const std::vector<DensityCorrection>& corrections,
                                           linalg::Kernels& kernels, const HalfTransformedStorage& storage = {});

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <functional>
 #include <stdexcept>
 
 #include "chem/gradient/dfmp2_gradient.hpp"
@@ -30,21 +31,11 @@ using linalg::Matrix;
 using linalg::Stopwatch;
 using linalg::Trans;
 
-namespace {
+namespace gradient_detail {
 
-using gradient_detail::AmplitudePass;
-using gradient_detail::FittedIntegrals;
-using gradient_detail::kStep;
-using gradient_detail::Ranks;
-using gradient_detail::sandwich;
-using gradient_detail::Spaces;
 using linalg::product;
 
-template <class T>
-using Spins = std::array<T, 2>;  // alpha, beta
-
-// G^s[M] C^s_o = (2 J[M^a + M^b] - 2 K[M^s]) C^s_o for both spins: one J/K response build per spin.
-Spins<Matrix> fock_response(JkBuilder& jk, const Spins<Matrix>& m, const Spins<Spaces>& s, Kernels& kernels) {
+Spins<Matrix> spin_fock_response(JkBuilder& jk, const Spins<Matrix>& m, const Spins<Spaces>& s, Kernels& kernels) {
   Spins<Matrix> j, kc;
   for (int x = 0; x < 2; ++x) jk.compute_response(m[x], s[x].c_occ, j[x], kc[x]);
   const Matrix j_total = j[0] + j[1];
@@ -56,6 +47,65 @@ Spins<Matrix> fock_response(JkBuilder& jk, const Spins<Matrix>& m, const Spins<S
   }
   return out;
 }
+
+
+// Steps 1 and 2: each spin's rows of pairs, with both spins' B (the alpha pass keeps its own for the beta pass's
+// opposite-spin pairs); each pass's P_ij of the other spin added to that spin's; X's parts from the integrals
+// (y and the Lagrangian's active columns) and the gradient's explicit three-index and metric terms. Gamma released.
+Spins<AmplitudePass> open_shell_explicit_terms(const DfMp2GradientInput& in, const Spins<Spaces>& s,
+                                               const Ranks& ranks, Spins<Matrix>& x, DfMp2Gradient& out,
+                                               const std::function<void(const char*)>& lap, Kernels& kernels) {
+  const auto natoms = static_cast<Index>(in.molecule->atoms.size());
+  Spins<AmplitudePass> amp;
+  {
+    Spins<FittedIntegrals> f;
+    for (int spin = 0; spin < 2; ++spin)
+      f[spin] = gradient_detail::fitted_integrals(*in.ri_basis, *in.basis, s[spin], in.plan, in.scratch_folder, ranks,
+                                               kernels);
+    lap("integrals");
+    const gradient_detail::OppositeSpin beta{&f[1], &s[1], true}, alpha{&f[0], &s[0], false};
+    amp[0] = gradient_detail::amplitude_pass(f[0], s[0], in.plan, in.scales, &beta, in.scratch_folder, ranks, kernels);
+    amp[1] = gradient_detail::amplitude_pass(f[1], s[1], in.plan, in.scales, &alpha, in.scratch_folder, ranks, kernels);
+    f[0].ov.reset();
+    amp[0].p_oo += amp[1].p_oo_opposite;
+    amp[1].p_oo += amp[0].p_oo_opposite;
+    out.opposite_spin = 0.5 * (amp[0].opposite_spin + amp[1].opposite_spin);
+    out.same_spin_alpha = amp[0].same_spin;
+    out.same_spin_beta = amp[1].same_spin;
+    out.same_spin = out.same_spin_alpha + out.same_spin_beta;
+    for (int spin = 0; spin < 2; ++spin) {
+      x[spin].block(s[spin].no, s[spin].no, s[spin].nv, s[spin].nv) = amp[spin].y_vv;
+      x[spin].block(0, s[spin].no, s[spin].no, s[spin].nv) = amp[spin].y_ov;
+    }
+    lap("amplitudes");
+    for (int spin = 0; spin < 2; ++spin)
+      x[spin].middleCols(s[spin].nf, s[spin].na) =
+          gradient_detail::active_lagrangian(*in.ri_basis, *in.basis, amp[spin], s[spin], ranks, kernels);
+    lap("lagrangian");
+    out.gradient = gradient_detail::three_index_gradient(*in.ri_basis, *in.basis, natoms, amp[0], s[0], ranks) +
+                   gradient_detail::three_index_gradient(*in.ri_basis, *in.basis, natoms, amp[1], s[1], ranks) +
+                   metric_gradient(*in.ri_basis, natoms, -2.0 * (amp[0].v + amp[1].v));
+    for (AmplitudePass& a : amp) {
+      a.gamma.reset();
+      a.v.resize(0, 0);
+    }
+    lap("non-separable");
+  }
+  return amp;
+}
+
+}  // namespace gradient_detail
+
+namespace {
+
+using gradient_detail::AmplitudePass;
+using gradient_detail::FittedIntegrals;
+using gradient_detail::kStep;
+using gradient_detail::Ranks;
+using gradient_detail::sandwich;
+using gradient_detail::Spaces;
+using gradient_detail::Spins;
+using linalg::product;
 
 // Both spins' occupied-virtual rotations as one column (alpha's then beta's), for the conjugate gradients.
 Matrix packed(const Spins<Matrix>& z) {
@@ -100,51 +150,6 @@ Spins<Matrix> solve_zvector(JkBuilder& jk, const Spins<Spaces>& s, const Spins<M
   return unpacked(z, s);
 }
 
-// Steps 1 and 2: each spin's rows of pairs, with both spins' B (the alpha pass keeps its own for the beta pass's
-// opposite-spin pairs); each pass's P_ij of the other spin added to that spin's; X's parts from the integrals
-// (y and the Lagrangian's active columns) and the gradient's explicit three-index and metric terms. Gamma released.
-template <class Lap>
-Spins<AmplitudePass> explicit_terms(const DfMp2GradientInput& in, const Spins<Spaces>& s, const Ranks& ranks,
-                                    Spins<Matrix>& x, DfMp2Gradient& out, const Lap& lap, Kernels& kernels) {
-  const auto natoms = static_cast<Index>(in.molecule->atoms.size());
-  Spins<AmplitudePass> amp;
-  {
-    Spins<FittedIntegrals> f;
-    for (int spin = 0; spin < 2; ++spin)
-      f[spin] = gradient_detail::fitted_integrals(*in.ri_basis, *in.basis, s[spin], in.plan, in.scratch_folder, ranks,
-                                               kernels);
-    lap("integrals");
-    const gradient_detail::OppositeSpin beta{&f[1], &s[1], true}, alpha{&f[0], &s[0], false};
-    amp[0] = gradient_detail::amplitude_pass(f[0], s[0], in.plan, in.scales, &beta, in.scratch_folder, ranks, kernels);
-    amp[1] = gradient_detail::amplitude_pass(f[1], s[1], in.plan, in.scales, &alpha, in.scratch_folder, ranks, kernels);
-    f[0].ov.reset();
-    amp[0].p_oo += amp[1].p_oo_opposite;
-    amp[1].p_oo += amp[0].p_oo_opposite;
-    out.opposite_spin = 0.5 * (amp[0].opposite_spin + amp[1].opposite_spin);
-    out.same_spin_alpha = amp[0].same_spin;
-    out.same_spin_beta = amp[1].same_spin;
-    out.same_spin = out.same_spin_alpha + out.same_spin_beta;
-    for (int spin = 0; spin < 2; ++spin) {
-      x[spin].block(s[spin].no, s[spin].no, s[spin].nv, s[spin].nv) = amp[spin].y_vv;
-      x[spin].block(0, s[spin].no, s[spin].no, s[spin].nv) = amp[spin].y_ov;
-    }
-    lap("amplitudes");
-    for (int spin = 0; spin < 2; ++spin)
-      x[spin].middleCols(s[spin].nf, s[spin].na) =
-          gradient_detail::active_lagrangian(*in.ri_basis, *in.basis, amp[spin], s[spin], ranks, kernels);
-    lap("lagrangian");
-    out.gradient = gradient_detail::three_index_gradient(*in.ri_basis, *in.basis, natoms, amp[0], s[0], ranks) +
-                   gradient_detail::three_index_gradient(*in.ri_basis, *in.basis, natoms, amp[1], s[1], ranks) +
-                   metric_gradient(*in.ri_basis, natoms, -2.0 * (amp[0].v + amp[1].v));
-    for (AmplitudePass& a : amp) {
-      a.gamma.reset();
-      a.v.resize(0, 0);
-    }
-    lap("non-separable");
-  }
-  return amp;
-}
-
 }  // namespace
 
 DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels) {
@@ -160,7 +165,7 @@ DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   auto lap = [&](const char* step) { out.seconds.emplace_back(step, clock.seconds()); clock = Stopwatch(); };
 
   Spins<Matrix> x = {Matrix::Zero(s[0].nmo, s[0].nmo), Matrix::Zero(s[1].nmo, s[1].nmo)};
-  Spins<AmplitudePass> amp = explicit_terms(in, s, ranks, x, out, lap, kernels);
+  Spins<AmplitudePass> amp = gradient_detail::open_shell_explicit_terms(in, s, ranks, x, out, lap, kernels);
 
   // Step 3: the Fock matrix's part of X: its orbital energies, and its response to the unrelaxed densities.
   Spins<Matrix> p_unrelaxed;
@@ -171,7 +176,7 @@ DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
     p_unrelaxed[spin] = sandwich(kernels, t.c_act, amp[spin].p_oo, t.c_act) + sandwich(kernels, t.c_vir, amp[spin].p_vv, t.c_vir);
   }
   {
-    const Spins<Matrix> response = fock_response(*in.jk, p_unrelaxed, s, kernels);
+    const Spins<Matrix> response = gradient_detail::spin_fock_response(*in.jk, p_unrelaxed, s, kernels);
     for (int spin = 0; spin < 2; ++spin)
       x[spin].leftCols(s[spin].no) += product(kernels, kStep, s[spin].c, Trans::yes, response[spin], Trans::no);
   }
@@ -189,7 +194,7 @@ DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
       const Matrix half = sandwich(kernels, s[spin].c.leftCols(s[spin].nf), z_frozen[spin], s[spin].c_act);
       m[spin] = 0.5 * (half + half.transpose());
     }
-    const Spins<Matrix> response = fock_response(*in.jk, m, s, kernels);
+    const Spins<Matrix> response = gradient_detail::spin_fock_response(*in.jk, m, s, kernels);
     for (int spin = 0; spin < 2; ++spin)
       kernels.gemm<double>(kStep, Trans::yes, Trans::no, 1.0, linalg::view(s[spin].c_vir), linalg::view(response[spin]),
                            1.0, linalg::view(lagrangian[spin]));
@@ -206,7 +211,7 @@ DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
     rotations[spin] = gradient_detail::relaxed_rotations(z[spin], z_frozen[spin], s[spin]);
     rotations_ao[spin] = sandwich(kernels, s[spin].c, rotations[spin], s[spin].c);
   }
-  const Spins<Matrix> rotation_response = fock_response(*in.jk, rotations_ao, s, kernels);
+  const Spins<Matrix> rotation_response = gradient_detail::spin_fock_response(*in.jk, rotations_ao, s, kernels);
   DensityCorrection correction;
   for (int spin = 0; spin < 2; ++spin) {
     const Spaces& t = s[spin];
@@ -243,9 +248,9 @@ DfMp2Gradient dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels) {
   switch (in.scf->reference) {
     case ScfReference::rhf: return rhf_dfmp2_gradient(in, kernels);
     case ScfReference::uhf: return uhf_dfmp2_gradient(in, kernels);
-    case ScfReference::rohf: break;
+    case ScfReference::rohf: return rohf_dfmp2_gradient(in, kernels);
   }
-  throw std::logic_error("dfmp2_gradient: an ROHF reference (refused with the input)");
+  throw std::logic_error("dfmp2_gradient: an unknown reference");
 }
 
 }  // namespace dfmp2::chem

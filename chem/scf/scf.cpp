@@ -234,8 +234,11 @@ class RohfUpdate final : public OrbitalUpdate {
   void finish(const std::vector<Matrix>& fock) override {
     alpha = semicanonical(c_, nalpha_, fock[0]);
     beta = semicanonical(c_, nbeta_, fock[1]);
+    fock_ = fock;
   }
   const Vector& effective_orbital_energies() const { return eps_; }
+  const Matrix& orbitals() const { return c_; }
+  const std::vector<Matrix>& fock() const { return fock_; }
   Semicanonical alpha, beta;
 
  private:
@@ -255,6 +258,7 @@ class RohfUpdate final : public OrbitalUpdate {
   Matrix v_;  // the orbitals in the orthonormal basis of X (C = X V), once there are some
   Matrix c_;  // C = X V
   Vector eps_;  // the effective Fock matrix's eigenvalues
+  std::vector<Matrix> fock_;  // each spin's, of the converged densities
 };
 
 // The SCF iterations over `spins` (one for RHF, alpha and beta for UHF and ROHF), from their c_occ (the guess):
@@ -377,6 +381,9 @@ ScfResult run_rohf(const Molecule& molecule, int multiplicity, const BasisSet& b
   result.nocc = nalpha;
   result.nocc_beta = nbeta;
   result.rohf_orbital_energies = update.effective_orbital_energies();
+  result.rohf_coefficients = update.orbitals();
+  result.fock_alpha = update.fock()[0];
+  result.fock_beta = update.fock()[1];
   // ROHF-MBPT(2)'s orbitals: each spin's Fock matrix of the converged density, made semicanonical.
   result.singles_alpha = std::move(update.alpha.singles);
   result.singles_beta = std::move(update.beta.singles);

@@ -138,6 +138,9 @@ struct ScfResult {
   linalg::Vector orbital_energies_beta;
   int nocc_beta = 0;
   linalg::Vector rohf_orbital_energies;
+  // ROHF: its own orbitals (the effective Fock matrix's, doubly occupied, singly occupied, virtual) and each spin's
+  // Fock matrix (AO) of the converged densities, which the ROHF-MBPT(2) gradient reads.
+  linalg::Matrix rohf_coefficients, fock_alpha, fock_beta;
   // <S^2> of the determinant (RHF: 0 by construction; ROHF: S(S+1)).
   double s_squared = 0;
   // ROHF-MBPT(2)'s singles energy by occupied orbital i of each spin: -sum_a |f_ia|^2 / (e_a - e_i) over the

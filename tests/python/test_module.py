@@ -275,7 +275,8 @@ def main():
                 np.allclose(dipole, np.array(r["extras"]["qcvars"]["SOS-MP2 DIPOLE"]) * ase.units.Bohr, atol=1e-12),
                 "DFMP2(method='sos-mp2'): the SOS-MP2 energy, forces and relaxed dipole")
         # A radical (issue 45): DFMP2(multiplicity=2) gives the UHF energy, its forces and relaxed dipole; the force
-        # along the bond is minus the slope of the energy (five-point differences, 1e-3 angstrom); ROHF forces refused.
+        # along the bond is minus the slope of the energy (five-point differences, 1e-3 angstrom); ROHF forces with a
+        # frozen core refused.
         oh = ase.Atoms("OH", positions=[(0, 0, 0), (0, 0, 0.99)])
         oh.calc = DFMP2(basis="cc-pvdz", threads=1, multiplicity=2, scf={"e_convergence": 1e-11,
                                                                         "d_convergence": 1e-9})
@@ -296,9 +297,9 @@ def main():
                 "DFMP2(multiplicity=2) on OH: UHF forces are minus the energy's slope (%.2e eV/A apart)" % abs(
                     forces[1, 2] + slope))
         rohf = oh.copy()
-        rohf.calc = DFMP2(basis="cc-pvdz", threads=1, multiplicity=2, reference="rohf")
-        c.raises(dfmp2.InputError, "the DF-MP2 gradient is for RHF and UHF references", rohf.get_forces,
-                 "DFMP2(reference='rohf') forces")
+        rohf.calc = DFMP2(basis="cc-pvdz", threads=1, multiplicity=2, reference="rohf", frozen_core=True)
+        c.raises(dfmp2.InputError, "the ROHF-MBPT(2) gradient is all-electron", rohf.get_forces,
+                 "DFMP2(reference='rohf', frozen_core=True) forces")
         # A water dimer on its counterpoise-corrected surface: the energy is the CP-corrected total energy (even when
         # only the energy is asked for) and the forces its gradient.
         dimer = ase.Atoms("OH2OH2", positions=[(-1.551007, -0.114520, 0.0), (-1.934259, 0.762503, 0.0),

@@ -8,8 +8,8 @@
 Every keyword but `charge` and `multiplicity` is a dfmp2 input key (README "Input keys": basis, aux_basis, scf,
 frozen_core, method and the spin scales (DFMP2(method="scs-mp2") optimises on the SCS-MP2 surface), memory,
 threads, backends, ...), passed to dfmp2.run() as the input mapping; the molecule is the Atoms' symbols and
-positions. Forces and the dipole come from `driver: gradient` (RHF, or UHF for an open shell: DFMP2(multiplicity=2)
-optimises a radical; reference="rohf" with forces is a dfmp2.InputError), the energy alone from `driver: energy`. Units are ASE's: eV, eV/A, e A.
+positions. Forces and the dipole come from `driver: gradient` (RHF; UHF for an open shell, DFMP2(multiplicity=2)
+optimising a radical; ROHF-MBPT(2) with reference="rohf", all electrons), the energy alone from `driver: energy`. Units are ASE's: eV, eV/A, e A.
 
 With `fragments` (lists of consecutive atom indices covering the Atoms, as QCSchema's; optional
 `fragment_charges` and `fragment_multiplicities`) and `interaction={"bsse": "cp"}`, the energy is the
