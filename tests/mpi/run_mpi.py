@@ -113,6 +113,12 @@ CASES = {
     "cation_uhf_gradient_scratch": "molecule:\n  charge: 1\n  multiplicity: 2\n  xyz: |\n%s\nbasis: cc-pvdz\n"
                                    "threads: 1\nscf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
                                    "mp2_storage: scratch\ndriver: gradient\n" % DIMER_XYZ,
+    # ROHF-MBPT(2)'s gradient: the same passes in the semicanonical orbitals, the ROHF Z-vector on the ranks' J/K (its
+    # SCF converged further: at d_convergence 1e-9 the ROHF orbitals of different rank counts moved the MP2 part by
+    # 3e-10 Eh/bohr).
+    "cation_rohf_gradient": "molecule:\n  charge: 1\n  multiplicity: 2\n  xyz: |\n%s\nbasis: cc-pvdz\nthreads: 1\n"
+                            "reference: rohf\nscf: {type: df, e_convergence: 1e-12, d_convergence: 1e-11}\n"
+                            "mp2_storage: scratch\ndriver: gradient\n" % DIMER_XYZ,
     # The distributed factorisations (linalg/dense_grid.hpp) switched on at every size: the JK and MP2 metrics
     # (computed by tiles, factored, and the fitting's row solves), the SCF's eigenproblems, on grids of 1 to 8 ranks;
     # ELPA (the default) and ScaLAPACK; J/K in memory and recomputed (J^-1 c as row solves), DF-MP2 on scratch;
