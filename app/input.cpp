@@ -842,7 +842,7 @@ namespace {
 // Key `interaction` (molecule input): {bsse: cp | nocp | both}. It needs fragments to interact, each of which is a
 // calculation of its own: what cannot be honoured for each (a frozen-core count, one integral file) is refused.
 // Key `driver`: energy, or the DF-MP2 gradient, which needs the molecule and its basis sets (its derivative
-// integrals) and an RHF, UHF or ROHF reference (ROHF-MBPT(2): all electrons).
+// integrals); any reference (RHF, UHF, ROHF-MBPT(2)).
 void read_driver(const YAML::Node& root, const YamlReader& ctx, Input& in) {
   const YAML::Node node = root["driver"];
   in.driver = ctx.choice(node, "driver", driver_names(), "driver");
@@ -852,12 +852,6 @@ void read_driver(const YAML::Node& root, const YamlReader& ctx, Input& in) {
                                              "from the molecule's basis sets); {} gives no geometry to differentiate",
                                              linalg::name_in(driver_names(), in.driver),
                                              in.synthetic ? "a synthetic problem" : "an integral file"));
-  }
-  const bool frozen = in.frozen_core.kind == FrozenCore::Kind::psi4_rule ||
-                      (in.frozen_core.kind == FrozenCore::Kind::count && in.frozen_core.count > 0);
-  if (in.reference == chem::ScfReference::rohf && frozen) {
-    ctx.fail_key(node, "driver", "{key}: the ROHF-MBPT(2) gradient is all-electron; use frozen_core: false, or "
-                                 "reference: uhf for a frozen core");
   }
   if (in.interaction) check_counterpoise_gradient(node, ctx, in);
   if (in.driver == Driver::hessian) {

@@ -16,8 +16,12 @@
 // Hessian: for a rotation kappa, the spins' density changes dD^s = C (kappa N^s - N^s kappa) C^T, their Fock
 // changes J[dD^a + dD^b] - K[dD^s], and dF^s = C^T dF^s_AO C + kappa^T F^s + F^s kappa. The Lagrangian's z g adds
 // Y^s_xy = Y^s_yx = z_xy (n^s_y - n^s_x) to each spin's relaxed density, and W = (X_L + X_L^T) / 2 from the whole
-// Lagrangian's orbital derivative X_L (X, 2 F^s Y^s and the Fock response to Y). All electrons only: with a frozen
-// core the frozen-active rotations of each spin mix the ROHF classes (refused with the input).
+// Lagrangian's orbital derivative X_L (X, 2 F^s Y^s and the Fock response to Y). With a frozen core (each spin's
+// lowest semicanonical orbitals, as Psi4 freezes them) the energy also changes when a spin's frozen and active
+// orbitals mix, which its semicanonical condition f^s_Ij = 0 fixes: each spin's multipliers z^s_Ij = -(X^s_Ij -
+// X^s_jI) / (e_I - e_j), as the closed shell's, whose term z^s_Ij f^s_Ij adds 2 f^s Z^s and its Fock response to X^s
+// and Z^s to the relaxed density (Z^s symmetric, z/2 in the frozen-active blocks); X^s is then stationary in every
+// rotation within a spin's occupied orbitals, and the rest is as without.
 #include <array>
 #include <functional>
 #include <stdexcept>
@@ -133,11 +137,11 @@ Matrix rohf_hessian(JkBuilder& jk, const RohfOrbitals& r, const Matrix& z, Kerne
 DfMp2Gradient rohf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels) {
   const ScfResult& scf = *in.scf;
   if (scf.reference != ScfReference::rohf) throw std::logic_error("rohf_dfmp2_gradient: not an ROHF SCF");
-  if (in.nfrozen != 0) throw std::logic_error("rohf_dfmp2_gradient: a frozen core (refused with the input)");
   DfMp2Gradient out;
   const Spins<Spaces> s = {
-      gradient_detail::spaces_of(scf.mo_coefficients, scf.orbital_energies, scf.nocc, 0, "-alpha"),
-      gradient_detail::spaces_of(scf.mo_coefficients_beta, scf.orbital_energies_beta, scf.nocc_beta, 0, "-beta")};
+      gradient_detail::spaces_of(scf.mo_coefficients, scf.orbital_energies, scf.nocc, in.nfrozen, "-alpha"),
+      gradient_detail::spaces_of(scf.mo_coefficients_beta, scf.orbital_energies_beta, scf.nocc_beta, in.nfrozen,
+                                 "-beta")};
   const Ranks ranks{in.comm};
   Stopwatch clock;
   auto lap = [&](const char* step) { out.seconds.emplace_back(step, clock.seconds()); clock = Stopwatch(); };
@@ -159,6 +163,20 @@ DfMp2Gradient rohf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels
     const Spins<Matrix> response = gradient_detail::spin_fock_response(*in.jk, p_ao, s, kernels);
     for (int spin = 0; spin < 2; ++spin)
       x[spin].leftCols(s[spin].no) += product(kernels, kStep, s[spin].c, Trans::yes, response[spin], Trans::no);
+  }
+  if (in.nfrozen > 0) {  // the frozen-active multipliers' terms, into X^s and the relaxed density (the header's)
+    Spins<Matrix> z_frozen, z_ao;
+    for (int spin = 0; spin < 2; ++spin) {
+      const Matrix rotations = gradient_detail::relaxed_rotations(
+          Matrix::Zero(s[spin].nv, s[spin].no), gradient_detail::frozen_rotations(x[spin], s[spin]), s[spin]);
+      x[spin] += 2.0 * f[spin] * rotations;
+      z_ao[spin] = sandwich(kernels, s[spin].c, rotations, s[spin].c);
+    }
+    const Spins<Matrix> response = gradient_detail::spin_fock_response(*in.jk, z_ao, s, kernels);
+    for (int spin = 0; spin < 2; ++spin) {
+      x[spin].leftCols(s[spin].no) += product(kernels, kStep, s[spin].c, Trans::yes, response[spin], Trans::no);
+      p_ao[spin] += z_ao[spin];
+    }
   }
 
   // In the ROHF orbitals: X = sum_s V^s X^s V^sT, V^s = C^T S C^s; the Lagrangian of the rotation pairs.

@@ -274,32 +274,29 @@ def main():
                             atol=1e-12) and
                 np.allclose(dipole, np.array(r["extras"]["qcvars"]["SOS-MP2 DIPOLE"]) * ase.units.Bohr, atol=1e-12),
                 "DFMP2(method='sos-mp2'): the SOS-MP2 energy, forces and relaxed dipole")
-        # A radical (issue 45): DFMP2(multiplicity=2) gives the UHF energy, its forces and relaxed dipole; the force
-        # along the bond is minus the slope of the energy (five-point differences, 1e-3 angstrom); ROHF forces with a
-        # frozen core refused.
-        oh = ase.Atoms("OH", positions=[(0, 0, 0), (0, 0, 0.99)])
-        oh.calc = DFMP2(basis="cc-pvdz", threads=1, multiplicity=2, scf={"e_convergence": 1e-11,
-                                                                        "d_convergence": 1e-9})
-        forces = oh.get_forces()
-        r = oh.calc.last_results_file
-        energies = []
-        for dz in (-2e-3, -1e-3, 1e-3, 2e-3):
-            moved = oh.copy()
-            moved.positions[1, 2] += dz
-            moved.calc = DFMP2(basis="cc-pvdz", threads=1, multiplicity=2, scf={"e_convergence": 1e-11,
-                                                                               "d_convergence": 1e-9})
-            energies.append(moved.get_potential_energy())
-        slope = (energies[0] - 8 * energies[1] + 8 * energies[2] - energies[3]) / 12e-3
-        c.check(r["properties"]["calcinfo_nalpha"] == 5 and r["properties"]["calcinfo_nbeta"] == 4 and
-                abs(forces[1, 2] + slope) < 5e-6 and abs(forces[0, 2] + forces[1, 2]) < 1e-8 and
-                np.allclose(oh.get_dipole_moment(), np.array(r["extras"]["qcvars"]["MP2 DIPOLE"]) * ase.units.Bohr,
-                            atol=1e-12),
-                "DFMP2(multiplicity=2) on OH: UHF forces are minus the energy's slope (%.2e eV/A apart)" % abs(
-                    forces[1, 2] + slope))
-        rohf = oh.copy()
-        rohf.calc = DFMP2(basis="cc-pvdz", threads=1, multiplicity=2, reference="rohf", frozen_core=True)
-        c.raises(dfmp2.InputError, "the ROHF-MBPT(2) gradient is all-electron", rohf.get_forces,
-                 "DFMP2(reference='rohf', frozen_core=True) forces")
+        # A radical (issue 45): DFMP2(multiplicity=2) gives the UHF energy, its forces and relaxed dipole, and with
+        # reference="rohf" ROHF-MBPT(2)'s; the force along the bond is minus the slope of the energy (five-point
+        # differences, 1e-3 angstrom).
+        for reference in ("uhf", "rohf"):
+            keys = dict(basis="cc-pvdz", threads=1, multiplicity=2, reference=reference,
+                        scf={"e_convergence": 1e-11, "d_convergence": 1e-9})
+            oh = ase.Atoms("OH", positions=[(0, 0, 0), (0, 0, 0.99)])
+            oh.calc = DFMP2(**keys)
+            forces = oh.get_forces()
+            r = oh.calc.last_results_file
+            energies = []
+            for dz in (-2e-3, -1e-3, 1e-3, 2e-3):
+                moved = oh.copy()
+                moved.positions[1, 2] += dz
+                moved.calc = DFMP2(**keys)
+                energies.append(moved.get_potential_energy())
+            slope = (energies[0] - 8 * energies[1] + 8 * energies[2] - energies[3]) / 12e-3
+            c.check(r["properties"]["calcinfo_nalpha"] == 5 and r["properties"]["calcinfo_nbeta"] == 4 and
+                    abs(forces[1, 2] + slope) < 5e-6 and abs(forces[0, 2] + forces[1, 2]) < 1e-8 and
+                    np.allclose(oh.get_dipole_moment(),
+                                np.array(r["extras"]["qcvars"]["MP2 DIPOLE"]) * ase.units.Bohr, atol=1e-12),
+                    "DFMP2(multiplicity=2, reference=%r) on OH: forces are minus the energy's slope (%.2e eV/A apart)"
+                    % (reference, abs(forces[1, 2] + slope)))
         # A water dimer on its counterpoise-corrected surface: the energy is the CP-corrected total energy (even when
         # only the energy is asked for) and the forces its gradient.
         dimer = ase.Atoms("OH2OH2", positions=[(-1.551007, -0.114520, 0.0), (-1.934259, 0.762503, 0.0),
