@@ -226,7 +226,8 @@ TEST(Gradient, SpinScaledMethodsDifferentiateTheirEnergy) {
 // UHF and ROHF-MBPT(2) gradients (issue 45) against five-point central differences (5e-3 bohr) of the program's returned
 // energy, every component checked to 1e-7 Eh/bohr: the OH radical with a DF-SCF, all electrons, and a ghost helium
 // beside it (the ghost's basis functions move with it, so its row is not zero); H2O+ with an exact SCF, a frozen core
-// and custom SCS-MP2 scales; ROHF-MBPT(2) (its singles and semicanonical orbitals) of H2O+ with a DF-SCF and of OH
+// and custom SCS-MP2 scales; ROHF-MBPT(2) (its singles and semicanonical orbitals) of H2O+ with a DF-SCF and a frozen
+// core and of OH
 // with an exact SCF, a ghost helium and SOS-MP2. The energy the gradient run returns is the energy run's, and its
 // same-spin parts are reported.
 TEST(Gradient, OpenShellGradientsDifferentiateTheirEnergy) {
@@ -244,9 +245,9 @@ TEST(Gradient, OpenShellGradientsDifferentiateTheirEnergy) {
        {{"O", {0.0, 0.05, 0.117790}}, {"H", {0.0, 0.755453, -0.471161}}, {"H", {0.03, -0.70, -0.50}}},
        "  charge: 1\n  multiplicity: 2\nbasis: cc-pvdz\nfrozen_core: true\nmethod: scs-mp2\nmp2_os_scale: 1.1\n"
        "mp2_ss_scale: 0.4\nscf: {type: exact, e_convergence: 1e-12, d_convergence: 1e-10}\n"},
-      {"H2O+, ROHF-MBPT(2), DF-SCF",
+      {"H2O+, ROHF-MBPT(2), DF-SCF, frozen core",
        {{"O", {0.0, 0.05, 0.117790}}, {"H", {0.0, 0.755453, -0.471161}}, {"H", {0.03, -0.70, -0.50}}},
-       "  charge: 1\n  multiplicity: 2\nbasis: cc-pvdz\nreference: rohf\n"
+       "  charge: 1\n  multiplicity: 2\nbasis: cc-pvdz\nreference: rohf\nfrozen_core: true\n"
        "scf: {type: df, e_convergence: 1e-12, d_convergence: 1e-10}\n"},
       {"OH, ROHF-MBPT(2), exact SCF, ghost He, SOS-MP2",
        {{"O", {0.0, 0.1, 0.0}}, {"H", {0.05, 0.0, 0.97}}, {"@He", {1.2, 0.9, -0.8}}},

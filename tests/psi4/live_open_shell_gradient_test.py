@@ -4,9 +4,9 @@ module) against `dfmp2` with `driver: gradient` on radicals and ions in cc-pVDZ 
 frozen core: every component within 1e-7 Eh/bohr, and the relaxed dipole (dfocc's oeprop, "DF-OMP2 DIPOLE" in Debye)
 within 1e-6 a.u. dfocc's Z-vector is converged to 1e-11 (pcg_convergence): at its default (1e-6) its gradient of OH
 in cc-pVDZ is 1.7e-6 Eh/bohr from its own five-point finite differences, which dfmp2's matches to 5e-10.
-The ROHF-MBPT(2) gradient (all electrons; Psi4 1.3.2 has no analytic one) against Psi4's five-point finite
-differences of its own ROHF-MBPT(2) energies (gradient('mp2', dertype=0) with reference rohf, points 5) on H2O+, OH
-and CH3: every component within 1e-7 Eh/bohr.
+The ROHF-MBPT(2) gradient (Psi4 1.3.2 has no analytic one) against Psi4's five-point finite differences of its own
+ROHF-MBPT(2) energies (gradient('mp2', dertype=0) with reference rohf, points 5) on H2O+ (all electrons), OH and CH3
+(frozen core): every component within 1e-7 Eh/bohr.
 An ASE BFGS optimisation of the hydroxyl radical with dfmp2.ase.DFMP2(multiplicity=2) against Psi4's UHF
 optimize('mp2') from the same stretched start: the distance within 1e-4 angstrom, the energy within 1e-8 Eh (the
 methyl radical's flat umbrella mode kept Psi4's optimizer from gau_verytight in 100 steps). The OH
@@ -92,24 +92,26 @@ def gradients(binary, workdir):
     return failures
 
 
-ROHF_CASES = [("H2O+", "cc-pvdz"), ("OH", "aug-cc-pvdz"), ("CH3", "cc-pvdz")]
+ROHF_CASES = [("H2O+", "cc-pvdz", False), ("OH", "aug-cc-pvdz", True), ("CH3", "cc-pvdz", True)]  # frozen core
 
 
 def rohf_gradients(binary, workdir):
     failures = 0
     molecules = {name: (charge, mult, xyz) for name, charge, mult, xyz in MOLECULES}
-    for name, basis in ROHF_CASES:
+    for name, basis, fc in ROHF_CASES:
         charge, mult, xyz = molecules[name]
-        psi4, _ = psi4_setup(charge, mult, xyz, basis, False)
+        psi4, _ = psi4_setup(charge, mult, xyz, basis, fc)
         psi4.set_options({"reference": "rohf", "points": 5, "e_convergence": 1e-11})
         reference = np.array(psi4.gradient("mp2", dertype=0).np)
-        text = dfmp2_input(charge, mult, xyz, basis, False, "gradient", "out.json").replace(
+        text = dfmp2_input(charge, mult, xyz, basis, fc, "gradient", "out.json").replace(
             "reference: uhf", "reference: rohf").replace("e_convergence: 1e-10", "e_convergence: 1e-11")
         r = run_dfmp2(binary, workdir, text, "out.json")
         diff = np.abs(np.array(r["return_result"]).reshape(-1, 3) - reference).max()
         ok = diff <= GRADIENT_TOLERANCE
-        print("%s %-11s %-12s ROHF-MBPT(2) against Psi4's five-point differences: largest difference %.1e Eh/bohr "
-              "(largest component %.1e)" % ("ok  " if ok else "FAIL", name, basis, diff, np.abs(reference).max()))
+        print("%s %-11s %-12s %-14s ROHF-MBPT(2) against Psi4's five-point differences: largest difference %.1e "
+              "Eh/bohr (largest component %.1e)" % ("ok  " if ok else "FAIL", name, basis,
+                                                     "frozen core" if fc else "all electrons", diff,
+                                                     np.abs(reference).max()))
         failures += not ok
     return failures
 
