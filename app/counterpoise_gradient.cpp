@@ -50,7 +50,7 @@ Input fragment_gradient_input(const Input& input, const chem::Molecule& molecule
   in.scf.start_orbitals_beta = nullptr;
   if (orbitals != nullptr) {
     in.scf.guess = chem::ScfGuess::orbitals;
-    in.scf.start_orbitals = &orbitals->mo_coefficients;
+    in.scf.start_orbitals = &chem::start_orbitals(*orbitals);
     if (orbitals->reference == chem::ScfReference::uhf) in.scf.start_orbitals_beta = &orbitals->mo_coefficients_beta;
   } else if (in.scf.guess == chem::ScfGuess::orbitals) {
     // The complex's own start (a displaced geometry of a Hessian starts from the undisplaced complex's orbitals):

@@ -174,7 +174,7 @@ void run_hessian(const Input& input, linalg::Comm& comm, Calculation& calc,
   displaced_input.backend_precisions.clear();
   displaced_input.screening_compare = false;
   displaced_input.scf.guess = chem::ScfGuess::orbitals;
-  displaced_input.scf.start_orbitals = &undisplaced.scf.mo_coefficients;
+  displaced_input.scf.start_orbitals = &chem::start_orbitals(undisplaced.scf);
   if (undisplaced.scf.reference == chem::ScfReference::uhf)
     displaced_input.scf.start_orbitals_beta = &undisplaced.scf.mo_coefficients_beta;
   linalg::Stopwatch clock;

@@ -153,6 +153,12 @@ struct ScfResult {
   std::vector<ScfIteration> history;
 };
 
+// The orbitals a nearby geometry's SCF of the same reference starts from (ScfOptions::start_orbitals): the SCF's own,
+// and ROHF's own orbitals rather than its alpha semicanonical ones (whose first n_beta are not its doubly occupied).
+inline const linalg::Matrix& start_orbitals(const ScfResult& scf) {
+  return scf.reference == ScfReference::rohf ? scf.rohf_coefficients : scf.mo_coefficients;
+}
+
 // What DF-MP2 reads of an SCF's orbitals (both spins of an open shell, ROHF's singles terms), over `metric` and the
 // three-index integrals `three_index` of its basis. The pointers are into `scf`: it must outlive the input.
 DfMp2Input dfmp2_input_of(const ScfResult& scf, const linalg::Matrix* metric, const ThreeIndexSource* three_index);

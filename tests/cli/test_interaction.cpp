@@ -207,8 +207,8 @@ TEST(Interaction, CounterpoiseGradientIsTheDerivativeOfTheCpEnergy) {
   }
 }
 
-// The same for an open shell (issue 45): the hydroxyl radical beside a water, a doublet complex (UHF), its OH
-// fragment UHF and its water RHF in either basis. And two hydroxyl radicals as a singlet complex (RHF): their
+// The same for an open shell (issue 45): the hydroxyl radical beside a water, a doublet complex (UHF, then ROHF-MBPT(2)
+// with a frozen core), its OH fragment UHF (ROHF) and its water RHF in either basis. And two hydroxyl radicals as a singlet complex (RHF): their
 // fragments are UHF doublets (an RHF of 9 electrons was asked for them and the run ended after the complex's SCF).
 TEST(Interaction, OpenShellCounterpoiseGradientIsTheDerivativeOfTheCpEnergy) {
   constexpr double kStep = 1e-3, kBohr = 0.52917721092;
@@ -239,6 +239,17 @@ TEST(Interaction, OpenShellCounterpoiseGradientIsTheDerivativeOfTheCpEnergy) {
     EXPECT_NEAR(g.json["return_result"][std::size_t(3 * atom + axis)].get<double>(), difference, 1e-6)
         << "atom " << atom << " axis " << axis;
     EXPECT_GT(std::abs(cp["complex_gradient"][std::size_t(atom)][std::size_t(axis)].get<double>() - difference), 1e-6);
+  }
+  // ROHF-MBPT(2) with a frozen core (the OH fragment's SCF in each basis started from its ROHF orbitals: from its
+  // alpha semicanonical ones it ended in another state, 5e-5 Eh/bohr off), five-point differences.
+  {
+    const std::string rohf = "reference: rohf\nfrozen_core: true\ninteraction: {bsse: ";
+    const Finished gr = run(dir, input(0, 0, 0.0, rohf + "cp}\ndriver: gradient\n"));
+    double e[4];
+    int k = 0;
+    for (const double shift : {-2.0, -1.0, 1.0, 2.0})
+      e[k++] = qcvar(run(dir, input(1, 0, shift * 4e-3, rohf + "both}\n")), "CP-CORRECTED TOTAL ENERGY");
+    EXPECT_NEAR(gr.json["return_result"][std::size_t(3)].get<double>(), (e[0] - 8 * e[1] + 8 * e[2] - e[3]) / (12 * 4e-3), 1e-7);
   }
   const Finished pair = run(dir, "molecule:\n  multiplicity: 1\n  xyz: |\n    0 2\n    O 0 0 0\n    H 0 0 0.97\n"
                                  "    --\n    0 2\n    O 0 0 3\n    H 0 0 3.97\nbasis: cc-pvdz\n"
