@@ -10,7 +10,8 @@ ROHF-MBPT(2) energies (gradient('mp2', dertype=0) with reference rohf, points 5)
 An ASE BFGS optimisation of the hydroxyl radical with dfmp2.ase.DFMP2(multiplicity=2) against Psi4's UHF
 optimize('mp2') from the same stretched start: the distance within 1e-4 angstrom, the energy within 1e-8 Eh (the
 methyl radical's flat umbrella mode kept Psi4's optimizer from gau_verytight in 100 steps). The OH
-radical's harmonic frequency (driver: hessian) against Psi4's frequencies from its gradients: within 0.1 cm^-1.
+radical's harmonic frequency (driver: hessian), UHF and ROHF-MBPT(2), against Psi4's frequencies from its gradients
+(UHF) or energies (ROHF): within 0.1 cm^-1.
 
     PYTHONPATH=/usr/lib/x86_64-linux-gnu /usr/bin/python3 tests/psi4/live_open_shell_gradient_test.py \\
         --dfmp2 build/app/dfmp2 --module-dir build/python
@@ -148,18 +149,26 @@ def radical_optimisation(module_dir):
 
 
 def radical_frequency(binary, workdir):
-    """OH's harmonic frequency: Psi4's frequencies('mp2', dertype=1) (finite differences of dfocc gradients) against
+    """OH's harmonic frequency, frozen core: UHF against Psi4's frequencies('mp2', dertype=1) (finite differences of
+    dfocc gradients), ROHF-MBPT(2) against its dertype=0 (of energies; it has no ROHF-MBPT(2) gradient), both against
     dfmp2's driver: hessian (central differences of analytic gradients)."""
     xyz = "O 0.0 0.0 0.0\nH 0.0 0.0 0.975"
-    psi4, _ = psi4_setup(0, 2, xyz, "cc-pvdz", True)
-    _, wfn = psi4.frequencies("mp2", dertype=1, return_wfn=True)
-    theirs = sorted(wfn.frequencies().np)
-    r = run_dfmp2(binary, workdir, dfmp2_input(0, 2, xyz, "cc-pvdz", True, "hessian", "freq.json"), "freq.json")
-    ours = sorted(r["extras"]["dfmp2"]["vibrations"]["frequencies_cm"])
-    diff = max(abs(a - b) for a, b in zip(ours, theirs)) if len(ours) == len(theirs) else float("inf")
-    ok = diff <= FREQUENCY_TOLERANCE
-    print("%s OH frequency %s cm^-1, Psi4 %s, difference %.3f cm^-1" % (
-        "ok  " if ok else "FAIL", " ".join("%.3f" % x for x in ours), " ".join("%.3f" % x for x in theirs), diff))
+    ok = True
+    for reference, dertype in (("uhf", 1), ("rohf", 0)):
+        psi4, _ = psi4_setup(0, 2, xyz, "cc-pvdz", True)
+        psi4.set_options({"reference": reference})
+        _, wfn = psi4.frequencies("mp2", dertype=dertype, return_wfn=True)
+        theirs = sorted(wfn.frequencies().np)
+        text = dfmp2_input(0, 2, xyz, "cc-pvdz", True, "hessian", "freq.json").replace(
+            "reference: uhf", "reference: " + reference)
+        r = run_dfmp2(binary, workdir, text, "freq.json")
+        ours = sorted(r["extras"]["dfmp2"]["vibrations"]["frequencies_cm"])
+        diff = max(abs(a - b) for a, b in zip(ours, theirs)) if len(ours) == len(theirs) else float("inf")
+        good = diff <= FREQUENCY_TOLERANCE
+        print("%s OH %s frequency %s cm^-1, Psi4 (dertype %d) %s, difference %.3f cm^-1" % (
+            "ok  " if good else "FAIL", reference.upper(), " ".join("%.3f" % x for x in ours), dertype,
+            " ".join("%.3f" % x for x in theirs), diff))
+        ok = ok and good
     return ok
 
 
