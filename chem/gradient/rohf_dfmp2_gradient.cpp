@@ -132,6 +132,23 @@ Matrix rohf_hessian(JkBuilder& jk, const RohfOrbitals& r, const Matrix& z, Kerne
   return out.cwiseProduct(r.pairs);
 }
 
+// The Z-vector: H z = -L by conjugate gradients, preconditioned with H's orbital-energy part,
+// 2 sum_s (F^s_xx - F^s_yy) (n^s_y - n^s_x), to the SCF's d_convergence as the closed shell's.
+Matrix solve_zvector(JkBuilder& jk, const RohfOrbitals& r, const Matrix& lagrangian, double convergence,
+                     DfMp2Gradient& out, Kernels& kernels) {
+  Matrix diagonal = Matrix::Ones(r.nmo, r.nmo);
+  for (Index a = 0; a < r.nmo; ++a)
+    for (Index b = 0; b < a; ++b) {
+      if (r.pairs(a, b) == 0) continue;
+      double h = 0;
+      for (int spin = 0; spin < 2; ++spin)
+        h += 2.0 * (r.fock[spin](a, a) - r.fock[spin](b, b)) * (r.n[spin](b) - r.n[spin](a));
+      diagonal(a, b) = h;
+    }
+  auto apply = [&](const Matrix& z) { return rohf_hessian(jk, r, z, kernels); };
+  return gradient_detail::conjugate_gradient(apply, -lagrangian, diagonal, [] { return Matrix(); }, convergence, out);
+}
+
 }  // namespace
 
 DfMp2Gradient rohf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels) {
@@ -189,19 +206,7 @@ DfMp2Gradient rohf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels
   }
   const Matrix lagrangian = (x_rohf - x_rohf.transpose()).cwiseProduct(r.pairs);
 
-  // The Z-vector: H z = -L by conjugate gradients, preconditioned with H's orbital-energy part.
-  Matrix diagonal = Matrix::Ones(r.nmo, r.nmo);
-  for (Index a = 0; a < r.nmo; ++a)
-    for (Index b = 0; b < a; ++b) {
-      if (r.pairs(a, b) == 0) continue;
-      double h = 0;
-      for (int spin = 0; spin < 2; ++spin)
-        h += 2.0 * (r.fock[spin](a, a) - r.fock[spin](b, b)) * (r.n[spin](b) - r.n[spin](a));
-      diagonal(a, b) = h;
-    }
-  auto apply = [&](const Matrix& z) { return rohf_hessian(*in.jk, r, z, kernels); };
-  const Matrix z = gradient_detail::conjugate_gradient(apply, -lagrangian, diagonal, [] { return Matrix(); },
-                                                       in.zvector_convergence, out);
+  const Matrix z = solve_zvector(*in.jk, r, lagrangian, in.zvector_convergence, out, kernels);
   lap("z-vector");
 
   // The relaxed densities: the unrelaxed ones and z's Y^s; W from the whole Lagrangian's orbital derivative.
