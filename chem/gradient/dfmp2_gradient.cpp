@@ -194,6 +194,26 @@ Matrix frozen_rotations(const Matrix& x, const Spaces& s) {
   return z_frozen;
 }
 
+// The separable part (the SCF gradient's form with `correction` added, HalfTransformedStorage as the plan holds the
+// blocks) added to out.gradient, the SCF's own in out.scf_gradient, and the SCF and relaxed densities and dipoles;
+// `spins` the SCF's occupied orbitals (one set doubly occupied, or alpha and beta).
+void add_separable(const DfMp2GradientInput& in, const std::vector<const Spaces*>& spins,
+                   const DensityCorrection& correction, DfMp2Gradient& out, Kernels& kernels) {
+  const HalfTransformedStorage storage{in.plan.occupied_block, in.plan.aux_block, in.plan.on_scratch, in.scratch_folder,
+                                       in.comm};
+  const std::vector<Matrix> separable =
+      scf_gradients(*in.molecule, *in.basis, in.jk_basis, *in.scf, {correction}, kernels, storage);
+  out.scf_gradient = separable[0];
+  out.gradient += separable[1];
+  Matrix scf_density = Matrix::Zero(in.basis->nbf(), in.basis->nbf());
+  const double occupation = spins.size() == 1 ? 2.0 : 1.0;
+  for (const Spaces* t : spins)
+    scf_density += product(kernels, kStep, t->c_occ, Trans::no, t->c_occ, Trans::yes, occupation);
+  out.relaxed_density = scf_density + correction.density;
+  out.scf_dipole = dipole_moment(*in.molecule, *in.basis, scf_density);
+  out.relaxed_dipole = dipole_moment(*in.molecule, *in.basis, out.relaxed_density);
+}
+
 }  // namespace gradient_detail
 
 namespace {
@@ -298,18 +318,8 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   lap("densities");
 
   // The gradient: the SCF's form with the corrected densities, beside the non-separable terms.
-  const HalfTransformedStorage storage{in.plan.occupied_block, in.plan.aux_block, in.plan.on_scratch, in.scratch_folder,
-                                       in.comm};
-  const std::vector<Matrix> separable =
-      scf_gradients(*in.molecule, *in.basis, in.jk_basis, scf, {correction}, kernels, storage);
-  out.scf_gradient = separable[0];
-  out.gradient += separable[1];
+  gradient_detail::add_separable(in, {&s}, correction, out, kernels);
   lap("separable");
-
-  const Matrix scf_density = product(kernels, kStep, s.c_occ, Trans::no, s.c_occ, Trans::yes, 2.0);
-  out.relaxed_density = scf_density + correction.density;
-  out.scf_dipole = dipole_moment(*in.molecule, *in.basis, scf_density);
-  out.relaxed_dipole = dipole_moment(*in.molecule, *in.basis, out.relaxed_density);
   return out;
 }
 

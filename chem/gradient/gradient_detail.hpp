@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "chem/gradient/dfmp2_gradient.hpp"
+#include "chem/gradient/scf_gradient.hpp"
 #include "chem/io/block_store.hpp"
 #include "linalg/comm.hpp"
 #include "linalg/kernels.hpp"
@@ -172,6 +173,11 @@ Matrix relaxed_rotations(const Matrix& z, const Matrix& z_frozen, const Spaces& 
 Matrix energy_weighted_density(const Matrix& x, const Matrix& z, const Matrix& z_frozen,
                                const Matrix& occupied_response, const Spaces& s);
 
+// The separable part (the SCF gradient's form with `correction`, chem/gradient/scf_gradient.hpp) added to
+// out.gradient, the SCF's own gradient in out.scf_gradient, and the SCF and relaxed densities and dipoles in out;
+// `spins` the SCF's occupied orbitals (one doubly occupied set, or alpha and beta).
+void add_separable(const DfMp2GradientInput& in, const std::vector<const Spaces*>& spins,
+                   const DensityCorrection& correction, DfMp2Gradient& out, Kernels& kernels);
 // An open shell's two spins (alpha, beta).
 template <class T>
 using Spins = std::array<T, 2>;

@@ -228,19 +228,8 @@ DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   }
   lap("densities");
 
-  const HalfTransformedStorage storage{in.plan.occupied_block, in.plan.aux_block, in.plan.on_scratch, in.scratch_folder,
-                                       in.comm};
-  const std::vector<Matrix> separable =
-      scf_gradients(*in.molecule, *in.basis, in.jk_basis, scf, {correction}, kernels, storage);
-  out.scf_gradient = separable[0];
-  out.gradient += separable[1];
+  gradient_detail::add_separable(in, {&s[0], &s[1]}, correction, out, kernels);
   lap("separable");
-
-  Matrix scf_density = Matrix::Zero(in.basis->nbf(), in.basis->nbf());
-  for (const Spaces& t : s) scf_density += product(kernels, kStep, t.c_occ, Trans::no, t.c_occ, Trans::yes);
-  out.relaxed_density = scf_density + correction.density;
-  out.scf_dipole = dipole_moment(*in.molecule, *in.basis, scf_density);
-  out.relaxed_dipole = dipole_moment(*in.molecule, *in.basis, out.relaxed_density);
   return out;
 }
 
