@@ -195,16 +195,19 @@ Matrix frozen_rotations(const Matrix& x, const Spaces& s) {
 }
 
 // The separable part (the SCF gradient's form with `correction` added, HalfTransformedStorage as the plan holds the
-// blocks) added to out.gradient, the SCF's own in out.scf_gradient, and the SCF and relaxed densities and dipoles;
+// blocks) added to out.gradient, the SCF's own in out.scf_gradient (unless in.derivatives is false), and the SCF and
+// relaxed densities and dipoles;
 // `spins` the SCF's occupied orbitals (one set doubly occupied, or alpha and beta).
 void add_separable(const DfMp2GradientInput& in, const std::vector<const Spaces*>& spins,
                    const DensityCorrection& correction, DfMp2Gradient& out, Kernels& kernels) {
-  const HalfTransformedStorage storage{in.plan.occupied_block, in.plan.aux_block, in.plan.on_scratch, in.scratch_folder,
-                                       in.comm};
-  const std::vector<Matrix> separable =
-      scf_gradients(*in.molecule, *in.basis, in.jk_basis, *in.scf, {correction}, kernels, storage);
-  out.scf_gradient = separable[0];
-  out.gradient += separable[1];
+  if (in.derivatives) {
+    const HalfTransformedStorage storage{in.plan.occupied_block, in.plan.aux_block, in.plan.on_scratch,
+                                         in.scratch_folder, in.comm};
+    const std::vector<Matrix> separable =
+        scf_gradients(*in.molecule, *in.basis, in.jk_basis, *in.scf, {correction}, kernels, storage);
+    out.scf_gradient = separable[0];
+    out.gradient += separable[1];
+  }
   Matrix scf_density = Matrix::Zero(in.basis->nbf(), in.basis->nbf());
   const double occupation = spins.size() == 1 ? 2.0 : 1.0;
   for (const Spaces* t : spins)
@@ -274,8 +277,9 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
         active_lagrangian(*in.ri_basis, *in.basis, amp, s, ranks, kernels);
     lap("lagrangian");
     // The three-index and metric terms need nothing more; Gamma is released before the orbital response.
-    out.gradient = three_index_gradient(*in.ri_basis, *in.basis, natoms, amp, s, ranks) +
-                   metric_gradient(*in.ri_basis, natoms, -2.0 * amp.v);
+    if (in.derivatives)
+      out.gradient = three_index_gradient(*in.ri_basis, *in.basis, natoms, amp, s, ranks) +
+                     metric_gradient(*in.ri_basis, natoms, -2.0 * amp.v);
     amp.gamma.reset();
     amp.v.resize(0, 0);
     lap("non-separable");

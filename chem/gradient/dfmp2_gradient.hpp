@@ -99,6 +99,10 @@ struct DfMp2GradientInput {
   // The Z-vector's largest residual at convergence: the SCF's d_convergence (rhf_dfmp2_gradient's step 4).
   double zvector_convergence = 1e-8;
   std::string scratch_folder;          // where its tensors go when the plan puts them on scratch
+  // false: the relaxed density and the dipoles only (MP2 properties, issue 46): the same amplitudes and orbital
+  // response, none of the derivative integrals (the three-index, metric and separable terms); `gradient` and
+  // `scf_gradient` are left empty.
+  bool derivatives = true;
   // The ranks sharing its work and its three-index stores (the same call on each, with `jk` shared among them too):
   // each its blocks of orbitals (the fits, the pair amplitudes of their rows) and its auxiliary functions (the AO
   // passes, the derivative integrals), the sums summed (gradient_detail.hpp); every rank ends with the same

@@ -174,7 +174,8 @@ Matrix energy_weighted_density(const Matrix& x, const Matrix& z, const Matrix& z
                                const Matrix& occupied_response, const Spaces& s);
 
 // The separable part (the SCF gradient's form with `correction`, chem/gradient/scf_gradient.hpp) added to
-// out.gradient, the SCF's own gradient in out.scf_gradient, and the SCF and relaxed densities and dipoles in out;
+// out.gradient, the SCF's own gradient in out.scf_gradient (unless in.derivatives is false), and the SCF and relaxed
+// densities and dipoles in out;
 // `spins` the SCF's occupied orbitals (one doubly occupied set, or alpha and beta).
 void add_separable(const DfMp2GradientInput& in, const std::vector<const Spaces*>& spins,
                    const DensityCorrection& correction, DfMp2Gradient& out, Kernels& kernels);

@@ -82,9 +82,10 @@ Spins<AmplitudePass> open_shell_explicit_terms(const DfMp2GradientInput& in, con
       x[spin].middleCols(s[spin].nf, s[spin].na) =
           gradient_detail::active_lagrangian(*in.ri_basis, *in.basis, amp[spin], s[spin], ranks, kernels);
     lap("lagrangian");
-    out.gradient = gradient_detail::three_index_gradient(*in.ri_basis, *in.basis, natoms, amp[0], s[0], ranks) +
-                   gradient_detail::three_index_gradient(*in.ri_basis, *in.basis, natoms, amp[1], s[1], ranks) +
-                   metric_gradient(*in.ri_basis, natoms, -2.0 * (amp[0].v + amp[1].v));
+    if (in.derivatives)
+      out.gradient = three_index_gradient(*in.ri_basis, *in.basis, natoms, amp[0], s[0], ranks) +
+                     three_index_gradient(*in.ri_basis, *in.basis, natoms, amp[1], s[1], ranks) +
+                     metric_gradient(*in.ri_basis, natoms, -2.0 * (amp[0].v + amp[1].v));
     for (AmplitudePass& a : amp) {
       a.gamma.reset();
       a.v.resize(0, 0);

@@ -51,7 +51,9 @@ struct Rhf {
 
   static constexpr double kDConvergence = 1e-10;
   // `nearby`: the SCF of the same molecule at a nearby geometry, whose orbitals are the guess (else SAD).
-  Rhf(const Molecule& m, bool density_fitted, const chem::ScfResult* nearby = nullptr)
+  // `reference`: UHF or ROHF for an open shell (the molecule's multiplicity; the fixture's name is its first use).
+  Rhf(const Molecule& m, bool density_fitted, const chem::ScfResult* nearby = nullptr,
+      chem::ScfReference reference = chem::ScfReference::rhf)
       : molecule(m), orbital(basis("cc-pvdz", m)), jkfit(basis("cc-pvdz-jkfit", m)), ri(basis("cc-pvdz-ri", m)),
         df(density_fitted) {
     chem::ScfOptions options;
@@ -61,7 +63,8 @@ struct Rhf {
       options.guess = chem::ScfGuess::orbitals;
       options.start_orbitals = &nearby->mo_coefficients;
     }
-    const int nocc = chem::closed_shell_occupied(m);
+    const int nocc = reference == chem::ScfReference::rhf ? chem::closed_shell_occupied(m)
+                                                          : chem::spin_occupied(m, m.multiplicity).first;
     if (df) {
       chem::DfJkOptions jk_options;
       jk_options.storage = chem::JkStorage::memory;
@@ -72,7 +75,7 @@ struct Rhf {
       chem::ExactJkPlan plan;
       jk = chem::make_exact_jk(orbital, 1e9, kernels, plan);
     }
-    scf = chem::run_rhf(m, orbital, *jk, options, kernels);
+    scf = chem::run_scf(reference, m, orbital, *jk, options, kernels);
   }
   const BasisSet* jk_basis() const { return df ? &jkfit : nullptr; }
 
@@ -88,8 +91,10 @@ struct Rhf {
   }
   double mp2_correlation(int nfrozen) { return mp2_energy(nfrozen).correlation(); }
   chem::DfMp2Gradient mp2_gradient(int nfrozen, const chem::DfMp2GradientPlan& plan = {},
-                                   double zvector_convergence = kDConvergence, chem::SpinScales scales = {}) {
+                                   double zvector_convergence = kDConvergence, chem::SpinScales scales = {},
+                                   bool derivatives = true) {
     chem::DfMp2GradientInput in;
+    in.derivatives = derivatives;
     in.scales = scales;
     in.plan = plan;
     in.scratch_folder = ::testing::TempDir();
@@ -101,7 +106,7 @@ struct Rhf {
     in.nfrozen = nfrozen;
     in.jk = jk.get();
     in.zvector_convergence = zvector_convergence;  // as the app does: the SCF's d_convergence
-    return chem::rhf_dfmp2_gradient(in, kernels);
+    return chem::dfmp2_gradient(in, kernels);
   }
 };
 
@@ -347,6 +352,28 @@ TEST(DfMp2Gradient, OpenShellPlanHoldsBothSpins) {
                                                chem::Mp2Storage::automatic);
   EXPECT_EQ(fewer.zvector_products, chem::RotationProducts::occupied);
   EXPECT_GT(kept.memory_bytes, chem::plan_dfmp2_gradient(closed, 64e9, chem::Mp2Storage::automatic).memory_bytes);
+}
+
+// The relaxed density without the derivative integrals (derivatives false, for MP2 properties): every reference's
+// relaxed density and dipoles as the gradient's own, to rounding, and no gradient.
+TEST(DfMp2Gradient, RelaxedDensityWithoutDerivativeIntegrals) {
+  Molecule cation = distorted_water();
+  cation.charge = 1;
+  cation.multiplicity = 2;
+  for (const auto& [reference, frozen] : {std::pair{chem::ScfReference::rhf, 1}, std::pair{chem::ScfReference::uhf, 1},
+                                          std::pair{chem::ScfReference::rohf, 0}}) {
+    SCOPED_TRACE(chem::reference_label(reference));
+    Rhf r(reference == chem::ScfReference::rhf ? distorted_water() : cation, true, nullptr, reference);
+    const chem::DfMp2Gradient full = r.mp2_gradient(frozen);
+    const chem::DfMp2Gradient density = r.mp2_gradient(frozen, {}, Rhf::kDConvergence, {}, false);
+    EXPECT_EQ(density.gradient.size(), 0);
+    EXPECT_EQ(density.scf_gradient.size(), 0);
+    EXPECT_GT(full.gradient.size(), 0);
+    EXPECT_NEAR(density.correlation(), full.correlation(), 1e-12);
+    EXPECT_LT((density.relaxed_density - full.relaxed_density).cwiseAbs().maxCoeff(), 1e-10);
+    for (int x = 0; x < 3; ++x) EXPECT_NEAR(density.relaxed_dipole[x], full.relaxed_dipole[x], 1e-10);
+    EXPECT_GT(std::abs(density.relaxed_dipole[2] - density.scf_dipole[2]), 1e-3);  // the correlation moves it
+  }
 }
 
 // The plan: in memory with one block when it fits; fewer orbitals per block, then scratch, as `memory` shrinks; the
