@@ -182,6 +182,8 @@ void add_separable(const DfMp2GradientInput& in, const std::vector<const Spaces*
 // An open shell's two spins (alpha, beta).
 template <class T>
 using Spins = std::array<T, 2>;
+// An open shell's spaces: the SCF's alpha and beta orbitals (ROHF: its semicanonical ones), `nfrozen` of each frozen.
+Spins<Spaces> open_shell_spaces(const ScfResult& scf, int nfrozen);
 // G^s[M] C^s_o = (2 J[M^a + M^b] - 2 K[M^s]) C^s_o for both spins (symmetric AO M^s): one J/K response build per
 // spin (uhf_dfmp2_gradient.cpp).
 Spins<Matrix> spin_fock_response(JkBuilder& jk, const Spins<Matrix>& m, const Spins<Spaces>& s, Kernels& kernels);

@@ -155,10 +155,7 @@ DfMp2Gradient rohf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels
   const ScfResult& scf = *in.scf;
   if (scf.reference != ScfReference::rohf) throw std::logic_error("rohf_dfmp2_gradient: not an ROHF SCF");
   DfMp2Gradient out;
-  const Spins<Spaces> s = {
-      gradient_detail::spaces_of(scf.mo_coefficients, scf.orbital_energies, scf.nocc, in.nfrozen, "-alpha"),
-      gradient_detail::spaces_of(scf.mo_coefficients_beta, scf.orbital_energies_beta, scf.nocc_beta, in.nfrozen,
-                                 "-beta")};
+  const Spins<Spaces> s = gradient_detail::open_shell_spaces(scf, in.nfrozen);
   const Ranks ranks{in.comm};
   Stopwatch clock;
   auto lap = [&](const char* step) { out.seconds.emplace_back(step, clock.seconds()); clock = Stopwatch(); };

@@ -35,6 +35,11 @@ namespace gradient_detail {
 
 using linalg::product;
 
+Spins<Spaces> open_shell_spaces(const ScfResult& scf, int nfrozen) {
+  return {spaces_of(scf.mo_coefficients, scf.orbital_energies, scf.nocc, nfrozen, "-alpha"),
+          spaces_of(scf.mo_coefficients_beta, scf.orbital_energies_beta, scf.nocc_beta, nfrozen, "-beta")};
+}
+
 Spins<Matrix> spin_fock_response(JkBuilder& jk, const Spins<Matrix>& m, const Spins<Spaces>& s, Kernels& kernels) {
   Spins<Matrix> j, kc;
   for (int x = 0; x < 2; ++x) jk.compute_response(m[x], s[x].c_occ, j[x], kc[x]);
@@ -157,10 +162,7 @@ DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   const ScfResult& scf = *in.scf;
   if (scf.reference != ScfReference::uhf) throw std::logic_error("uhf_dfmp2_gradient: not a UHF SCF");
   DfMp2Gradient out;
-  const Spins<Spaces> s = {
-      gradient_detail::spaces_of(scf.mo_coefficients, scf.orbital_energies, scf.nocc, in.nfrozen, "-alpha"),
-      gradient_detail::spaces_of(scf.mo_coefficients_beta, scf.orbital_energies_beta, scf.nocc_beta, in.nfrozen,
-                                 "-beta")};
+  const Spins<Spaces> s = gradient_detail::open_shell_spaces(scf, in.nfrozen);
   const Ranks ranks{in.comm};
   Stopwatch clock;
   auto lap = [&](const char* step) { out.seconds.emplace_back(step, clock.seconds()); clock = Stopwatch(); };
