@@ -125,7 +125,8 @@ void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& co
     chem::ExactJkPlan plan;
     jk = chem::make_exact_jk(m.basis, m.exact_plan.memory_bytes, kernels, plan, &comm);
   }
-  say(fmt::format("  {} gradient: {} frozen core orbitals, on backend {} (fp64)", input.mp2_model.label(),
+  const char* what = input.driver == Driver::properties ? "relaxed density" : "gradient";
+  say(fmt::format("  {} {}: {} frozen core orbitals, on backend {} (fp64)", input.mp2_model.label(), what,
                   calc.reference.nfrozen, g.backend));
   chem::DfMp2GradientInput in;
   in.molecule = &*input.molecule;
@@ -140,11 +141,12 @@ void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& co
   in.zvector_convergence = input.scf.d_convergence;
   in.scratch_folder = calc.memory.scratch_folder;
   in.comm = &comm;
+  in.derivatives = input.driver != Driver::properties;  // properties: the relaxed density alone
   g.result = chem::dfmp2_gradient(in, kernels);
   g.seconds = clock.seconds();
   for (BackendRun& run : calc.runs)
     if (run.energy_from_gradient) give_energy(g, calc.reference, input, run);
-  say(fmt::format("  MP2 gradient done ({:.2f} s; Z-vector {} iterations, largest residual {:.1e})", g.seconds,
+  say(fmt::format("  MP2 {} done ({:.2f} s; Z-vector {} iterations, largest residual {:.1e})", what, g.seconds,
                   g.result.zvector_iterations, g.result.zvector_residual));
 }
 

@@ -839,19 +839,26 @@ Input read_input(const std::string& path, int node_ranks) {
 
 namespace {
 
-// Key `interaction` (molecule input): {bsse: cp | nocp | both}. It needs fragments to interact, each of which is a
-// calculation of its own: what cannot be honoured for each (a frozen-core count, one integral file) is refused.
-// Key `driver`: energy, or the DF-MP2 gradient, which needs the molecule and its basis sets (its derivative
-// integrals); any reference (RHF, UHF, ROHF-MBPT(2)).
+// Key `driver`: energy; the DF-MP2 gradient or Hessian, which need the molecule and its basis sets (their derivative
+// integrals); or the MP2 densities' properties, which need them for the densities' integrals. Any reference (RHF,
+// UHF, ROHF-MBPT(2)).
 void read_driver(const YAML::Node& root, const YamlReader& ctx, Input& in) {
   const YAML::Node node = root["driver"];
   in.driver = ctx.choice(node, "driver", driver_names(), "driver");
   if (in.driver == Driver::energy) return;
+  const bool properties = in.driver == Driver::properties;
   if (!in.molecule) {
-    ctx.fail_key(node, "driver", fmt::format("{{key}}: a {} needs 'molecule' input (the derivative integrals come "
-                                             "from the molecule's basis sets); {} gives no geometry to differentiate",
-                                             linalg::name_in(driver_names(), in.driver),
-                                             in.synthetic ? "a synthetic problem" : "an integral file"));
+    ctx.fail_key(node, "driver",
+                 fmt::format("{{key}}: {} needs 'molecule' input (the {} integrals come from the molecule's basis "
+                             "sets); {} gives no {}",
+                             properties ? "properties" : "a " + linalg::name_in(driver_names(), in.driver),
+                             properties ? "density's" : "derivative",
+                             in.synthetic ? "a synthetic problem" : "an integral file",
+                             properties ? "basis functions" : "geometry to differentiate"));
+  }
+  if (in.interaction && properties) {
+    ctx.fail_key(node, "driver", "{key}: properties with 'interaction': the properties are one molecule's density; "
+                                 "run the complex (or a fragment) without 'interaction'");
   }
   if (in.interaction) check_counterpoise_gradient(node, ctx, in);
   if (in.driver == Driver::hessian) {
@@ -864,6 +871,8 @@ void read_driver(const YAML::Node& root, const YamlReader& ctx, Input& in) {
   }
 }
 
+// Key `interaction` (molecule input): {bsse: cp | nocp | both}. It needs fragments to interact, each of which is a
+// calculation of its own: what cannot be honoured for each (a frozen-core count, one integral file) is refused.
 void read_interaction(const YAML::Node& root, const YamlReader& ctx, Input& in) {
   const YAML::Node node = root["interaction"];
   if (!node.IsMap()) {

@@ -55,10 +55,13 @@ struct InteractionOptions {
 
 // Key `driver`: what the run returns, as QCSchema names it.
 // hessian: the Hessian by central differences of analytic gradients, with harmonic frequencies and normal modes.
-enum class Driver { energy, gradient, hessian };
+// What the run returns: the energy, its gradient, its Hessian, or the MP2 densities' properties (README "Properties").
+enum class Driver { energy, gradient, hessian, properties };
 inline const linalg::NameTable<Driver>& driver_names() {
-  static const linalg::NameTable<Driver> t = {
-      {Driver::energy, "energy"}, {Driver::gradient, "gradient"}, {Driver::hessian, "hessian"}};
+  static const linalg::NameTable<Driver> t = {{Driver::energy, "energy"},
+                                              {Driver::gradient, "gradient"},
+                                              {Driver::hessian, "hessian"},
+                                              {Driver::properties, "properties"}};
   return t;
 }
 

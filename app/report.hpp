@@ -38,6 +38,8 @@ std::string format_gradient(const Calculation& calc);
 // driver: gradient and hessian (app/report_derivatives.cpp). hessian: the harmonic frequencies, reduced masses,
 // normal modes and the displaced SCFs' iterations.
 std::string format_hessian(const Calculation& calc);
+// driver: properties: `==> Properties <==` (app/report_properties.cpp).
+std::string format_properties(const Calculation& calc);
 // With several ranks: per phase the seconds on each rank (min, mean, max), the imbalance (max / mean), the flops of
 // all ranks, the bytes each rank sent and received (the largest), the messages and the longest wait.
 std::string format_rank_table(const std::string& title, const std::vector<std::string>& phases,

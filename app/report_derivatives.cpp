@@ -18,16 +18,20 @@ std::string format_gradient(const Calculation& calc) {
   const GradientRun& g = *calc.gradient;
   const chem::DfMp2Gradient& r = g.result;
   const chem::Molecule& mol = *calc.input.molecule;
-  std::string out = fmt::format("\n  ==> DF-MP2 gradient <==\n\n  backend {} (fp64), {} frozen core orbitals; "
+  // driver: properties runs the gradient's steps without the derivative integrals: its relaxed density alone.
+  const bool density_only = calc.input.driver == Driver::properties;
+  std::string out = fmt::format("\n  ==> DF-MP2 {} <==\n\n  backend {} (fp64), {} frozen core orbitals; "
                                 "Z-vector converged in {} iterations (largest residual {:.1e}); {:.2f} s\n",
-                                g.backend, calc.reference.nfrozen, r.zvector_iterations, r.zvector_residual, g.seconds);
+                                density_only ? "relaxed density" : "gradient", g.backend, calc.reference.nfrozen,
+                                r.zvector_iterations, r.zvector_residual, g.seconds);
   bool devices_named = false;
   for (const std::string& name : calc.input.backends) devices_named |= devices::is_device_model(name);
   if (devices_named) {
     out += fmt::format("  the device models have no fp64 and a gradient in fp32 would carry the energy's fp32 error "
                        "into every force: the gradient runs on {} on the host\n", g.backend);
   }
-  out += fmt::format("  MP2 correlation energy from the gradient's amplitudes: {:.12f} Eh\n", r.correlation());
+  out += fmt::format("  MP2 correlation energy from the {}'s amplitudes: {:.12f} Eh\n",
+                     density_only ? "density" : "gradient", r.correlation());
   auto table = [&](const char* title, const linalg::Matrix& m) {
     out += fmt::format("\n  {} [Eh/bohr]\n  {:>4} {:<3} {:>18} {:>18} {:>18}\n", title, "atom", "", "x", "y", "z");
     for (Eigen::Index a = 0; a < m.rows(); ++a) {
@@ -38,20 +42,22 @@ std::string format_gradient(const Calculation& calc) {
                          m(a, 0), m(a, 1), m(a, 2));
     }
   };
-  table((calc.input.mp2_model.label() + " total gradient" + (calc.counterpoise ? " of the complex" : "")).c_str(),
-        r.gradient);
-  if (const auto& cp = calc.counterpoise) {
-    out += fmt::format("\n  counterpoise-corrected total energy E_AB(AB) - sum E_k(AB) + sum E_k(k): {:.12f} Eh "
-                       "(its fragments' gradient calculations {:.2f} s)\n", cp->energy, cp->seconds);
-    for (const auto& p : cp->parts)
-      out += fmt::format("    {} {:<36} {:>20.12f} Eh  ({} SCF iterations{})\n", p.sign > 0 ? '+' : '-', p.name,
-                         p.energy, p.scf_iterations, p.from_energy_orbitals ? " from the energy's orbitals" : "");
-    table("Counterpoise-corrected total gradient", cp->gradient);
+  if (!density_only) {
+    table((calc.input.mp2_model.label() + " total gradient" + (calc.counterpoise ? " of the complex" : "")).c_str(),
+          r.gradient);
+    if (const auto& cp = calc.counterpoise) {
+      out += fmt::format("\n  counterpoise-corrected total energy E_AB(AB) - sum E_k(AB) + sum E_k(k): {:.12f} Eh "
+                         "(its fragments' gradient calculations {:.2f} s)\n", cp->energy, cp->seconds);
+      for (const auto& p : cp->parts)
+        out += fmt::format("    {} {:<36} {:>20.12f} Eh  ({} SCF iterations{})\n", p.sign > 0 ? '+' : '-', p.name,
+                           p.energy, p.scf_iterations, p.from_energy_orbitals ? " from the energy's orbitals" : "");
+      table("Counterpoise-corrected total gradient", cp->gradient);
+    }
+    table("SCF gradient", r.scf_gradient);
+    out += fmt::format("\n  RMS force {:.3e} Eh/bohr, largest {:.3e} Eh/bohr\n",
+                       std::sqrt(calc.returned_gradient().squaredNorm() / double(r.gradient.size())),
+                       calc.returned_gradient().cwiseAbs().maxCoeff());
   }
-  table("SCF gradient", r.scf_gradient);
-  out += fmt::format("\n  RMS force {:.3e} Eh/bohr, largest {:.3e} Eh/bohr\n",
-                     std::sqrt(calc.returned_gradient().squaredNorm() / double(r.gradient.size())),
-                     calc.returned_gradient().cwiseAbs().maxCoeff());
   auto dipole = [&](const char* what, const std::array<double, 3>& d) {
     const double total = std::sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
     out += fmt::format("  {:<28} X {:12.8f}  Y {:12.8f}  Z {:12.8f}  total {:12.8f} [e a0]  ({:.6f} D)\n", what, d[0],
@@ -63,7 +69,8 @@ std::string format_gradient(const Calculation& calc) {
   out += "  steps:";
   for (const auto& [step, seconds] : r.seconds) out += fmt::format(" {} {:.2f} s;", step, seconds);
   out.back() = '\n';
-  out += format_kernel_table(fmt::format("Kernel timings of the gradient on backend {}", g.backend), g.log, g.seconds);
+  out += format_kernel_table(
+      fmt::format("Kernel timings of the {} on backend {}", density_only ? "relaxed density" : "gradient", g.backend), g.log, g.seconds);
   return out;
 }
 

@@ -512,7 +512,8 @@ nlohmann::json results_json(const Calculation& calc) {
                           {"backends", backends},
                           {"cost", cost_json(calc)}};
   if (calc.input.interaction) j["extras"]["dfmp2"]["interaction"] = interaction_json(calc);
-  if (calc.gradient) add_gradient(calc, j);
+  if (calc.gradient && !calc.properties) add_gradient(calc, j);  // properties: the gradient stage's densities only
+  if (calc.properties) add_properties(calc, j);
   if (calc.hessian) add_hessian(calc, j);
   if (!calc.input.as_read.contains("backends")) {  // the default CPU backend, and why it was chosen
     const devices::Calibration& c = devices::machine_calibration();

@@ -2,6 +2,7 @@
 // One `dfmp2 INPUT.yaml` calculation and what it gives: the reference (app/reference.cpp), the memory plan
 // (app/plan.hpp), one DF-MP2 run per backend and precision, interaction energies, the gradient and the Hessian.
 // run_calculation (app/run.cpp) runs the stages the input asks for (app/stage.hpp).
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "chem/scf/scf.hpp"
 #include "chem/mp2/mp2.hpp"
 #include "chem/gradient/gradient.hpp"
+#include "chem/properties/properties.hpp"
 #include "chem/io/io.hpp"
 #include "chem/integrals/integrals.hpp"
 #include "devices/neuron/native_pipeline.hpp"
@@ -146,6 +148,14 @@ struct GradientRun {
   double seconds = 0;
 };
 
+// driver: properties: what the SCF's density, DF-MP2's unrelaxed and its relaxed density give (chem/properties), from
+// the densities of the gradient stage run without its derivative integrals (app/properties_stage.cpp).
+struct PropertiesRun {
+  std::array<double, 3> origin{};  // of the multipoles, bohr
+  chem::DensityProperties scf, unrelaxed, relaxed;
+  double seconds = 0;
+};
+
 // driver: gradient or hessian with `interaction` (bsse cp or both): the gradient of the counterpoise-corrected total
 // energy E_AB(AB) - sum_k E_k(AB) + sum_k E_k(k) and that energy (the method's), from the complex's gradient and
 // each fragment's calculation (app/counterpoise_gradient.cpp).
@@ -209,6 +219,7 @@ struct Calculation {
     return counterpoise ? counterpoise->gradient : gradient->result.gradient;
   }
   std::optional<HessianRun> hessian;        // driver: hessian
+  std::optional<PropertiesRun> properties;  // driver: properties
 };
 
 // An interaction energy, complex minus fragments (chem/mp2/interaction.hpp).

@@ -19,12 +19,15 @@ const StageRow kStages[] = {
     // interaction.bsse nocp or both: each fragment in its own basis, after the complex.
     {[](const Input& in, const Reference&) { return in.interaction && in.interaction->uncorrected; },
      make_own_basis_stage},
-    // driver: gradient, and the gradient at the input geometry of driver: hessian.
+    // driver: gradient, the gradient at the input geometry of driver: hessian, and the relaxed density of driver:
+    // properties (without derivative integrals).
     {[](const Input& in, const Reference&) { return in.driver != Driver::energy; }, make_gradient_stage},
     // With `interaction`: each fragment's gradient, for the counterpoise-corrected one.
     {[](const Input& in, const Reference&) { return in.driver != Driver::energy && in.interaction.has_value(); },
      make_counterpoise_gradient_stage},
     {[](const Input& in, const Reference&) { return in.driver == Driver::hessian; }, make_hessian_stage},
+    // driver: properties, after the gradient stage's densities.
+    {[](const Input& in, const Reference&) { return in.driver == Driver::properties; }, make_properties_stage},
 };
 
 }  // namespace

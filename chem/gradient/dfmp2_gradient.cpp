@@ -199,7 +199,8 @@ Matrix frozen_rotations(const Matrix& x, const Spaces& s) {
 // relaxed densities and dipoles;
 // `spins` the SCF's occupied orbitals (one set doubly occupied, or alpha and beta).
 void add_separable(const DfMp2GradientInput& in, const std::vector<const Spaces*>& spins,
-                   const DensityCorrection& correction, DfMp2Gradient& out, Kernels& kernels) {
+                   const DensityCorrection& correction, const std::vector<Matrix>& unrelaxed, DfMp2Gradient& out,
+                   Kernels& kernels) {
   if (in.derivatives) {
     const HalfTransformedStorage storage{in.plan.occupied_block, in.plan.aux_block, in.plan.on_scratch,
                                          in.scratch_folder, in.comm};
@@ -208,12 +209,20 @@ void add_separable(const DfMp2GradientInput& in, const std::vector<const Spaces*
     out.scf_gradient = separable[0];
     out.gradient += separable[1];
   }
-  Matrix scf_density = Matrix::Zero(in.basis->nbf(), in.basis->nbf());
-  const double occupation = spins.size() == 1 ? 2.0 : 1.0;
-  for (const Spaces* t : spins)
-    scf_density += product(kernels, kStep, t->c_occ, Trans::no, t->c_occ, Trans::yes, occupation);
-  out.relaxed_density = scf_density + correction.density;
-  out.scf_dipole = dipole_moment(*in.molecule, *in.basis, scf_density);
+  // Each spin's densities: a closed shell's halves, else the spins' own (correction.alpha the relaxed alpha part).
+  const bool closed_shell = spins.size() == 1;
+  for (std::size_t spin = 0; spin < 2; ++spin) {
+    const Spaces& t = *spins[closed_shell ? 0 : spin];
+    out.scf_densities[spin] = product(kernels, kStep, t.c_occ, Trans::no, t.c_occ, Trans::yes);
+    out.unrelaxed_densities[spin] =
+        out.scf_densities[spin] + (closed_shell ? Matrix(0.5 * unrelaxed[0]) : unrelaxed[spin]);
+    const Matrix relaxed_correction = closed_shell ? Matrix(0.5 * correction.density)
+                                      : spin == 0  ? correction.alpha
+                                                   : Matrix(correction.density - correction.alpha);
+    out.relaxed_densities[spin] = out.scf_densities[spin] + relaxed_correction;
+  }
+  out.relaxed_density = out.relaxed_densities[0] + out.relaxed_densities[1];
+  out.scf_dipole = dipole_moment(*in.molecule, *in.basis, out.scf_densities[0] + out.scf_densities[1]);
   out.relaxed_dipole = dipole_moment(*in.molecule, *in.basis, out.relaxed_density);
 }
 
@@ -319,10 +328,12 @@ DfMp2Gradient rhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
       s);
   in.jk->release_response();
   const DensityCorrection correction{sandwich(kernels, s.c, p_mo, s.c), sandwich(kernels, s.c, w, s.c)};
+  const Matrix unrelaxed =
+      sandwich(kernels, s.c_act, amp.p_oo, s.c_act) + sandwich(kernels, s.c_vir, amp.p_vv, s.c_vir);
   lap("densities");
 
   // The gradient: the SCF's form with the corrected densities, beside the non-separable terms.
-  gradient_detail::add_separable(in, {&s}, correction, out, kernels);
+  gradient_detail::add_separable(in, {&s}, correction, {unrelaxed}, out, kernels);
   lap("separable");
   return out;
 }

@@ -43,6 +43,10 @@ struct DfMp2Gradient {
   // Dipole moments (a.u., origin 0): the SCF's and the MP2 relaxed density's (nuclei included).
   std::array<double, 3> scf_dipole{}, relaxed_dipole{};
   linalg::Matrix relaxed_density;  // AO: the SCF's density plus the MP2 relaxed correction
+  // Each spin's AO density (alpha, beta; a closed shell's are the halves of its own): the SCF's; the unrelaxed, the
+  // SCF's plus the amplitudes' occupied-occupied and virtual-virtual blocks (ROHF-MBPT(2): and its singles', in its
+  // semicanonical orbitals); the relaxed, which adds the orbital response (relaxed_density is their sum).
+  std::array<linalg::Matrix, 2> scf_densities, unrelaxed_densities, relaxed_densities;
   int zvector_iterations = 0;
   double zvector_residual = 0;     // largest |residual| of the Z-vector equations at the end
   std::vector<std::pair<std::string, double>> seconds;  // per step, in order

@@ -174,11 +174,12 @@ Matrix energy_weighted_density(const Matrix& x, const Matrix& z, const Matrix& z
                                const Matrix& occupied_response, const Spaces& s);
 
 // The separable part (the SCF gradient's form with `correction`, chem/gradient/scf_gradient.hpp) added to
-// out.gradient, the SCF's own gradient in out.scf_gradient (unless in.derivatives is false), and the SCF and relaxed
-// densities and dipoles in out;
-// `spins` the SCF's occupied orbitals (one doubly occupied set, or alpha and beta).
+// out.gradient, the SCF's own gradient in out.scf_gradient (unless in.derivatives is false), and the SCF, unrelaxed
+// and relaxed densities and the dipoles in out; `spins` the SCF's occupied orbitals (one doubly occupied set, or alpha
+// and beta), `unrelaxed` the amplitudes' AO density correction (a closed shell's: one, the whole; else each spin's).
 void add_separable(const DfMp2GradientInput& in, const std::vector<const Spaces*>& spins,
-                   const DensityCorrection& correction, DfMp2Gradient& out, Kernels& kernels);
+                   const DensityCorrection& correction, const std::vector<Matrix>& unrelaxed, DfMp2Gradient& out,
+                   Kernels& kernels);
 // An open shell's two spins (alpha, beta).
 template <class T>
 using Spins = std::array<T, 2>;

@@ -173,6 +173,7 @@ DfMp2Gradient rohf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels
     x[spin] += 2.0 * f[spin] * p[spin];
     p_ao[spin] = sandwich(kernels, s[spin].c, p[spin], s[spin].c);
   }
+  const Spins<Matrix> unrelaxed = p_ao;
   {
     const Spins<Matrix> response = gradient_detail::spin_fock_response(*in.jk, p_ao, s, kernels);
     for (int spin = 0; spin < 2; ++spin)
@@ -230,7 +231,7 @@ DfMp2Gradient rohf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels
   correction.energy_weighted = sandwich(kernels, r.c, w, r.c);
   lap("densities");
 
-  gradient_detail::add_separable(in, {&s[0], &s[1]}, correction, out, kernels);
+  gradient_detail::add_separable(in, {&s[0], &s[1]}, correction, {unrelaxed[0], unrelaxed[1]}, out, kernels);
   lap("separable");
   return out;
 }

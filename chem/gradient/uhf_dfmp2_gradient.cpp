@@ -231,7 +231,8 @@ DfMp2Gradient uhf_dfmp2_gradient(const DfMp2GradientInput& in, Kernels& kernels)
   }
   lap("densities");
 
-  gradient_detail::add_separable(in, {&s[0], &s[1]}, correction, out, kernels);
+  gradient_detail::add_separable(in, {&s[0], &s[1]}, correction, {p_unrelaxed[0], p_unrelaxed[1]}, out,
+                                 kernels);
   lap("separable");
   return out;
 }

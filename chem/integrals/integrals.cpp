@@ -174,6 +174,50 @@ std::array<linalg::Matrix, 3> dipole_matrices(const BasisSet& basis, const std::
   return {one_body_matrix(b, engine, 1), one_body_matrix(b, engine, 2), one_body_matrix(b, engine, 3)};
 }
 
+std::array<linalg::Matrix, 6> second_moment_matrices(const BasisSet& basis, const std::array<double, 3>& origin) {
+  const LibintBasis b = to_libint(basis);
+  const libint2::Engine engine =
+      make_engine("quadrupole integrals", Operator::emultipole2, b.max_nprim, b.max_l, origin);
+  // libint2's components: the overlap, x, y, z, then xx, xy, xz, yy, yz, zz.
+  std::array<linalg::Matrix, 6> out;
+  for (std::size_t k = 0; k < 6; ++k) out[k] = one_body_matrix(b, engine, 4 + k);
+  return out;
+}
+
+std::vector<double> electronic_potential(const BasisSet& basis, const linalg::Matrix& density,
+                                         const std::vector<std::array<double, 3>>& points) {
+  const LibintBasis b = to_libint(basis);
+  // A unit positive charge at the point: libint2's attraction integrals are then -<m|1/|r - point||n>.
+  const std::vector<std::pair<double, std::array<double, 3>>> unit = {{1.0, {0.0, 0.0, 0.0}}};
+  EnginePool engines(make_engine("electrostatic-potential integrals", Operator::nuclear, b.max_nprim, b.max_l, unit));
+  std::vector<double> potential(points.size(), 0.0);
+  const auto npoints = static_cast<long>(points.size());
+#pragma omp parallel
+  {
+    libint2::Engine& engine = engines.mine();
+    const auto& buf = engine.results();
+#pragma omp for schedule(dynamic)
+    for (long k = 0; k < npoints; ++k) {
+      engine.set_params(std::vector<std::pair<double, std::array<double, 3>>>{
+          {1.0, points[static_cast<std::size_t>(k)]}});
+      double v = 0;
+      for (int s1 = 0; s1 < b.nshells(); ++s1) {
+        for (int s2 = 0; s2 <= s1; ++s2) {
+          engine.compute(b.shells[s1], b.shells[s2]);
+          if (buf[0] == nullptr) continue;
+          const double pair_weight = s1 == s2 ? 1.0 : 2.0;  // the lower triangle's twin
+          const auto o1 = static_cast<linalg::Index>(b.offsets[s1]), o2 = static_cast<linalg::Index>(b.offsets[s2]);
+          for (int f1 = 0; f1 < b.sizes[s1]; ++f1)
+            for (int f2 = 0; f2 < b.sizes[s2]; ++f2)
+              v += pair_weight * density(o1 + f1, o2 + f2) * buf[0][f1 * b.sizes[s2] + f2];
+        }
+      }
+      potential[static_cast<std::size_t>(k)] = v;
+    }
+  }
+  return potential;
+}
+
 linalg::Matrix nuclear_attraction_matrix(const BasisSet& basis, const Molecule& molecule) {
   const LibintBasis b = to_libint(basis);
   std::vector<std::pair<double, std::array<double, 3>>> charges;

@@ -80,6 +80,12 @@ std::vector<linalg::Matrix> four_center_gradients(const BasisSet& basis, linalg:
                                                  const std::vector<FourCenterDensities>& responses);
 // <m| r - origin |n> for x, y and z (bohr): the dipole moment's integrals.
 std::array<linalg::Matrix, 3> dipole_matrices(const BasisSet& basis, const std::array<double, 3>& origin);
+// <m| (r - origin)_i (r - origin)_j |n> for ij = xx, xy, xz, yy, yz, zz (bohr^2): the quadrupole moment's.
+std::array<linalg::Matrix, 6> second_moment_matrices(const BasisSet& basis, const std::array<double, 3>& origin);
+// The electrons' electrostatic potential at each of `points` (bohr): -sum_mn D_mn <m| 1/|r - point| |n> for a
+// symmetric AO density D (both spins). Threaded over the points.
+std::vector<double> electronic_potential(const BasisSet& basis, const linalg::Matrix& density,
+                                         const std::vector<std::array<double, 3>>& points);
 // sum_PQ d(P|Q)/dR V_PQ for a symmetric V over an auxiliary basis (libint2's two-centre first derivatives).
 linalg::Matrix metric_gradient(const BasisSet& aux, linalg::Index natoms, const linalg::Matrix& v);
 

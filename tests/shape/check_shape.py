@@ -3,7 +3,7 @@
 
   layers     an #include goes down the layers only: app -> chem | devices -> linalg. linalg includes none of the
              others, chem and devices not each other, and nothing below app includes app.
-  rooms      chem/ is in rooms by capability (system, integrals, scf, mp2, gradient, io); code outside chem/
+  rooms      chem/ is in rooms by capability (system, integrals, scf, mp2, gradient, properties, io); code outside chem/
              includes a room's public header only, the one named after its folder (chem/scf/scf.hpp), and no
              source file lies in chem/ outside a room.
   files      a source file in app/ or chem/ holds at most 600 lines;
@@ -60,7 +60,7 @@ DEBT = {
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([a-z_]+)/')
 ROOM_INCLUDE = re.compile(r'^\s*#\s*include\s*"chem/([a-z0-9_]+)/([a-z0-9_]+)\.hpp"')
-ROOMS = ("system", "integrals", "scf", "mp2", "gradient", "io")
+ROOMS = ("system", "integrals", "scf", "mp2", "gradient", "properties", "io")
 SOURCE = re.compile(r"\.(cpp|hpp|h|cc)$")
 
 
