@@ -2,6 +2,7 @@
 #include "app/yaml_file.hpp"
 #include "app/counterpoise_gradient.hpp"
 #include "app/mp2_options.hpp"
+#include "app/driver_options.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -43,7 +44,7 @@ constexpr double kMaxMemoryBytes = 1125899906842624.0;  // 1 PiB
 const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "basis",   "aux_basis",
                                         "reference", "scf",       "save_integrals", "frozen_core", "interaction", "driver", "backends", "precision",
                                         "metric",    "screening", "memory",      "threads",  "output",
-                                        "device",    "scratch",   "mp2_storage", "mpi", "cost", "method", "mp2_os_scale", "mp2_ss_scale", "mp2_sos_scale"};
+                                        "device",    "scratch",   "mp2_storage", "mpi", "cost", "method", "mp2_os_scale", "mp2_ss_scale", "mp2_sos_scale", "perturb_dipole"};
 }  // namespace
 
 const std::vector<std::string>& input_keys() { return kKeys; }
@@ -839,38 +840,6 @@ Input read_input(const std::string& path, int node_ranks) {
 
 namespace {
 
-// Key `driver`: energy; the DF-MP2 gradient or Hessian, which need the molecule and its basis sets (their derivative
-// integrals); or the MP2 densities' properties, which need them for the densities' integrals. Any reference (RHF,
-// UHF, ROHF-MBPT(2)).
-void read_driver(const YAML::Node& root, const YamlReader& ctx, Input& in) {
-  const YAML::Node node = root["driver"];
-  in.driver = ctx.choice(node, "driver", driver_names(), "driver");
-  if (in.driver == Driver::energy) return;
-  const bool properties = in.driver == Driver::properties;
-  if (!in.molecule) {
-    ctx.fail_key(node, "driver",
-                 fmt::format("{{key}}: {} needs 'molecule' input (the {} integrals come from the molecule's basis "
-                             "sets); {} gives no {}",
-                             properties ? "properties" : "a " + linalg::name_in(driver_names(), in.driver),
-                             properties ? "density's" : "derivative",
-                             in.synthetic ? "a synthetic problem" : "an integral file",
-                             properties ? "basis functions" : "geometry to differentiate"));
-  }
-  if (in.interaction && properties) {
-    ctx.fail_key(node, "driver", "{key}: properties with 'interaction': the properties are one molecule's density; "
-                                 "run the complex (or a fragment) without 'interaction'");
-  }
-  if (in.interaction) check_counterpoise_gradient(node, ctx, in);
-  if (in.driver == Driver::hessian) {
-    for (const chem::Atom& atom : in.molecule->atoms) {
-      if (atom.ghost) {
-        ctx.fail_key(node, "driver", "{key}: hessian: the molecule has ghost atoms, which have no mass for the "
-                                     "frequencies; leave them out");
-      }
-    }
-  }
-}
-
 // Key `interaction` (molecule input): {bsse: cp | nocp | both}. It needs fragments to interact, each of which is a
 // calculation of its own: what cannot be honoured for each (a frozen-core count, one integral file) is refused.
 void read_interaction(const YAML::Node& root, const YamlReader& ctx, Input& in) {
@@ -1045,7 +1014,7 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
     in.threads = static_cast<int>(*n);
   }
 
-  if (root["driver"]) read_driver(root, ctx, in);
+  read_driver_options(root, ctx, in);
 
   if (const YAML::Node node = root["output"]) {
     const std::string value = ctx.scalar(node, "output", "a file path");

@@ -43,7 +43,8 @@ const std::map<std::string, std::string> kQcKeywords = {
     {"mp2_type", ""},                   {"freeze_core", "frozen_core"},   {"e_convergence", "scf.e_convergence"},
     {"d_convergence", "scf.d_convergence"}, {"maxiter", "scf.max_iterations"}, {"guess", "scf.guess"},
     {"reference", "reference"},         {"mp2_os_scale", "mp2_os_scale"}, {"mp2_ss_scale", "mp2_ss_scale"},
-    {"mp2_sos_scale", "mp2_sos_scale"}};
+    {"mp2_sos_scale", "mp2_sos_scale"}, {"perturb_h", ""},           {"perturb_with", ""},
+    {"perturb_dipole", "perturb_dipole"}};
 // dfmp2 input keys that the AtomicInput gives in its own fields, never as dfmp2_<key>.
 const std::map<std::string, std::string> kOwnedByQcSchema = {
     {"molecule", "molecule"},          {"basis", "model.basis"},         {"aux_basis", "keywords.df_basis_mp2"},
@@ -387,6 +388,7 @@ YAML::Node molecule_mapping(const QcReader& qc, const YAML::Node& root, const nl
 // The keywords, Psi4's names and dfmp2_<key>, into `out` (the YAML input's keys); each setting from one keyword only.
 void keywords_into(const QcReader& qc, const YAML::Node& root, YAML::Node& out) {
   YAML::Node scf(YAML::NodeType::Map);
+  std::optional<YAML::Node> perturb_h, perturb_dipole;  // keywords.perturb_h and keywords.perturb_dipole as given
   if (const YAML::Node kw = root["keywords"]) {
     if (!kw.IsMap()) qc.fail(kw, "keywords", fmt::format("expected a mapping, got {}", YamlReader::kind(kw)));
     std::vector<std::string> known;
@@ -447,6 +449,15 @@ void keywords_into(const QcReader& qc, const YAML::Node& root, YAML::Node& out) 
         if (v == "df" || v == "mem_df" || v == "disk_df") scf["type"] = "df";
         else if (v == "pk" || v == "direct" || v == "out_of_core") scf["type"] = "exact";
         else qc.fail(value, field, fmt::format("'{}' is not supported (df, mem_df and disk_df run dfmp2's DF-SCF; pk, direct and out_of_core its exact SCF)", v));
+      } else if (name == "perturb_h") {  // Psi4 applies perturb_dipole only with perturb_h true
+        const std::optional<bool> b = as_bool(v);
+        if (!b) qc.fail(value, field, fmt::format("expected true or false, got '{}'", value.IsScalar() ? value.Scalar() : YamlReader::kind(value)));
+        perturb_h = value;
+      } else if (name == "perturb_dipole") {
+        perturb_dipole = value;
+        out["perturb_dipole"] = value;
+      } else if (name == "perturb_with") {
+        if (v != "dipole") qc.fail(value, field, fmt::format("'{}' is not supported; dfmp2 takes a uniform field (perturb_with: dipole, with perturb_dipole)", value.IsScalar() ? value.Scalar() : YamlReader::kind(value)));
       } else if (name == "reference") {
         out["reference"] = value.IsScalar() ? YAML::Node(v) : value;  // Psi4 takes UHF as well as uhf
       } else if (name == "freeze_core") {
@@ -463,6 +474,14 @@ void keywords_into(const QcReader& qc, const YAML::Node& root, YAML::Node& out) 
     }
   }
   if (scf.size() > 0) out["scf"] = scf;
+  // Psi4's field: perturb_dipole counts only with perturb_h true; either alone is a field half given.
+  const bool field_on = perturb_h && *as_bool(lower(perturb_h->Scalar()));
+  if (perturb_dipole && !field_on) {
+    qc.fail(*perturb_dipole, "keywords.perturb_dipole", "needs perturb_h: true (as in Psi4, the field applies only then)");
+  }
+  if (field_on && !perturb_dipole) {
+    qc.fail(*perturb_h, "keywords.perturb_h", "true needs perturb_dipole: [Fx, Fy, Fz] (a.u.)");
+  }
 
 }
 

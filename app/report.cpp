@@ -412,6 +412,10 @@ std::string format_scf(const Calculation& calc) {
                        calc.input.molecule->multiplicity, m.scf.nocc, m.scf.nocc_beta, m.scf.s_squared,
                        0.25 * double(calc.input.molecule->multiplicity * calc.input.molecule->multiplicity - 1));
   }
+  if (const std::array<double, 3>& f = calc.input.scf.electric_field; f != std::array<double, 3>{}) {
+    out += fmt::format("  in a uniform electric field ({}, {}, {}) a.u. (perturb_dipole): -F.r in the one-electron "
+                       "Hamiltonian, F.sum Z R in the nuclear repulsion\n", f[0], f[1], f[2]);
+  }
   if (m.saved_to) out += fmt::format("  orbitals and integrals saved to {}\n", *m.saved_to);
   out += format_kernel_table(fmt::format("Integral and SCF timings on backend {}{}", m.backend,
                                          calc.ranks > 1 ? " (rank 0)" : ""),

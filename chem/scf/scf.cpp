@@ -63,6 +63,18 @@ Matrix orbitals_moved_here(const Matrix* orbitals, const Matrix& s, int nocc) {
   return c * orthogonaliser(c.transpose() * s * c);
 }
 
+// The field's terms (ScfOptions::electric_field): -F . <m|r|n> in h, F . sum_A Z_A R_A in the nuclei's energy.
+void add_electric_field(const Molecule& molecule, const BasisSet& basis, const std::array<double, 3>& field,
+                        Matrix& h, double& nuclear) {
+  if (field == std::array<double, 3>{}) return;
+  const std::array<Matrix, 3> r = dipole_matrices(basis, {0.0, 0.0, 0.0});
+  for (std::size_t i = 0; i < 3; ++i) {
+    h -= field[i] * r[i];
+    for (const Atom& atom : molecule.atoms)
+      nuclear += field[i] * atom.nuclear_charge() * (i == 0 ? atom.x : i == 1 ? atom.y : atom.z) * kBohrPerAngstrom;
+  }
+}
+
 ScfStart start_scf(const Molecule& molecule, const BasisSet& basis, int most_occupied, const ScfOptions& options,
                    linalg::Kernels& kernels) {
   if (most_occupied > basis.nbf()) {
@@ -74,6 +86,7 @@ ScfStart start_scf(const Molecule& molecule, const BasisSet& basis, int most_occ
   Stopwatch one_clock;
   st.s = overlap_matrix(basis);
   st.h = kinetic_matrix(basis) + nuclear_attraction_matrix(basis, molecule);
+  add_electric_field(molecule, basis, options.electric_field, st.h, st.nuclear_repulsion);
   kernels.record_host(step_name(ScfStep::integrals), "one_electron", one_clock.seconds(), {0, 24.0 * double(st.s.size())});
   st.x = orthogonaliser(st.s, &kernels, &options);
   Stopwatch guess_clock;

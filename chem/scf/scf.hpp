@@ -9,6 +9,7 @@
 // converged when the energy change is below e_convergence and the RMS of the gradient below d_convergence.
 // Guesses: core (diagonalise H) or sad (superposition of atomic densities from fractional-occupation atomic RHF
 // in each atom's own basis functions).
+#include <array>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -98,6 +99,10 @@ struct ScfOptions {
   // UHF: the beta orbitals of that geometry (null: the alpha ones for both spins).
   const linalg::Matrix* start_orbitals_beta = nullptr;
   int diis_vectors = 10;
+  // A uniform electric field F (a.u.; Psi4's perturb_dipole): F . (-r) in the one-electron Hamiltonian, dipole
+  // integrals about the origin, and F . sum_A Z_A R_A in the nuclei's energy (nuclear_repulsion, as Psi4 counts it),
+  // so that dE/dF is the dipole moment.
+  std::array<double, 3> electric_field{};
   // (optional) The ranks' grid (linalg/dense_grid.hpp): the eigenproblems of order >= distributed_min_order (the
   // Fock matrix's, nbf) are solved on it, every rank then holding the same orbitals (README "MPI").
   linalg::DenseGrid* dense = nullptr;
