@@ -53,8 +53,9 @@ void read_driver(const YAML::Node& root, const YamlReader& ctx, Input& in) {
 void read_perturb_dipole(const YAML::Node& root, const YamlReader& ctx, Input& in) {
   const YAML::Node node = root["perturb_dipole"];
   if (!node.IsSequence() || node.size() != 3) {
-    ctx.fail_key(node, "perturb_dipole", fmt::format("{{key}}: expected a list of 3 numbers [Fx, Fy, Fz] (a.u.), got {}",
-                                                     YamlReader::kind(node)));
+    ctx.fail_key(node, "perturb_dipole",
+                 fmt::format("{{key}}: expected a list of 3 numbers [Fx, Fy, Fz] (a.u.), got {}",
+                             node.IsSequence() ? fmt::format("a list of {}", node.size()) : YamlReader::kind(node)));
   }
   for (std::size_t i = 0; i < 3; ++i) {
     const double f = ctx.number(node[i], "perturb_dipole");

@@ -507,7 +507,7 @@ Input read_qcschema_input(const std::string& path, int node_ranks) {
   const std::vector<std::string> drivers = linalg::names_of(driver_names());
   if (std::find(drivers.begin(), drivers.end(), driver) == drivers.end()) {
     qc.fail(root["driver"], "driver",
-            fmt::format("'{}' is not supported; dfmp2 computes energies, DF-MP2 gradients and Hessians (driver: {})",
+            fmt::format("'{}' is not supported; dfmp2 computes energies, DF-MP2 gradients, Hessians and MP2 properties (driver: {})",
                         driver, fmt::join(drivers, ", ")));
   }
   const YAML::Node model = qc.require(root, "model", "model", "{method: mp2, basis: ...}");

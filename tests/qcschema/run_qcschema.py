@@ -151,6 +151,36 @@ def cli(args, c):
         except Exception as e:  # noqa: BLE001 -- any validation error is the failure being tested
             c.check(False, "the Hessian AtomicResult validates with qcelemental: %s" % str(e)[:500])
 
+        # driver properties (issue 46) in a field (Psi4's perturb_h, perturb_with, perturb_dipole): an AtomicResult that
+        # validates, return_result the dictionary of properties, mp2_dipole_moment the relaxed dipole, as its YAML
+        # twin's (perturb_dipole) within 1e-10 a.u.
+        field = dict(perturb_h=True, perturb_with="dipole", perturb_dipole=[0.0, 0.0, 0.002])
+        prop_inp = atomic_input(WATER, "cc-pvdz", dict(CONVERGED, scf_type="df", freeze_core=True, dfmp2_threads=1,
+                                                       **field), driver="properties")
+        with open(os.path.join(d, "prop.json"), "w") as f:
+            f.write(prop_inp.json())
+        p = run([args.dfmp2, os.path.join(d, "prop.json")], d)
+        c.check(p.returncode == 0, "a properties AtomicInput in a field runs (%s)" % p.stderr.strip())
+        with open(yaml) as f:
+            prop_yaml = f.read().replace("output: twin.json", "output: prop_twin.json")
+        with open(os.path.join(d, "prop.yaml"), "w") as f:
+            f.write(prop_yaml + "driver: properties\nperturb_dipole: [0, 0, 0.002]\n")
+        run([args.dfmp2, os.path.join(d, "prop.yaml")], d)
+        try:
+            with open(os.path.join(d, "prop.result.json")) as f:
+                prop_result = qcel.models.AtomicResult(**json.load(f))
+            with open(os.path.join(d, "prop_twin.json")) as f:
+                prop_twin = json.load(f)["extras"]["dfmp2"]["properties"]["relaxed"]["dipole"]
+            dipole = list(prop_result.properties.mp2_dipole_moment)
+            c.check(prop_result.driver == "properties" and
+                    list(prop_result.return_result["mp2_dipole_moment"]) == dipole and
+                    len(prop_result.return_result["mulliken_charges"]) == 3 and
+                    max(abs(a - b) for a, b in zip(dipole, prop_twin)) <= 1e-10 and
+                    abs(prop_result.properties.scf_total_energy - result.properties.scf_total_energy) > 1e-5,
+                    "the properties AtomicResult validates: its relaxed dipole in the field is its YAML twin's")
+        except Exception as e:  # noqa: BLE001 -- any validation error is the failure being tested
+            c.check(False, "the properties AtomicResult validates with qcelemental: %s" % str(e)[:500])
+
         # Spin-scaled methods as Psi4 names them: model.method scs-mp2 with keywords mp2_os_scale and mp2_ss_scale (a
         # gradient: return_result the SCS-MP2 gradient, as its YAML twin's), sos-mp2 (an energy: return_result
         # SCF + 1.3 E_os); both AtomicResults validate.
@@ -221,8 +251,17 @@ def cli(args, c):
         cases = [
             ("not JSON", '{"driver": energy}', 2, "input_error", "not valid JSON"),
             ("no molecule", {k: v for k, v in base.items() if k != "molecule"}, 2, "input_error", "missing field 'molecule'"),
-            ("properties", dict(base, driver="properties"), 2, "input_error",
-             "field 'driver': 'properties' is not supported"),
+            ("optimize", dict(base, driver="optimize"), 2, "input_error",
+             "field 'driver': 'optimize' is not supported"),
+            ("field without perturb_h", dict(base, keywords={"perturb_dipole": [0, 0, 0.001]}), 2, "input_error",
+             "field 'keywords.perturb_dipole': needs perturb_h: true"),
+            ("perturb_h without a field", dict(base, keywords={"perturb_h": True}), 2, "input_error",
+             "field 'keywords.perturb_h': true needs perturb_dipole"),
+            ("perturb_with a sphere", dict(base, keywords={"perturb_h": True, "perturb_with": "sphere",
+                                                           "perturb_dipole": [0, 0, 0.001]}), 2, "input_error",
+             "field 'keywords.perturb_with': 'sphere' is not supported"),
+            ("field too strong", dict(base, keywords={"perturb_h": True, "perturb_dipole": [0, 0, 2.0]}), 2,
+             "input_error", "field 'keywords.perturb_dipole': component z is 2"),
             ("ccsd", dict(base, model={"method": "ccsd", "basis": "cc-pvdz"}), 2, "input_error",
              "field 'model.method': 'ccsd' is not supported"),
             ("sos scale with scs-mp2", dict(base, model={"method": "scs-mp2", "basis": "cc-pvdz"},

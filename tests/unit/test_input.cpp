@@ -232,7 +232,9 @@ TEST(ReadInput, EveryKey) {
                       "d_convergence: 1e-7, max_iterations: 30, guess: core, jk_storage: scratch, precision: mixed}\n"
                       "save_integrals: h2.h5\nbackends: [eigen, trn1]\nprecision: {eigen: fp64, trn1: [fp32, bf16]}\n"
                       "metric: {method: eigh, threshold: 1e-8}\n"
-                      "device: {step_precision: {transform: fp32}, trn1: {dispatch_ms: 0.5}}\n");
+                      "device: {step_precision: {transform: fp32}, trn1: {dispatch_ms: 0.5}}\n"
+                      "perturb_dipole: [0.001, -0.002, 0]\n");
+  EXPECT_EQ(m.scf.electric_field, (std::array<double, 3>{0.001, -0.002, 0.0}));
   EXPECT_EQ(m.molecule->atoms.size(), 2u);
   EXPECT_NEAR(m.molecule->atoms[1].z, 0.74 / dfmp2::chem::kBohrPerAngstrom, 1e-12);  // bohr, stored in angstrom
   EXPECT_EQ(m.molecule_file, (dir.path() / "h2.xyz").string());
