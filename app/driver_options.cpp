@@ -4,7 +4,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "app/counterpoise_gradient.hpp"
 
@@ -76,11 +80,134 @@ void read_perturb_dipole(const YAML::Node& root, const YamlReader& ctx, Input& i
   }
 }
 
+// A file of points, one "x y z" per line (blank lines and lines starting with '#' aside), as Psi4's grid.dat: at most
+// kMaxEspPoints, none where a nucleus sits (the potential is infinite there). Bohr out.
+constexpr std::size_t kMaxEspPoints = 1000000;
+constexpr std::uintmax_t kMaxEspFileBytes = 64u << 20;
+
+std::vector<std::array<double, 3>> read_esp_points(const YAML::Node& node, const YamlReader& ctx, double to_bohr,
+                                                   const chem::Molecule& molecule, std::string& resolved) {
+  namespace fs = std::filesystem;
+  const std::string key = "properties.esp_points";
+  const fs::path path = ctx.resolve(ctx.scalar(node, key, "a file path"));
+  resolved = path.string();
+  auto fail = [&](const std::string& what) { ctx.fail_key(node, key, "{key}: " + what); };
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status)) fail(fmt::format("'{}' does not exist", path.string()));
+  if (!fs::is_regular_file(status)) fail(fmt::format("'{}' is not a regular file", path.string()));
+  if (fs::file_size(path, ec) > kMaxEspFileBytes) {
+    fail(fmt::format("'{}' is larger than {} MiB: more than any grid of {} points", path.string(),
+                     kMaxEspFileBytes >> 20, kMaxEspPoints));
+  }
+  std::ifstream in(path);
+  if (!in) fail(fmt::format("cannot read '{}'", path.string()));
+  std::vector<std::array<double, 3>> points;
+  std::string line;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    const std::size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    std::istringstream words(line);
+    std::array<double, 3> p{};
+    std::string word, extra;
+    for (double& x : p) {
+      const std::optional<double> v = words >> word ? as_number(word) : std::nullopt;
+      if (!v || !std::isfinite(*v) || std::abs(*v) > 1e6) {
+        fail(fmt::format("'{}' line {}: expected three finite coordinates 'x y z', got '{}'", path.string(), number,
+                         line.substr(0, 80)));
+      }
+      x = *v * to_bohr;
+    }
+    if (words >> extra) fail(fmt::format("'{}' line {}: more than three numbers", path.string(), number));
+    for (const chem::Atom& atom : molecule.atoms) {
+      const double d = std::hypot(p[0] - atom.x * chem::kBohrPerAngstrom, p[1] - atom.y * chem::kBohrPerAngstrom,
+                                  p[2] - atom.z * chem::kBohrPerAngstrom);
+      if (!atom.ghost && d < 1e-3) {
+        fail(fmt::format("'{}' line {}: the point is on the nucleus of atom {} ({}), where the potential is infinite",
+                         path.string(), number, &atom - molecule.atoms.data() + 1, atom.symbol));
+      }
+    }
+    if (points.size() == kMaxEspPoints) fail(fmt::format("'{}': more than {} points", path.string(), kMaxEspPoints));
+    points.push_back(p);
+  }
+  if (points.empty()) fail(fmt::format("'{}' holds no points", path.string()));
+  return points;
+}
+
+// Key `properties` (driver: properties): origin, esp_points and esp_units, esp_charges, molden, scf_molden.
+void read_properties(const YAML::Node& root, const YamlReader& ctx, Input& in) {
+  const YAML::Node node = root["properties"];
+  if (in.driver != Driver::properties) {
+    ctx.fail_key(node, "properties", "{key}: only with 'driver: properties' (it says what the properties run gives)");
+  }
+  if (!node.IsMap()) {
+    ctx.fail_key(node, "properties", fmt::format("{{key}}: expected a mapping {{origin, esp_points, esp_units, "
+                                                 "esp_charges, molden, scf_molden}}, got {}", YamlReader::kind(node)));
+  }
+  ctx.check_keys(node, "properties", {"origin", "esp_points", "esp_units", "esp_charges", "molden", "scf_molden"});
+  Input::PropertiesOptions& p = in.properties;
+  if (const YAML::Node n = node["origin"]) {
+    if (!n.IsSequence() || n.size() != 3) {
+      ctx.fail_key(n, "properties.origin", "{key}: expected a list of 3 numbers [x, y, z] (bohr)");
+    }
+    for (std::size_t i = 0; i < 3; ++i) {
+      p.origin[i] = ctx.number(n[i], "properties.origin");
+      if (!std::isfinite(p.origin[i]) || std::abs(p.origin[i]) > 1e6) {
+        ctx.fail_key(n[i], "properties.origin", "{key}: expected finite coordinates within 1e6 bohr");
+      }
+    }
+  }
+  if (node["esp_units"] && !node["esp_points"]) {
+    ctx.fail_key(node["esp_units"], "properties.esp_units", "{key}: without 'esp_points' it changes nothing");
+  }
+  if (const YAML::Node n = node["esp_points"]) {
+    double to_bohr = chem::kBohrPerAngstrom;  // angstrom, as Psi4 reads grid.dat
+    if (const YAML::Node u = node["esp_units"]) {
+      const std::string units = ctx.scalar(u, "properties.esp_units", "angstrom or bohr");
+      if (units == "bohr") to_bohr = 1.0;
+      else if (units != "angstrom") ctx.fail_key(u, "properties.esp_units", fmt::format("{{key}}: expected angstrom or bohr, got '{}'", units));
+    }
+    p.esp_points = read_esp_points(n, ctx, to_bohr, *in.molecule, p.esp_points_file);
+  }
+  if (const YAML::Node n = node["esp_charges"]) {
+    if (n.IsMap()) {
+      ctx.check_keys(n, "properties.esp_charges", {"dipole", "density"});
+      p.esp_charges = true;
+      if (n["dipole"]) p.esp_charges_dipole = ctx.boolean(n["dipole"], "properties.esp_charges.dipole");
+      if (n["density"]) {
+        p.esp_density = ctx.number(n["density"], "properties.esp_charges.density");
+        if (!(p.esp_density >= 0.1 && p.esp_density <= 100.0)) {
+          ctx.fail_key(n["density"], "properties.esp_charges.density",
+                       "{key}: expected from 0.1 to 100 points per square angstrom");
+        }
+      }
+    } else {
+      p.esp_charges = ctx.boolean(n, "properties.esp_charges");
+    }
+    for (const chem::Atom& atom : in.molecule->atoms) {
+      if (p.esp_charges && atom.atomic_number > 36) {
+        ctx.fail_key(n, "properties.esp_charges", fmt::format("{{key}}: no van der Waals radius for {} (beyond krypton) "
+                                                              "to place the fitting grid", atom.symbol));
+      }
+    }
+  }
+  for (const char* key : {"molden", "scf_molden"}) {
+    if (const YAML::Node n = node[key]) {
+      const std::string full = std::string("properties.") + key;
+      (key == std::string("molden") ? p.molden : p.scf_molden) = ctx.resolve(ctx.scalar(n, full, "a file path")).string();
+    }
+  }
+  if (p.molden && p.scf_molden && *p.molden == *p.scf_molden) {
+    ctx.fail_key(node["scf_molden"], "properties.scf_molden", "{key}: the same file as 'properties.molden'");
+  }
+}
+
 }  // namespace
 
 void read_driver_options(const YAML::Node& root, const YamlReader& ctx, Input& in) {
   if (root["driver"]) read_driver(root, ctx, in);
   if (root["perturb_dipole"]) read_perturb_dipole(root, ctx, in);
+  if (root["properties"]) read_properties(root, ctx, in);
 }
 
 }  // namespace dfmp2::app

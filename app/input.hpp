@@ -2,6 +2,7 @@
 // The YAML input of `dfmp2 INPUT.yaml`. Its keys are listed once in code (`input_keys()`, app/input.cpp) and
 // documented once, with type, default and meaning, in the README's "Input keys" table; ReadInput.ReadmeListsEveryKey
 // (tests/unit/test_input.cpp) fails when the two lists differ. Each key's field in `Input` below says what it holds.
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -90,6 +91,17 @@ struct Input {
   FrozenCore frozen_core;
   std::optional<InteractionOptions> interaction;
   Driver driver = Driver::energy;
+  // Key `properties` (driver: properties; README "MP2 properties"): what beyond the multipoles, charges and natural
+  // orbitals the run gives.
+  struct PropertiesOptions {
+    std::array<double, 3> origin{};               // of the multipoles, bohr
+    std::vector<std::array<double, 3>> esp_points;  // bohr: the electrostatic potential's, from esp_points
+    std::string esp_points_file;                  // as resolved; empty: none
+    bool esp_charges = false;                     // charges fitted to the potential on Merz-Kollman shells
+    bool esp_charges_dipole = false;              // ... with the density's dipole held too
+    double esp_density = 1.0;                     // points per angstrom^2 of the shells
+    std::optional<std::string> molden, scf_molden;  // resolved paths of the Molden files to write
+  } properties;
   // The input's list; without the key, the default backend (devices::default_backend(), measured on first use, so
   // an input that names its backends never waits for the calibration).
   std::vector<std::string> backends;

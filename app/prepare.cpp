@@ -33,6 +33,7 @@ Calculation run_prepared(const PreparedRun& run, linalg::Comm& comm, const std::
 
 nlohmann::json finish_run(const PreparedRun& run, const Calculation& calc) {
   nlohmann::json results = run.input.qcschema ? qcschema_result(calc) : results_json(calc);
+  write_molden_files(calc);
   if (run.output) write_atomically(*run.output, results.dump(1) + "\n");
   return results;
 }

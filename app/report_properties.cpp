@@ -77,6 +77,30 @@ std::string format_occupations(const std::string& name, const linalg::Vector& n,
   return out;
 }
 
+std::string format_electrostatics(const Calculation& calc, const std::string& label) {
+  const PropertiesRun& p = *calc.properties;
+  std::string out;
+  if (!p.esp_relaxed.empty()) {
+    const auto [low, high] = std::minmax_element(p.esp_relaxed.begin(), p.esp_relaxed.end());
+    out += fmt::format("\n  electrostatic potential at {} points of {} (results file: extras.dfmp2.properties.esp): "
+                       "{} relaxed from {:.8f} to {:.8f} Eh/e\n", p.esp_relaxed.size(),
+                       calc.input.properties.esp_points_file, label, *low, *high);
+  }
+  if (!p.fitted_relaxed) return out;
+  out += fmt::format("\n  charges fitted to the electrostatic potential at {} points on Merz-Kollman shells (1.4, 1.6, "
+                     "1.8, 2.0 x van der Waals radii), total charge {}{} [e]\n  {:>4} {:<6} {:>22} {:>22}\n",
+                     p.fit_points.size(), calc.input.molecule->charge,
+                     p.fitted_relaxed->dipole_constrained ? " and the density's dipole held" : "", "atom", "", "SCF",
+                     label + " relaxed");
+  for (std::size_t a = 0; a < calc.input.molecule->atoms.size(); ++a)
+    out += fmt::format("  {:>4} {:<6} {:22.8f} {:22.8f}\n", a + 1, atom_label(calc.input.molecule->atoms[a]),
+                       p.fitted_scf->charges[a], p.fitted_relaxed->charges[a]);
+  for (const auto& [name, f] : {std::pair{std::string("SCF"), &*p.fitted_scf}, {label + " relaxed", &*p.fitted_relaxed}})
+    out += fmt::format("  {:<22} residual: RMS {:.3e} Eh/e, relative {:.4f}; the charges' dipole {:.8f} {:.8f} {:.8f} "
+                       "e a0\n", name, f->rms_residual, f->relative_residual, f->dipole[0], f->dipole[1], f->dipole[2]);
+  return out;
+}
+
 }  // namespace
 
 std::string format_properties(const Calculation& calc) {
@@ -101,6 +125,7 @@ std::string format_properties(const Calculation& calc) {
     out += format_occupations(d.name + " alpha", d.p->natural_alpha.occupations, r.nocc);
     out += format_occupations(d.name + " beta", d.p->natural_beta.occupations, r.nocc_beta);
   }
+  out += format_electrostatics(calc, label);
   return out;
 }
 

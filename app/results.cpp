@@ -552,6 +552,8 @@ void check_output_paths(const Input& input, const std::optional<std::string>& ou
   std::vector<std::pair<std::string, std::string>> writes;
   if (output) writes.emplace_back("output", *output);
   if (input.save_integrals) writes.emplace_back("save_integrals", *input.save_integrals);
+  if (input.properties.molden) writes.emplace_back("properties.molden", *input.properties.molden);
+  if (input.properties.scf_molden) writes.emplace_back("properties.scf_molden", *input.properties.scf_molden);
   for (const auto& [key, path] : writes) check_output_path(path, key);
   // A scratch folder the input names is checked at once, whether or not the plan will need it; the default one
   // ($TMPDIR or /tmp) only when a phase is planned on scratch.
@@ -561,13 +563,16 @@ void check_output_paths(const Input& input, const std::optional<std::string>& ou
     if (fs::equivalent(a, b, ec)) return true;
     return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
   };
-  if (writes.size() == 2 && same(writes[0].second, writes[1].second)) {
-    throw OutputError(fmt::format("output: '{}' is also the save_integrals file; give them different names",
-                                  writes[0].second));
-  }
+  for (std::size_t a = 0; a < writes.size(); ++a)
+    for (std::size_t b = a + 1; b < writes.size(); ++b)
+      if (same(writes[a].second, writes[b].second)) {
+        throw OutputError(fmt::format("{}: '{}' is also the {} file; give them different names", writes[a].first,
+                                      writes[a].second, writes[b].first));
+      }
   std::vector<std::pair<std::string, std::string>> reads = {{"the input file", input.path}};
   if (!input.integrals.empty()) reads.emplace_back("the integral file", input.integrals);
   if (!input.molecule_file.empty()) reads.emplace_back("the molecule file", input.molecule_file);
+  if (!input.properties.esp_points_file.empty()) reads.emplace_back("the esp_points file", input.properties.esp_points_file);
   for (const auto& [what, basis] : {std::pair{"the basis set file", &input.basis}, {"the fitting basis file", &input.aux_basis},
                                     {"the J/K fitting basis file", &input.jk_basis}})
     if (chem::is_basis_file_path(*basis)) reads.emplace_back(what, *basis);

@@ -14,6 +14,8 @@ namespace dfmp2::app {
 nlohmann::json results_json(const Calculation& calc);
 // driver: properties: its entries of the results file (app/results_properties.cpp).
 void add_properties(const Calculation& calc, nlohmann::json& j);
+// driver: properties: the Molden files properties.molden and properties.scf_molden asked for, each written whole.
+void write_molden_files(const Calculation& calc);
 
 // Throws OutputError (naming `key`) when `path` cannot be written: its folder does not exist or is not writable,
 // or it is a folder or some other non-regular file. Called before any work, so a long run is not lost at the end.

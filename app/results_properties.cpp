@@ -6,6 +6,7 @@
 #include <string>
 
 #include "app/results.hpp"
+#include "chem/io/io.hpp"
 
 namespace dfmp2::app {
 
@@ -34,7 +35,60 @@ nlohmann::json density_json(const chem::DensityProperties& p) {
             {"total", vector_json(p.natural.occupations)}}}};
 }
 
+nlohmann::json fitted_json(const chem::FittedCharges& f, const std::vector<double>& potential) {
+  return {{"charges", f.charges},
+          {"potential", potential},
+          {"dipole", f.dipole},
+          {"dipole_constrained", f.dipole_constrained},
+          {"rms_residual", f.rms_residual},
+          {"relative_residual", f.relative_residual}};
+}
+
+// The natural orbitals of the relaxed density (a closed shell's of both spins, an open shell's of each), or the SCF's
+// orbitals with their energies and occupations (ROHF: its own orbitals, doubly, singly and unoccupied).
+std::vector<chem::MoldenOrbitals> molden_sets(const Calculation& calc, bool natural) {
+  const chem::ScfResult& scf = calc.reference.molecule()->scf;
+  const bool open_shell = scf.reference != chem::ScfReference::rhf;
+  auto occupations = [&](linalg::Index n, int doubly, int singly) {
+    linalg::Vector o = linalg::Vector::Zero(n);
+    o.head(doubly).setConstant(open_shell && scf.reference == chem::ScfReference::uhf ? 1.0 : 2.0);
+    o.segment(doubly, singly).setConstant(1.0);
+    return o;
+  };
+  if (natural) {
+    const chem::DensityProperties& r = calc.properties->relaxed;
+    auto set = [](const chem::NaturalOrbitals& no, bool beta) {
+      return chem::MoldenOrbitals{no.coefficients, linalg::Vector::Zero(no.occupations.size()), no.occupations, beta};
+    };
+    if (!open_shell) return {set(r.natural, false)};
+    return {set(r.natural_alpha, false), set(r.natural_beta, true)};
+  }
+  const auto n = scf.mo_coefficients.cols();
+  switch (scf.reference) {
+    case chem::ScfReference::rhf: return {{scf.mo_coefficients, scf.orbital_energies, occupations(n, scf.nocc, 0)}};
+    case chem::ScfReference::uhf:
+      return {{scf.mo_coefficients, scf.orbital_energies, occupations(n, scf.nocc, 0)},
+              {scf.mo_coefficients_beta, scf.orbital_energies_beta, occupations(n, scf.nocc_beta, 0), true}};
+    case chem::ScfReference::rohf:
+      return {{scf.rohf_coefficients, scf.rohf_orbital_energies,
+               occupations(n, scf.nocc_beta, scf.nocc - scf.nocc_beta)}};
+  }
+  return {};
+}
+
 }  // namespace
+
+void write_molden_files(const Calculation& calc) {
+  if (!calc.properties) return;
+  const Input::PropertiesOptions& o = calc.input.properties;
+  const MoleculeRun& m = *calc.reference.molecule();
+  if (o.molden)
+    write_atomically(*o.molden, chem::molden_text(*calc.input.molecule, m.basis, molden_sets(calc, true)),
+                     "properties.molden");
+  if (o.scf_molden)
+    write_atomically(*o.scf_molden, chem::molden_text(*calc.input.molecule, m.basis, molden_sets(calc, false)),
+                     "properties.scf_molden");
+}
 
 void add_properties(const Calculation& calc, nlohmann::json& j) {
   const PropertiesRun& p = *calc.properties;
@@ -73,6 +127,18 @@ void add_properties(const Calculation& calc, nlohmann::json& j) {
                                         {"mp2_correlation_energy", g.correlation()},
                                         {"zvector_iterations", g.zvector_iterations},
                                         {"zvector_residual", g.zvector_residual},
+                                        {"esp", p.esp_relaxed.empty() ? nlohmann::json(nullptr)
+                                                : nlohmann::json{{"points_file", calc.input.properties.esp_points_file},
+                                                                 {"points", calc.input.properties.esp_points},
+                                                                 {"scf", p.esp_scf},
+                                                                 {"relaxed", p.esp_relaxed}}},
+                                        {"esp_charges", !p.fitted_relaxed ? nlohmann::json(nullptr)
+                                                        : nlohmann::json{{"grid", "merz-kollman"},
+                                                                         {"points", p.fit_points},
+                                                                         {"scf", fitted_json(*p.fitted_scf,
+                                                                                             p.fit_potential_scf)},
+                                                                         {"relaxed", fitted_json(*p.fitted_relaxed,
+                                                                                                 p.fit_potential_relaxed)}}},
                                         {"seconds", p.seconds},
                                         {"density_seconds", calc.gradient->seconds}};
 }

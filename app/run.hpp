@@ -153,6 +153,12 @@ struct GradientRun {
 struct PropertiesRun {
   std::array<double, 3> origin{};  // of the multipoles, bohr
   chem::DensityProperties scf, unrelaxed, relaxed;
+  // properties.esp_points: the electrostatic potential (Eh/e) of the SCF and the relaxed density at the points (bohr).
+  std::vector<double> esp_scf, esp_relaxed;
+  // properties.esp_charges: the charges fitted to each density's potential on the Merz-Kollman shells.
+  std::vector<std::array<double, 3>> fit_points;  // bohr
+  std::vector<double> fit_potential_scf, fit_potential_relaxed;
+  std::optional<chem::FittedCharges> fitted_scf, fitted_relaxed;
   double seconds = 0;
 };
 

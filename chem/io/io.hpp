@@ -5,3 +5,4 @@
 #include "chem/io/integral_file.hpp"  // IWYU pragma: export
 #include "chem/io/scratch.hpp"  // IWYU pragma: export
 #include "chem/io/temporary_files.hpp"  // IWYU pragma: export
+#include "chem/io/molden.hpp"  // IWYU pragma: export

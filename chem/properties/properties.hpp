@@ -57,6 +57,30 @@ std::vector<double> electrostatic_potential(const Molecule& molecule, const Basi
                                             const linalg::Matrix& density,
                                             const std::vector<std::array<double, 3>>& points);
 
+// Points on Merz-Kollman shells (Singh and Kollman, J. Comput. Chem. 5, 129 (1984); Besler, Merz and Kollman, ibid.
+// 11, 431 (1990)): on spheres of each atom's van der Waals radius times each of `scales`, `density` points per
+// square angstrom spread evenly (a golden-angle spiral), those inside another atom's sphere of the same scale left
+// out; ghost atoms take no part. Bohr. Radii: Merz and Kollman's for H, C, N, O, F, P, S, Cl, Bondi's (Mantina's
+// where Bondi gives none) for the other elements up to krypton.
+struct EspGridOptions {
+  std::vector<double> scales = {1.4, 1.6, 1.8, 2.0};
+  double density = 1.0;  // points per angstrom^2
+};
+std::vector<std::array<double, 3>> merz_kollman_points(const Molecule& molecule, const EspGridOptions& options = {});
+
+// Atomic charges q_A that best reproduce `potential` (Eh/e) at `points` (bohr), sum_k (V_k - sum_A q_A / r_kA)^2
+// least, with sum_A q_A the molecule's charge and, when given, sum_A q_A R_A the dipole `dipole` (e a0, origin 0),
+// by Lagrange multipliers; ghost atoms carry none. rms_residual: sqrt(mean of the squared misfit), relative: over
+// the root mean square of the potential.
+struct FittedCharges {
+  std::vector<double> charges;
+  std::array<double, 3> dipole{};  // of the charges, e a0 about the origin
+  double rms_residual = 0, relative_residual = 0;
+  bool dipole_constrained = false;
+};
+FittedCharges fit_charges(const Molecule& molecule, const std::vector<std::array<double, 3>>& points,
+                          const std::vector<double>& potential, const std::array<double, 3>* dipole = nullptr);
+
 // What one density gives (driver: properties reports the SCF's, DF-MP2's unrelaxed and its relaxed density): its
 // multipoles about `origin`, Mulliken and Loewdin charges, and natural orbitals of each spin and of both.
 struct DensityProperties {

@@ -99,4 +99,62 @@ TEST(Properties, FieldIsReported) {
   EXPECT_NE(zero.json["properties"]["nuclear_repulsion_energy"], field.json["properties"]["nuclear_repulsion_energy"]);
 }
 
+// Charges fitted to the electrostatic potential on the Merz-Kollman shells (water, relaxed and SCF densities): they
+// add up to the molecule's charge, reproduce the potential they were fitted to with the residual the run states, are
+// the least-squares optimum under that constraint (the misfit's gradient is a multiple of the constraint's), and with
+// `dipole: true` carry the density's dipole; without it their dipole is within 0.05 e a0 of the density's.
+TEST(Properties, EspChargesReproduceTheirPotential) {
+  TempDir dir;
+  for (const bool dipole : {false, true}) {
+    SCOPED_TRACE(dipole ? "dipole held" : "charge only");
+    const Finished p = run(dir, fmt::format("molecule:\n{}{}threads: 2\ndriver: properties\n"
+                                            "properties: {{esp_charges: {{dipole: {}}}}}\n",
+                                            kCases[0].molecule, kCases[0].keys, dipole ? "true" : "false"));
+    const nlohmann::json& esp = p.json["extras"]["dfmp2"]["properties"]["esp_charges"];
+    const nlohmann::json& points = esp["points"];
+    ASSERT_GT(points.size(), 200u);
+    EXPECT_NE(p.report.find("charges fitted to the electrostatic potential"), std::string::npos);
+    for (const char* kind : {"scf", "relaxed"}) {
+      SCOPED_TRACE(kind);
+      const nlohmann::json& f = esp[kind];
+      const nlohmann::json& atoms = p.json["molecule"]["geometry"];
+      std::vector<double> q = f["charges"].get<std::vector<double>>();
+      EXPECT_NEAR(q[0] + q[1] + q[2], 0.0, 1e-10);
+      // The misfit and its gradient with respect to each charge.
+      double squares = 0;
+      std::array<double, 3> gradient{};
+      for (std::size_t k = 0; k < points.size(); ++k) {
+        std::array<double, 3> inverse{};
+        double fitted = 0;
+        for (std::size_t a = 0; a < 3; ++a) {
+          double r2 = 0;
+          for (std::size_t i = 0; i < 3; ++i) {
+            const double d = points[k][i].get<double>() - atoms[3 * a + i].get<double>();
+            r2 += d * d;
+          }
+          inverse[a] = 1.0 / std::sqrt(r2);
+          fitted += q[a] * inverse[a];
+        }
+        const double misfit = fitted - f["potential"][k].get<double>();
+        squares += misfit * misfit;
+        for (std::size_t a = 0; a < 3; ++a) gradient[a] += misfit * inverse[a];
+      }
+      EXPECT_NEAR(std::sqrt(squares / double(points.size())), f["rms_residual"].get<double>(), 1e-12);
+      EXPECT_LT(f["relative_residual"].get<double>(), 0.2);
+      const nlohmann::json& mu = p.json["extras"]["dfmp2"]["properties"][kind]["dipole"];
+      std::array<double, 3> charges_dipole{};
+      for (std::size_t a = 0; a < 3; ++a)
+        for (std::size_t i = 0; i < 3; ++i) charges_dipole[i] += q[a] * atoms[3 * a + i].get<double>();
+      for (std::size_t i = 0; i < 3; ++i) {
+        EXPECT_NEAR(charges_dipole[i], f["dipole"][i].get<double>(), 1e-10);
+        EXPECT_NEAR(charges_dipole[i], mu[i].get<double>(), dipole ? 1e-8 : 0.05);
+      }
+      if (!dipole) {  // stationary along every charge change that keeps the total: equal gradient components
+        EXPECT_NEAR(gradient[0], gradient[1], 1e-9);
+        EXPECT_NEAR(gradient[0], gradient[2], 1e-9);
+      }
+    }
+  }
+}
+
 }  // namespace
