@@ -292,6 +292,24 @@ TEST(ReadInput, EveryKey) {
   EXPECT_EQ(read("energy.yaml", water).driver, app::Driver::energy);
   EXPECT_EQ(read("gradient.yaml", water + "driver: gradient\n").driver, app::Driver::gradient);
   EXPECT_EQ(read("hessian.yaml", water + "driver: hessian\n").driver, app::Driver::hessian);
+  // driver: properties with every `properties` sub-key: points in angstrom (the default) or bohr, the Molden paths
+  // resolved beside the input.
+  dir.file("grid.dat", "0 0 3\n# a comment\n\n1.5 -2 0.25\n");
+  const auto pr = read("properties.yaml", water + "driver: properties\nproperties: {origin: [0.5, 0, -1], "
+                                          "esp_points: grid.dat, esp_units: bohr, esp_charges: {dipole: true, "
+                                          "density: 2.5}, molden: no.molden, scf_molden: scf.molden}\n");
+  EXPECT_EQ(pr.driver, app::Driver::properties);
+  EXPECT_EQ(pr.properties.origin, (std::array<double, 3>{0.5, 0.0, -1.0}));
+  ASSERT_EQ(pr.properties.esp_points.size(), 2u);
+  EXPECT_EQ(pr.properties.esp_points[1], (std::array<double, 3>{1.5, -2.0, 0.25}));
+  EXPECT_TRUE(pr.properties.esp_charges);
+  EXPECT_TRUE(pr.properties.esp_charges_dipole);
+  EXPECT_EQ(pr.properties.esp_density, 2.5);
+  EXPECT_EQ(*pr.properties.molden, (dir.path() / "no.molden").string());
+  EXPECT_EQ(*pr.properties.scf_molden, (dir.path() / "scf.molden").string());
+  const auto angstrom = read("angstrom.yaml", water + "driver: properties\nproperties: {esp_points: grid.dat}\n");
+  EXPECT_NEAR(angstrom.properties.esp_points[0][2], 3.0 * dfmp2::chem::kBohrPerAngstrom, 1e-12);
+  EXPECT_FALSE(angstrom.properties.esp_charges);
 
   const auto s = read("s.yaml", "synthetic: {nbasis: 40, nocc: 6, naux: 90, seed: 11}\n");
   EXPECT_EQ(s.synthetic->nbasis, 40);
@@ -302,7 +320,7 @@ TEST(ReadInput, EveryKey) {
 
   // The test covers the README's every key.
   for (const auto& key : app::input_keys()) EXPECT_TRUE(covered.count(key)) << "key '" << key << "' not read here";
-  EXPECT_EQ(app::input_keys().size(), 27u);
+  EXPECT_EQ(app::input_keys().size(), 29u);
 }
 
 TEST(ReadInput, PrecisionListAndMetricMapping) {
