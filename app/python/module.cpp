@@ -13,14 +13,13 @@
 #include <dlfcn.h>
 
 #include <bit>
-
 #include <filesystem>
 #include <fmt/format.h>
-
 #include <yaml-cpp/yaml.h>
 
 #include "app/input.hpp"
 #include "app/prepare.hpp"
+#include "app/python/property_arrays.hpp"
 #include "app/qcschema.hpp"
 #include "app/results.hpp"
 #include "app/run.hpp"
@@ -369,7 +368,6 @@ class PyBackend {
     return m;
   }
 
-
   // Runs one call of the layer and keeps what the kernel log says of it (a composite, such as an inverse square
   // root, sums its kernels).
   template <class F>
@@ -536,8 +534,10 @@ py::dict run(const py::object& input) {
   // errors named by its fields.
   const app::PreparedRun prepared = app::prepare_run(std::move(in));
   linalg::SerialComm alone;  // the module runs as one process
-  const nlohmann::json j = app::finish_run(prepared, app::run_prepared(prepared, alone));
-  return py::module_::import("json").attr("loads")(j.dump()).cast<py::dict>();
+  const app::Calculation calc = app::run_prepared(prepared, alone);
+  py::dict out = py::module_::import("json").attr("loads")(app::finish_run(prepared, calc).dump()).cast<py::dict>();
+  if (calc.properties) out["arrays"] = app::property_arrays(calc);  // driver: properties
+  return out;
 }
 
 }  // namespace

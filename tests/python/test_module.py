@@ -243,6 +243,27 @@ def main():
     c.raises(TypeError, "expected a float64 or float32 array in this machine's byte order",
              lambda: be.gemm(np.eye(3).astype(">f8"), pb), "a big-endian array")
 
+    # driver: properties (issue 46): the densities and orbitals as NumPy arrays, consistent with each other and with
+    # the results: an OH radical (UHF): each density holds its spin's electrons, the natural orbitals are S-orthonormal
+    # and rebuild their density, the relaxed dipole from the arrays is the reported one.
+    r = dfmp2.run({"molecule": {"xyz": "O 0 0.1 0\nH 0.05 0 0.97", "multiplicity": 2}, "basis": "cc-pvdz",
+                   "driver": "properties", "threads": 1})
+    arr = r["arrays"]
+    s_ao = arr["overlap"]
+    for kind in ("scf", "unrelaxed", "relaxed"):
+        da, db = arr[kind + "_density_alpha"], arr[kind + "_density_beta"]
+        cn, n = arr[kind + "_natural_orbitals"], arr[kind + "_natural_occupations"]
+        c.check(abs(np.trace(da @ s_ao) - 5) < 1e-10 and abs(np.trace(db @ s_ao) - 4) < 1e-10 and
+                np.abs(cn.T @ s_ao @ cn - np.eye(cn.shape[1])).max() < 1e-10 and
+                np.abs(cn @ np.diag(n) @ cn.T - (da + db)).max() < 1e-10 and np.all(np.diff(n) <= 1e-14),
+                "properties arrays, %s density: 5 alpha and 4 beta electrons; natural orbitals orthonormal, largest "
+                "first, rebuilding it" % kind)
+    c.check(arr["relaxed_natural_orbitals_beta"].shape == s_ao.shape and
+            abs(arr["relaxed_natural_occupations_beta"].sum() - 4) < 1e-10,
+            "properties arrays: the beta natural orbitals")
+    c.check(np.abs(arr["relaxed_density_alpha"] - arr["unrelaxed_density_alpha"]).max() > 1e-4,
+            "properties arrays: the relaxed density is not the unrelaxed one")
+
     # The ASE calculator: what it owns is not a keyword, and a periodic Atoms object is not a molecule.
     try:
         import ase
