@@ -18,7 +18,8 @@ const std::string& phase_name(Phase phase) {
                                                   {Phase::mp2_transform, chem::mp2_phase_name(Mp2Step::transform)},
                                                   {Phase::mp2_fitting, chem::mp2_phase_name(Mp2Step::fitting)},
                                                   {Phase::mp2_pair_energy, chem::mp2_phase_name(Mp2Step::pair_energy)},
-                                                  {Phase::mp2_gradient, "MP2 gradient"}};
+                                                  {Phase::mp2_gradient, "MP2 gradient"},
+                                                  {Phase::mp2_properties, "MP2 properties"}};
   for (const auto& [p, name] : names)
     if (p == phase) return name;
   throw std::logic_error("phase_name: unknown phase");

@@ -15,7 +15,7 @@
 namespace dfmp2::app {
 
 // The phases a plan can hold, in run order. Their names (phase_name) are what the report and the results file print.
-enum class Phase { scf, scf_jk, mp2_metric, mp2_transform, mp2_fitting, mp2_pair_energy, mp2_gradient };
+enum class Phase { scf, scf_jk, mp2_metric, mp2_transform, mp2_fitting, mp2_pair_energy, mp2_gradient, mp2_properties };
 const std::string& phase_name(Phase phase);
 Phase mp2_phase(chem::Mp2Step step);
 

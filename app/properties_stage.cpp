@@ -4,11 +4,21 @@
 #include <fmt/format.h>
 
 #include "app/stage.hpp"
+#include "linalg/errors.hpp"
 #include "linalg/kernel_log.hpp"
 
 namespace dfmp2::app {
 
 namespace {
+
+// The Merz-Kollman fit's points, their potentials and inverse distances to the atoms (twice: the fit's product).
+double fit_bytes(const Input& input) {
+  chem::EspGridOptions grid;
+  grid.density = input.properties.esp_density;
+  const auto points = static_cast<double>(chem::merz_kollman_points(*input.molecule, grid).size());
+  const auto atoms = static_cast<double>(input.molecule->atoms.size());
+  return points * (2 * atoms + 8) * sizeof(double) + (atoms + 4) * (atoms + 4) * 3 * sizeof(double);
+}
 
 // The electrostatic potential of the SCF and the relaxed density at the points asked for, and the charges fitted to
 // each on the Merz-Kollman shells (with the density's dipole held when asked).
@@ -34,8 +44,32 @@ void electrostatics(const Input::PropertiesOptions& options, const chem::Molecul
 
 class PropertiesStage final : public Stage {
  public:
-  // A few nbf^2 matrices per density, within what the gradient phase's SCF matrices already counted.
-  void plan(StageContext&) override {}
+  // After the gradient phase has let its blocks and J/K go: beside the SCF's matrices, the three densities of each
+  // spin and their natural orbitals, the overlap and the Loewdin charges' S^1/2 with its eigenvectors
+  // (kMatrices nbf^2), the points and the potentials at them.
+  void plan(StageContext& c) override {
+    c.comm.checked([&] {
+      MemoryPlan& plan = c.calc.memory;
+      const Reference& r = c.calc.reference;
+      const Input::PropertiesOptions& o = c.input.properties;
+      constexpr double kMatrices = 32;
+      const double nbf = static_cast<double>(r.nbf);
+      const double points = static_cast<double>(o.esp_points.size()) * 5 * sizeof(double);
+      const double held = kMatrices * nbf * nbf * sizeof(double) + points + (o.esp_charges ? fit_bytes(c.input) : 0.0);
+      const double base = plan.baseline + scf_matrix_bytes(r.nbf, c.input.scf.diis_vectors, r.open_shell());
+      within_memory(plan, base, [&] {
+        if (base + held > plan.budget) {
+          throw PhaseTooLarge(phase_name(Phase::mp2_properties), held,
+                              "the densities, their natural orbitals and the potential's points do not fit");
+        }
+        return 0;
+      });
+      plan.phases.push_back({Phase::mp2_properties, "memory", "",  held, 0.0,
+                             "the SCF, unrelaxed and relaxed densities by spin, their natural orbitals, the overlap"
+                             + std::string(o.esp_points.empty() ? "" : ", the potential's points") +
+                             (o.esp_charges ? ", the fit's shells of points" : "")});
+    });
+  }
   void run(StageContext& c) override {
     const MoleculeRun& m = *c.calc.reference.molecule();
     const chem::DfMp2Gradient& g = c.calc.gradient->result;

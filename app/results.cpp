@@ -1,6 +1,5 @@
 #include "app/results.hpp"
 
-
 #include <fmt/format.h>
 #include <unistd.h>
 

@@ -76,6 +76,12 @@ std::vector<chem::MoldenOrbitals> molden_sets(const Calculation& calc, bool natu
   return {};
 }
 
+nlohmann::json step_seconds(const chem::DfMp2Gradient& g) {
+  nlohmann::json steps = nlohmann::json::object();
+  for (const auto& [step, seconds] : g.seconds) steps[step] = seconds;
+  return steps;
+}
+
 }  // namespace
 
 void write_molden_files(const Calculation& calc) {
@@ -139,6 +145,7 @@ void add_properties(const Calculation& calc, nlohmann::json& j) {
                                                                                              p.fit_potential_scf)},
                                                                          {"relaxed", fitted_json(*p.fitted_relaxed,
                                                                                                  p.fit_potential_relaxed)}}},
+                                        {"step_seconds", step_seconds(g)},
                                         {"seconds", p.seconds},
                                         {"density_seconds", calc.gradient->seconds}};
 }

@@ -119,6 +119,13 @@ CASES = {
     "cation_rohf_gradient": "molecule:\n  charge: 1\n  multiplicity: 2\n  xyz: |\n%s\nbasis: cc-pvdz\nthreads: 1\n"
                             "reference: rohf\nscf: {type: df, e_convergence: 1e-12, d_convergence: 1e-11}\n"
                             "mp2_storage: scratch\ndriver: gradient\n" % DIMER_XYZ,
+    # MP2 properties (issue 46): the relaxed density of the UHF cation from blocks on every rank's scratch, its
+    # properties and potential; the closed-shell dimer's in memory with a frozen core and Merz-Kollman charges.
+    "cation_uhf_properties": "molecule:\n  charge: 1\n  multiplicity: 2\n  xyz: |\n%s\nbasis: cc-pvdz\n"
+                             "threads: 1\nscf: {type: df, d_convergence: 1e-9}\nmp2_storage: scratch\n"
+                             "driver: properties\nproperties: {esp_charges: true}\n" % DIMER_XYZ,
+    "dimer_properties": molecule(DIMER_XYZ, "scf: {type: df, d_convergence: 1e-9}\nfrozen_core: true\n"
+                                            "driver: properties\n"),
     # The distributed factorisations (linalg/dense_grid.hpp) switched on at every size: the JK and MP2 metrics
     # (computed by tiles, factored, and the fitting's row solves), the SCF's eigenproblems, on grids of 1 to 8 ranks;
     # ELPA (the default) and ScaLAPACK; J/K in memory and recomputed (J^-1 c as row solves), DF-MP2 on scratch;
@@ -311,6 +318,16 @@ def energies_case(args, name, c):
                                for p in res["extras"]["dfmp2"]["memory_plan"]["phases"])
                 if r["driver"] == "gradient" and keeps_pairs(results[0]):
                     c.check(keeps_pairs(r), "%s, %d ranks: the pair integrals kept, as on one process" % (name, ranks))
+            if r["driver"] == "properties":  # the densities' properties as one process's
+                def properties_of(res):
+                    p = res["extras"]["dfmp2"]["properties"]
+                    values = []
+                    for kind in ("unrelaxed", "relaxed"):
+                        values += p[kind]["dipole"] + p[kind]["mulliken"]["charge"] + p[kind]["natural_occupations"]["total"]
+                    return values + (p["esp_charges"]["relaxed"]["charges"] if p["esp_charges"] else [])
+                diff = max(abs(a - b) for a, b in zip(properties_of(r), properties_of(results[0])))
+                c.check(diff <= 1e-9, "%s, %d ranks: dipoles, Mulliken charges, natural occupations and fitted charges "
+                        "within %.1e of one process's" % (name, ranks, diff))
             for key, value in results[0]["extras"]["qcvars"].items():
                 if "INTERACTION" in key:
                     diff = r["extras"]["qcvars"][key] - value
