@@ -41,7 +41,7 @@ const Case kCases[] = {
 };
 
 std::string input(const Case& c, const std::string& driver, std::array<double, 3> field) {
-  return fmt::format("molecule:\n{}{}threads: 2\ndriver: {}\nperturb_dipole: [{:.6e}, {:.6e}, {:.6e}]\n", c.molecule,
+  return fmt::format("molecule:\n{}{}threads: 1\ndriver: {}\nperturb_dipole: [{:.6e}, {:.6e}, {:.6e}]\n", c.molecule,
                      c.keys, driver, field[0], field[1], field[2]);
 }
 
@@ -107,7 +107,7 @@ TEST(Properties, EspChargesReproduceTheirPotential) {
   TempDir dir;
   for (const bool dipole : {false, true}) {
     SCOPED_TRACE(dipole ? "dipole held" : "charge only");
-    const Finished p = run(dir, fmt::format("molecule:\n{}{}threads: 2\ndriver: properties\n"
+    const Finished p = run(dir, fmt::format("molecule:\n{}{}threads: 1\ndriver: properties\n"
                                             "properties: {{esp_charges: {{dipole: {}}}}}\n",
                                             kCases[0].molecule, kCases[0].keys, dipole ? "true" : "false"));
     const nlohmann::json& esp = p.json["extras"]["dfmp2"]["properties"]["esp_charges"];
