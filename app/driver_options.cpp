@@ -1,4 +1,4 @@
-// Keys `driver` and `perturb_dipole` (driver_options.hpp).
+// Keys `driver`, `perturb_dipole`, `properties` and `external_charges` (driver_options.hpp).
 #include "app/driver_options.hpp"
 
 #include <fmt/format.h>
@@ -202,12 +202,65 @@ void read_properties(const YAML::Node& root, const YamlReader& ctx, Input& in) {
   }
 }
 
+// Key `external_charges` (Psi4's EXTERN, QM/MM point charges): a list of [q, x, y, z], the charge in e and the
+// position in angstrom (as Psi4's QMMM().extern.addCharge takes them for a molecule in angstrom); in the SCF's
+// Hamiltonian and the nuclei's energy (chem::ScfOptions::external_charges). The derivative integrals have no
+// external-charge terms yet: a gradient or Hessian among charges is refused rather than wrong.
+constexpr std::size_t kMaxExternalCharges = 100000;
+constexpr double kClosestToANucleus = 0.5;  // bohr: nearer, a point charge sits inside the atom's core
+
+void read_external_charges(const YAML::Node& root, const YamlReader& ctx, Input& in) {
+  const YAML::Node node = root["external_charges"];
+  const std::string key = "external_charges";
+  if (!in.molecule) ctx.fail_key(node, key, "{key}: point charges need 'molecule' input (their integrals come from the molecule's basis set)");
+  if (!node.IsSequence() || node.size() == 0 || node.size() > kMaxExternalCharges) {
+    ctx.fail_key(node, key, fmt::format("{{key}}: expected a list of 1 to {} charges [q, x, y, z] (e, angstrom), got {}",
+                                        kMaxExternalCharges,
+                                        node.IsSequence() ? fmt::format("a list of {}", node.size()) : YamlReader::kind(node)));
+  }
+  for (std::size_t c = 0; c < node.size(); ++c) {
+    const YAML::Node entry = node[c];
+    const std::string where = fmt::format("external_charges[{}]", c);
+    if (!entry.IsSequence() || entry.size() != 4) {
+      ctx.fail_key(entry, where, "{key}: expected [q, x, y, z] (the charge in e, the position in angstrom)");
+    }
+    std::array<double, 4> v{};
+    for (std::size_t i = 0; i < 4; ++i) {
+      v[i] = ctx.number(entry[i], where);
+      const double limit = i == 0 ? 10.0 : 1e5;
+      if (!std::isfinite(v[i]) || std::abs(v[i]) > limit) {
+        ctx.fail_key(entry[i], where, fmt::format("{{key}}: {} is {}: expected a finite {} of at most {} in magnitude",
+                                                  i == 0 ? "the charge" : "a coordinate", v[i],
+                                                  i == 0 ? "charge (e)" : "coordinate (angstrom)", limit));
+      }
+    }
+    const std::array<double, 3> r = {v[1] * chem::kBohrPerAngstrom, v[2] * chem::kBohrPerAngstrom,
+                                     v[3] * chem::kBohrPerAngstrom};
+    for (const chem::Atom& atom : in.molecule->atoms) {
+      const double d = std::hypot(r[0] - atom.x * chem::kBohrPerAngstrom, r[1] - atom.y * chem::kBohrPerAngstrom,
+                                  r[2] - atom.z * chem::kBohrPerAngstrom);
+      if (!atom.ghost && d < kClosestToANucleus) {
+        ctx.fail_key(entry, where, fmt::format("{{key}}: {:.3f} bohr from atom {} ({}): a point charge this close sits "
+                                               "inside the atom (at least {} bohr)", d,
+                                               &atom - in.molecule->atoms.data() + 1, atom.symbol, kClosestToANucleus));
+      }
+    }
+    in.scf.external_charges.push_back({v[0], r});
+  }
+  if (in.driver == Driver::gradient || in.driver == Driver::hessian) {
+    ctx.fail_key(node, key, fmt::format("{{key}}: driver {} among point charges: the gradient has no external-charge "
+                                        "terms yet; run energies (or properties)",
+                                        linalg::name_in(driver_names(), in.driver)));
+  }
+}
+
 }  // namespace
 
 void read_driver_options(const YAML::Node& root, const YamlReader& ctx, Input& in) {
   if (root["driver"]) read_driver(root, ctx, in);
   if (root["perturb_dipole"]) read_perturb_dipole(root, ctx, in);
   if (root["properties"]) read_properties(root, ctx, in);
+  if (root["external_charges"]) read_external_charges(root, ctx, in);
 }
 
 }  // namespace dfmp2::app

@@ -1,6 +1,7 @@
 #pragma once
-// Keys `driver` and `perturb_dipole` of the input (README "Input"): what the run returns (the energy, its gradient or
-// Hessian, or the MP2 densities' properties) and the uniform electric field the molecule sits in.
+// Keys `driver`, `properties`, `perturb_dipole` and `external_charges` of the input (README "Input"): what the run
+// returns (the energy, its gradient or Hessian, or the MP2 densities' properties) and what the molecule sits in (a
+// uniform electric field, point charges).
 #include <yaml-cpp/yaml.h>
 
 #include "app/input.hpp"

@@ -44,7 +44,7 @@ constexpr double kMaxMemoryBytes = 1125899906842624.0;  // 1 PiB
 const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "basis",   "aux_basis",
                                         "reference", "scf",       "save_integrals", "frozen_core", "interaction", "driver", "backends", "precision",
                                         "metric",    "screening", "memory",      "threads",  "output",
-                                        "device",    "scratch",   "mp2_storage", "mpi", "cost", "method", "mp2_os_scale", "mp2_ss_scale", "mp2_sos_scale", "perturb_dipole", "properties"};
+                                        "device",    "scratch",   "mp2_storage", "mpi", "cost", "method", "mp2_os_scale", "mp2_ss_scale", "mp2_sos_scale", "perturb_dipole", "properties", "external_charges"};
 }  // namespace
 
 const std::vector<std::string>& input_keys() { return kKeys; }

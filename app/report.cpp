@@ -416,6 +416,12 @@ std::string format_scf(const Calculation& calc) {
     out += fmt::format("  in a uniform electric field ({}, {}, {}) a.u. (perturb_dipole): -F.r in the one-electron "
                        "Hamiltonian, F.sum Z R in the nuclear repulsion\n", f[0], f[1], f[2]);
   }
+  if (const auto& charges = calc.input.scf.external_charges; !charges.empty()) {
+    double total = 0;
+    for (const auto& [q, r] : charges) total += q;
+    out += fmt::format("  among {} point charges (external_charges, total {:.6f} e): their potential in the one-electron "
+                       "Hamiltonian, their interaction with the nuclei in the nuclear repulsion\n", charges.size(), total);
+  }
   if (m.saved_to) out += fmt::format("  orbitals and integrals saved to {}\n", *m.saved_to);
   out += format_kernel_table(fmt::format("Integral and SCF timings on backend {}{}", m.backend,
                                          calc.ranks > 1 ? " (rank 0)" : ""),

@@ -218,6 +218,12 @@ std::vector<double> electronic_potential(const BasisSet& basis, const linalg::Ma
   return potential;
 }
 
+linalg::Matrix point_charge_matrix(const BasisSet& basis,
+                                   const std::vector<std::pair<double, std::array<double, 3>>>& charges) {
+  const LibintBasis b = to_libint(basis);
+  return one_body_matrix(b, make_engine("point-charge integrals", Operator::nuclear, b.max_nprim, b.max_l, charges));
+}
+
 linalg::Matrix nuclear_attraction_matrix(const BasisSet& basis, const Molecule& molecule) {
   const LibintBasis b = to_libint(basis);
   std::vector<std::pair<double, std::array<double, 3>>> charges;

@@ -37,6 +37,9 @@ linalg::Matrix overlap_matrix(const BasisSet& basis);
 linalg::Matrix kinetic_matrix(const BasisSet& basis);
 // Attraction to the nuclei of `molecule` (point charges at the atoms, bohr).
 linalg::Matrix nuclear_attraction_matrix(const BasisSet& basis, const Molecule& molecule);
+// The electrons' energy in the potential of point charges q_c at positions (bohr): -sum_c q_c <m| 1/|r - R_c| |n>.
+linalg::Matrix point_charge_matrix(const BasisSet& basis,
+                                   const std::vector<std::pair<double, std::array<double, 3>>>& charges);
 
 // Gradients (Eh/bohr, one row per atom of `molecule`, columns x, y, z), for the SCF and DF-MP2 gradients.
 // The one-electron part: sum_mn D_mn d(T + V)_mn/dR - sum_mn W_mn dS_mn/dR for a symmetric density D and

@@ -75,6 +75,19 @@ void add_electric_field(const Molecule& molecule, const BasisSet& basis, const s
   }
 }
 
+// The point charges' terms (ScfOptions::external_charges): their potential in h, their interaction with the nuclei.
+void add_external_charges(const Molecule& molecule, const BasisSet& basis,
+                          const std::vector<std::pair<double, std::array<double, 3>>>& charges, Matrix& h,
+                          double& nuclear) {
+  if (charges.empty()) return;
+  h += point_charge_matrix(basis, charges);
+  for (const Atom& atom : molecule.atoms)
+    for (const auto& [q, r] : charges)
+      nuclear += atom.nuclear_charge() * q /
+                 std::hypot(atom.x * kBohrPerAngstrom - r[0], atom.y * kBohrPerAngstrom - r[1],
+                            atom.z * kBohrPerAngstrom - r[2]);
+}
+
 ScfStart start_scf(const Molecule& molecule, const BasisSet& basis, int most_occupied, const ScfOptions& options,
                    linalg::Kernels& kernels) {
   if (most_occupied > basis.nbf()) {
@@ -87,6 +100,7 @@ ScfStart start_scf(const Molecule& molecule, const BasisSet& basis, int most_occ
   st.s = overlap_matrix(basis);
   st.h = kinetic_matrix(basis) + nuclear_attraction_matrix(basis, molecule);
   add_electric_field(molecule, basis, options.electric_field, st.h, st.nuclear_repulsion);
+  add_external_charges(molecule, basis, options.external_charges, st.h, st.nuclear_repulsion);
   kernels.record_host(step_name(ScfStep::integrals), "one_electron", one_clock.seconds(), {0, 24.0 * double(st.s.size())});
   st.x = orthogonaliser(st.s, &kernels, &options);
   Stopwatch guess_clock;

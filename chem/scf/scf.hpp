@@ -15,6 +15,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "chem/system/basis_set.hpp"
 #include "chem/system/molecule.hpp"
@@ -103,6 +105,10 @@ struct ScfOptions {
   // integrals about the origin, and F . sum_A Z_A R_A in the nuclei's energy (nuclear_repulsion, as Psi4 counts it),
   // so that dE/dF is the dipole moment.
   std::array<double, 3> electric_field{};
+  // Point charges around the molecule (Psi4's EXTERN, QM/MM embedding): (q_c, position in bohr). Their potential
+  // -sum_c q_c / |r - R_c| in the one-electron Hamiltonian, and their interaction with the nuclei sum_A,c Z_A q_c /
+  // |R_A - R_c| in nuclear_repulsion, as Psi4 counts it; not with each other.
+  std::vector<std::pair<double, std::array<double, 3>>> external_charges;
   // (optional) The ranks' grid (linalg/dense_grid.hpp): the eigenproblems of order >= distributed_min_order (the
   // Fock matrix's, nbf) are solved on it, every rank then holding the same orbitals (README "MPI").
   linalg::DenseGrid* dense = nullptr;

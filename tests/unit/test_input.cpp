@@ -310,6 +310,11 @@ TEST(ReadInput, EveryKey) {
   const auto angstrom = read("angstrom.yaml", water + "driver: properties\nproperties: {esp_points: grid.dat}\n");
   EXPECT_NEAR(angstrom.properties.esp_points[0][2], 3.0 * dfmp2::chem::kBohrPerAngstrom, 1e-12);
   EXPECT_FALSE(angstrom.properties.esp_charges);
+  // external_charges: [q, x, y, z] in e and angstrom, kept in bohr for the SCF.
+  const auto embedded = read("embedded.yaml", water + "external_charges: [[-0.834, 1.5, 0, -2.0], [0.417, 0.5, 0, -3.5]]\n");
+  ASSERT_EQ(embedded.scf.external_charges.size(), 2u);
+  EXPECT_EQ(embedded.scf.external_charges[1].first, 0.417);
+  EXPECT_NEAR(embedded.scf.external_charges[0].second[2], -2.0 * dfmp2::chem::kBohrPerAngstrom, 1e-12);
 
   const auto s = read("s.yaml", "synthetic: {nbasis: 40, nocc: 6, naux: 90, seed: 11}\n");
   EXPECT_EQ(s.synthetic->nbasis, 40);
@@ -320,7 +325,7 @@ TEST(ReadInput, EveryKey) {
 
   // The test covers the README's every key.
   for (const auto& key : app::input_keys()) EXPECT_TRUE(covered.count(key)) << "key '" << key << "' not read here";
-  EXPECT_EQ(app::input_keys().size(), 29u);
+  EXPECT_EQ(app::input_keys().size(), 30u);
 }
 
 TEST(ReadInput, PrecisionListAndMetricMapping) {
