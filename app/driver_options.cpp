@@ -204,8 +204,8 @@ void read_properties(const YAML::Node& root, const YamlReader& ctx, Input& in) {
 
 // Key `external_charges` (Psi4's EXTERN, QM/MM point charges): a list of [q, x, y, z], the charge in e and the
 // position in angstrom (as Psi4's QMMM().extern.addCharge takes them for a molecule in angstrom); in the SCF's
-// Hamiltonian and the nuclei's energy (chem::ScfOptions::external_charges). The derivative integrals have no
-// external-charge terms yet: a gradient or Hessian among charges is refused rather than wrong.
+// Hamiltonian and the nuclei's energy (chem::ScfOptions::external_charges), and in the gradient (the forces on the
+// atoms and on the charges). Not yet: a Hessian, or a counterpoise-corrected gradient, among charges.
 constexpr std::size_t kMaxExternalCharges = 100000;
 constexpr double kClosestToANucleus = 0.5;  // bohr: nearer, a point charge sits inside the atom's core
 
@@ -247,10 +247,13 @@ void read_external_charges(const YAML::Node& root, const YamlReader& ctx, Input&
     }
     in.scf.external_charges.push_back({v[0], r});
   }
-  if (in.driver == Driver::gradient || in.driver == Driver::hessian) {
-    ctx.fail_key(node, key, fmt::format("{{key}}: driver {} among point charges: the gradient has no external-charge "
-                                        "terms yet; run energies (or properties)",
-                                        linalg::name_in(driver_names(), in.driver)));
+  if (in.driver == Driver::hessian) {
+    ctx.fail_key(node, key, "{key}: driver hessian among point charges: the charges move too, and a Hessian of the "
+                            "atoms alone is not offered yet; run the gradient (the forces on atoms and charges)");
+  }
+  if (in.driver == Driver::gradient && in.interaction) {
+    ctx.fail_key(node, key, "{key}: a counterpoise-corrected gradient among point charges is not offered yet (the "
+                            "charges' forces of each fragment's calculation); run the complex's gradient, or energies");
   }
 }
 

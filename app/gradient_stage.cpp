@@ -143,6 +143,12 @@ void run_gradient(const Input& input, linalg::Backend& backend, linalg::Comm& co
   in.comm = &comm;
   in.derivatives = input.driver != Driver::properties;  // properties: the relaxed density alone
   g.result = chem::dfmp2_gradient(in, kernels);
+  if (const auto charges = static_cast<linalg::Index>(input.scf.external_charges.size()); charges > 0 && in.derivatives) {
+    const auto natoms = static_cast<linalg::Index>(input.molecule->atoms.size());  // the charges' rows follow
+    g.charge_gradient = g.result.gradient.bottomRows(charges);
+    g.result.gradient.conservativeResize(natoms, 3);
+    g.result.scf_gradient.conservativeResize(natoms, 3);
+  }
   g.seconds = clock.seconds();
   for (BackendRun& run : calc.runs)
     if (run.energy_from_gradient) give_energy(g, calc.reference, input, run);

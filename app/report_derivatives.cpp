@@ -54,6 +54,13 @@ std::string format_gradient(const Calculation& calc) {
       table("Counterpoise-corrected total gradient", cp->gradient);
     }
     table("SCF gradient", r.scf_gradient);
+    if (g.charge_gradient.rows() > 0) {  // external_charges: dE/dR of each point charge's position
+      out += fmt::format("\n  {} total gradient on the point charges [Eh/bohr]\n", calc.input.mp2_model.label());
+      for (Eigen::Index c = 0; c < g.charge_gradient.rows(); ++c)
+        out += fmt::format("  {:>4} q {:+9.5f} {:>18.12f} {:>18.12f} {:>18.12f}\n", c + 1,
+                           calc.input.scf.external_charges[static_cast<std::size_t>(c)].first, g.charge_gradient(c, 0),
+                           g.charge_gradient(c, 1), g.charge_gradient(c, 2));
+    }
     out += fmt::format("\n  RMS force {:.3e} Eh/bohr, largest {:.3e} Eh/bohr\n",
                        std::sqrt(calc.returned_gradient().squaredNorm() / double(r.gradient.size())),
                        calc.returned_gradient().cwiseAbs().maxCoeff());

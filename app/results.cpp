@@ -66,8 +66,6 @@ void add_gradient(const Calculation& calc, nlohmann::json& j) {
   v["SCF TOTAL GRADIENT"] = rows(r.scf_gradient);
   v["SCF DIPOLE"] = r.scf_dipole;
   v[model.label() + " DIPOLE"] = v["CURRENT DIPOLE"] = r.relaxed_dipole;
-  nlohmann::json seconds = nlohmann::json::object();
-  for (const auto& [step, s] : r.seconds) seconds[step] = s;
   j["extras"]["dfmp2"]["gradient"] = {{"backend", g.backend},
                                       {"method", linalg::name_in(chem::mp2_method_names(), model.method)},
                                       {"spin_scales", {model.scales().opposite_spin, model.scales().same_spin}},
@@ -76,10 +74,11 @@ void add_gradient(const Calculation& calc, nlohmann::json& j) {
                                       {"mp2_correlation_energy", r.correlation()},
                                       {"scf_dipole", r.scf_dipole},
                                       {"relaxed_dipole", r.relaxed_dipole},
+                                      {"external_charge_gradient", rows(g.charge_gradient)},
                                       {"zvector_iterations", r.zvector_iterations},
                                       {"zvector_residual", r.zvector_residual},
                                       {"seconds", g.seconds},
-                                      {"step_seconds", seconds}};
+                                      {"step_seconds", step_seconds(r)}};
 }
 
 // driver: hessian. return_result is the Hessian (3 natoms x 3 natoms, Eh/bohr^2, flat); the harmonic analysis goes

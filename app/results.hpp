@@ -16,6 +16,8 @@ nlohmann::json results_json(const Calculation& calc);
 void add_properties(const Calculation& calc, nlohmann::json& j);
 // driver: properties: the Molden files properties.molden and properties.scf_molden asked for, each written whole.
 void write_molden_files(const Calculation& calc);
+// The gradient's (or the relaxed density's) steps and their seconds, in order.
+nlohmann::json step_seconds(const chem::DfMp2Gradient& g);
 
 // Throws OutputError (naming `key`) when `path` cannot be written: its folder does not exist or is not writable,
 // or it is a folder or some other non-regular file. Called before any work, so a long run is not lost at the end.

@@ -76,13 +76,13 @@ std::vector<chem::MoldenOrbitals> molden_sets(const Calculation& calc, bool natu
   return {};
 }
 
+}  // namespace
+
 nlohmann::json step_seconds(const chem::DfMp2Gradient& g) {
   nlohmann::json steps = nlohmann::json::object();
   for (const auto& [step, seconds] : g.seconds) steps[step] = seconds;
   return steps;
 }
-
-}  // namespace
 
 void write_molden_files(const Calculation& calc) {
   if (!calc.properties) return;

@@ -142,7 +142,10 @@ struct OwnBasisFragment {
 // in fp64 (its GEMMs logged there; the derivative integrals and the Z-vector's J/K builds run on the host), with the
 // SCF's J/K (kept from the SCF, or set up again as planned) for the orbital response.
 struct GradientRun {
-  chem::DfMp2Gradient result;
+  chem::DfMp2Gradient result;  // the atoms' rows only
+  // Among point charges (external_charges): the total energy's gradient with respect to each charge's position
+  // (Eh/bohr, one row per charge).
+  linalg::Matrix charge_gradient;
   std::string backend;
   linalg::KernelLog log;
   double seconds = 0;

@@ -207,6 +207,9 @@ void add_separable(const DfMp2GradientInput& in, const std::vector<const Spaces*
     const std::vector<Matrix> separable =
         scf_gradients(*in.molecule, *in.basis, in.jk_basis, *in.scf, {correction}, kernels, storage);
     out.scf_gradient = separable[0];
+    const Index atoms = out.gradient.rows();  // point charges' rows follow (scf_gradients)
+    out.gradient.conservativeResize(separable[1].rows(), 3);
+    out.gradient.bottomRows(separable[1].rows() - atoms).setZero();
     out.gradient += separable[1];
   }
   // Each spin's densities: a closed shell's halves, else the spins' own (correction.alpha the relaxed alpha part).

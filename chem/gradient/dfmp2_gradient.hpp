@@ -33,7 +33,9 @@
 namespace dfmp2::chem {
 
 struct DfMp2Gradient {
-  linalg::Matrix gradient;      // SCF + MP2, natoms x 3, Eh/bohr
+  // SCF + MP2, natoms x 3, Eh/bohr; among point charges (ScfResult::external_charges) a row for each after the
+  // atoms': the derivative with respect to its position (scf_gradient's rows likewise).
+  linalg::Matrix gradient;
   linalg::Matrix scf_gradient;  // the SCF's alone
   // The energy from the gradient's own amplitudes (equal to the energy run's): opposite- and same-spin parts.
   double opposite_spin = 0, same_spin = 0;

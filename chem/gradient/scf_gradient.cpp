@@ -361,11 +361,17 @@ std::vector<Matrix> scf_gradients(const Molecule& molecule, const BasisSet& basi
   if (uhf)
     add_spin(scf.mo_coefficients_beta, scf.orbital_energies_beta, scf.nocc_beta, 1.0, rohf ? &scf.fock_beta : nullptr);
   std::vector<Matrix> gradients = two_electron_gradients(basis, jk_basis, natoms, channels, kernels, storage);
-  const Matrix nuclear = nuclear_repulsion_gradient(molecule);
-  gradients[0] += one_electron_gradient(basis, molecule, density, energy_weighted) + nuclear;
+  // Point charges: a row each after the atoms', which only the one-electron and nuclear terms reach.
+  const PointCharges& external = scf.external_charges;
+  for (Matrix& g : gradients) {
+    g.conservativeResize(natoms + static_cast<Index>(external.size()), 3);
+    g.bottomRows(static_cast<Index>(external.size())).setZero();
+  }
+  const Matrix nuclear = nuclear_repulsion_gradient(molecule, external);
+  gradients[0] += one_electron_gradient(basis, molecule, density, energy_weighted, external) + nuclear;
   for (std::size_t k = 0; k < corrections.size(); ++k) {
     gradients[k + 1] += one_electron_gradient(basis, molecule, density + corrections[k].density,
-                                              energy_weighted + corrections[k].energy_weighted) + nuclear;
+                                              energy_weighted + corrections[k].energy_weighted, external) + nuclear;
   }
   return gradients;
 }

@@ -68,7 +68,8 @@ struct DensityCorrection {
 };
 
 // The gradient of a converged RHF, UHF or ROHF `scf` of `molecule` in `basis`, J and K fitted with `jk_basis` (null:
-// exact). (ROHF: over its semicanonical orbitals, whose densities are its own, with its Fock matrices for W.)
+// exact). (ROHF: over its semicanonical orbitals, whose densities are its own, with its Fock matrices for W.) Among
+// point charges (scf.external_charges), one more row per charge after the atoms': dE/dR of its position.
 linalg::Matrix scf_gradient(const Molecule& molecule, const BasisSet& basis, const BasisSet* jk_basis,
                             const ScfResult& scf, linalg::Kernels& kernels);
 // The same first, then the gradient with each of `corrections` added to its densities (the DF-MP2 gradient's

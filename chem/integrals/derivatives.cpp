@@ -206,9 +206,10 @@ void contract_shell_row(libint2::Engine& engine, const libint2::Shell& aux_shell
 }  // namespace
 
 linalg::Matrix one_electron_gradient(const BasisSet& basis, const Molecule& molecule, const linalg::Matrix& density,
-                                     const linalg::Matrix& energy_weighted) {
+                                     const linalg::Matrix& energy_weighted, const PointCharges& external) {
   const LibintBasis b = to_libint(basis);
   const auto natoms = static_cast<linalg::Index>(molecule.atoms.size());
+  const auto rows = natoms + static_cast<linalg::Index>(external.size());
   const int nsh = b.nshells();
   // The derivative shells have one more unit of angular momentum than the basis.
   const libint2::Engine overlap = make_engine("overlap derivatives", Operator::overlap, b.max_nprim, b.max_l + 1);
@@ -225,10 +226,15 @@ linalg::Matrix one_electron_gradient(const BasisSet& basis, const Molecule& mole
                                  std::move(charge)));
     nucleus_atom.push_back(a);
   }
+  for (std::size_t c = 0; c < external.size(); ++c) {  // each point charge as a nucleus of its own row
+    nuclei.push_back(make_engine("point-charge derivatives", Operator::nuclear, b.max_nprim, b.max_l + 1,
+                                 PointCharges{external[c]}));
+    nucleus_atom.push_back(natoms + static_cast<linalg::Index>(c));
+  }
   std::vector<CentreDerivative> derivatives;
   for (const auto& s : b.shells) derivatives.push_back(centre_derivative(s));
   // Per bra shell (sum_in_shell_order).
-  std::vector<linalg::Matrix> by_shell(static_cast<std::size_t>(nsh), linalg::Matrix::Zero(natoms, 3));
+  std::vector<linalg::Matrix> by_shell(static_cast<std::size_t>(nsh), linalg::Matrix::Zero(rows, 3));
 #pragma omp parallel
   {
     libint2::Engine s_engine = overlap, t_engine = kinetic;
@@ -273,12 +279,26 @@ linalg::Matrix one_electron_gradient(const BasisSet& basis, const Molecule& mole
       }
     }
   }
-  return sum_in_shell_order(by_shell, natoms);
+  return sum_in_shell_order(by_shell, rows);
 }
 
-linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule) {
+linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule, const PointCharges& external) {
   const auto natoms = static_cast<linalg::Index>(molecule.atoms.size());
-  linalg::Matrix g = linalg::Matrix::Zero(natoms, 3);
+  linalg::Matrix g = linalg::Matrix::Zero(natoms + static_cast<linalg::Index>(external.size()), 3);
+  // Each nucleus and each point charge: Z_A q_c / |R_A - R_c|, on both.
+  for (linalg::Index a = 0; a < natoms; ++a) {
+    const Atom& p = molecule.atoms[static_cast<std::size_t>(a)];
+    for (std::size_t c = 0; c < external.size(); ++c) {
+      const auto& [q, at] = external[c];
+      const double r[3] = {p.x * kBohrPerAngstrom - at[0], p.y * kBohrPerAngstrom - at[1], p.z * kBohrPerAngstrom - at[2]};
+      const double dist = std::sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+      for (int d = 0; d < 3; ++d) {
+        const double f = p.nuclear_charge() * q * r[d] / (dist * dist * dist);
+        g(a, d) -= f;
+        g(natoms + static_cast<linalg::Index>(c), d) += f;
+      }
+    }
+  }
   for (linalg::Index a = 0; a < natoms; ++a) {
     for (linalg::Index c = 0; c < natoms; ++c) {
       if (a == c) continue;

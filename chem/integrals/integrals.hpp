@@ -47,10 +47,14 @@ linalg::Matrix point_charge_matrix(const BasisSet& basis,
 // builds it has no one-body derivative integrals, so the derivative of each shell is taken as the shells of l + 1
 // and l - 1 its centre derivative is made of, whose ordinary integrals libint2 computes; the nuclei's term follows
 // from translational invariance. Checked against finite differences of the integrals (tests/unit).
+// With point charges around the molecule (`external`, ScfOptions::external_charges), their attraction too, and one
+// more row per charge after the atoms': the derivative with respect to its position.
+using PointCharges = std::vector<std::pair<double, std::array<double, 3>>>;  // (q, position in bohr)
 linalg::Matrix one_electron_gradient(const BasisSet& basis, const Molecule& molecule, const linalg::Matrix& density,
-                                     const linalg::Matrix& energy_weighted);
-// d V_nn / dR of the nuclear repulsion energy (ghost atoms carry no charge).
-linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule);
+                                     const linalg::Matrix& energy_weighted, const PointCharges& external = {});
+// d V_nn / dR of the nuclear repulsion energy (ghost atoms carry no charge), with the nuclei's interaction with the
+// point charges `external` (their rows after the atoms').
+linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule, const PointCharges& external = {});
 // sum_P sum_mn d(P|mn)/dR R^P_mn for a three-index density R symmetric in m and n, through every centre (P's, m's
 // and n's atoms): `density(p0, p1, out)` writes R for the auxiliary functions [p0, p1) of one auxiliary shell,
 // out[((P - p0) nbf + m) nbf + n], so that no more than a shell's worth is held. libint2's three-centre first

@@ -304,6 +304,7 @@ ScfResult iterate(const ScfStart& st, std::vector<Spin>& spins, OrbitalUpdate& u
   const Index nbf = st.h.rows();
   ScfResult result;
   result.nuclear_repulsion = st.nuclear_repulsion;
+  result.external_charges = options.external_charges;
   Diis diis(options.diis_vectors);
   std::vector<Matrix> j(spins.size()), k(spins.size()), fock(spins.size()), density(spins.size());
   double previous = 0;

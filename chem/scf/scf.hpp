@@ -152,6 +152,8 @@ struct ScfResult {
   // ROHF: its own orbitals (the effective Fock matrix's, doubly occupied, singly occupied, virtual) and each spin's
   // Fock matrix (AO) of the converged densities, which the ROHF-MBPT(2) gradient reads.
   linalg::Matrix rohf_coefficients, fock_alpha, fock_beta;
+  // The point charges it was converged among (ScfOptions::external_charges), which its gradients differentiate too.
+  std::vector<std::pair<double, std::array<double, 3>>> external_charges;
   // <S^2> of the determinant (RHF: 0 by construction; ROHF: S(S+1)).
   double s_squared = 0;
   // ROHF-MBPT(2)'s singles energy by occupied orbital i of each spin: -sum_a |f_ia|^2 / (e_a - e_i) over the
