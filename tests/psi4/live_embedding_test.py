@@ -98,8 +98,9 @@ def run_text(binary, workdir, text):
 def gradients(binary, workdir):
     failures = 0
     molecule = "molecule:\n  xyz: |\n" + "".join("    %s\n" % l for l in WATER.splitlines())
-    # (Not 6-31G*: with DF-SCF Psi4 1.3 builds its cc-pVDZ-JKFIT cartesian after the cartesian orbital basis, dfmp2
-    # spherical as the file says; their SCF energies differ by 1.7e-7 Eh with or without charges.)
+    # (Not 6-31G*: with DF-SCF in that cartesian basis the two programs' SCF energies differ by 1.7e-7 Eh with or
+    # without charges, both fitting with the same cartesian cc-pVDZ-JKFIT (131 functions for water); their exact
+    # SCFs agree to 1e-12. A difference of the DF-SCF in cartesian bases, not of the embedding.)
     for basis in ("cc-pvdz", "aug-cc-pvdz"):
         theirs = psi4_gradient(basis)
         ours = run_text(binary, workdir, molecule + "basis: %s\ndriver: gradient\n" % basis + charge_text(TIP3P) +
