@@ -444,8 +444,6 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
     chem::check_geometry(mol, in.molecule_source);
     read_charge_and_multiplicity(node, ctx, mol);
   }
-  in.molecule = mol;
-
   if (!root["basis"]) ctx.fail("missing key 'basis' (the orbital basis, e.g. cc-pvdz) for 'molecule' input");
   in.basis = ctx.scalar(root["basis"], "basis", "a basis set name");
   in.aux_basis = root["aux_basis"] ? ctx.scalar(root["aux_basis"], "aux_basis", "a basis set name")
@@ -459,6 +457,15 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
   };
   resolve_basis(in.basis);
   resolve_basis(in.aux_basis);
+  // The orbital basis's effective core potentials set each atom's nuclear charge and electrons before anything
+  // counts them (occupations, frozen cores, fragments).
+  try {
+    chem::assign_core_electrons(mol, in.basis, in.basis_dir, "basis");
+  } catch (const InputError& e) {
+    if (e.where().empty()) ctx.fail_key(root["basis"], e.key(), e.text());
+    throw;
+  }
+  in.molecule = mol;
 
   if (const YAML::Node scf = root["scf"]) {
     if (!scf.IsMap()) ctx.fail_key(scf, "scf", fmt::format("{{key}}: expected a mapping {{type: df, ...}}, got {}", YamlReader::kind(scf)));

@@ -279,7 +279,9 @@ linalg::Matrix one_electron_gradient(const BasisSet& basis, const Molecule& mole
       }
     }
   }
-  return sum_in_shell_order(by_shell, rows);
+  linalg::Matrix g = sum_in_shell_order(by_shell, rows);
+  g.topRows(natoms) += core_potential_gradient(basis, natoms, density);  // the potentials are one-electron terms too
+  return g;
 }
 
 linalg::Matrix nuclear_repulsion_gradient(const Molecule& molecule, const PointCharges& external) {

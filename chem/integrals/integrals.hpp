@@ -41,12 +41,20 @@ linalg::Matrix nuclear_attraction_matrix(const BasisSet& basis, const Molecule& 
 linalg::Matrix point_charge_matrix(const BasisSet& basis,
                                    const std::vector<std::pair<double, std::array<double, 3>>>& charges);
 
+// The effective core potentials of the basis (BasisSet::core_potentials), summed over their atoms: libecpint's
+// integrals (chem/integrals/core_potentials.cpp) in this header's layout. Zero without potentials.
+linalg::Matrix core_potential_matrix(const BasisSet& basis);
+// sum_mn D_mn dU_mn/dR for a symmetric density D: through the basis functions' centres and the potentials' (Eh/bohr,
+// `natoms` rows).
+linalg::Matrix core_potential_gradient(const BasisSet& basis, linalg::Index natoms, const linalg::Matrix& density);
+
 // Gradients (Eh/bohr, one row per atom of `molecule`, columns x, y, z), for the SCF and DF-MP2 gradients.
 // The one-electron part: sum_mn D_mn d(T + V)_mn/dR - sum_mn W_mn dS_mn/dR for a symmetric density D and
 // energy-weighted density W, with the nuclei's own motion in V (Hellmann-Feynman) included. libint2 2.7 as Debian
 // builds it has no one-body derivative integrals, so the derivative of each shell is taken as the shells of l + 1
 // and l - 1 its centre derivative is made of, whose ordinary integrals libint2 computes; the nuclei's term follows
 // from translational invariance. Checked against finite differences of the integrals (tests/unit).
+// The basis's effective core potentials' derivative (core_potential_gradient) is included.
 // With point charges around the molecule (`external`, ScfOptions::external_charges), their attraction too, and one
 // more row per charge after the atoms': the derivative with respect to its position.
 using PointCharges = std::vector<std::pair<double, std::array<double, 3>>>;  // (q, position in bohr)

@@ -42,9 +42,11 @@ Matrix atomic_density_factor(const Atom& atom, const BasisSet& atom_basis, linal
   Molecule single;
   single.atoms = {atom};
   const Matrix s = overlap_matrix(atom_basis);
-  const Matrix h = kinetic_matrix(atom_basis) + nuclear_attraction_matrix(atom_basis, single);
+  const Matrix h =
+      kinetic_matrix(atom_basis) + nuclear_attraction_matrix(atom_basis, single) + core_potential_matrix(atom_basis);
   const Matrix x = orthogonaliser(s);
-  const int electrons = std::min<int>(atom.atomic_number, 2 * static_cast<int>(h.rows()));  // a real atom's
+  // A real atom's (less the core a potential replaces).
+  const int electrons = std::min<int>(atom.nuclear_charge(), 2 * static_cast<int>(h.rows()));
   ExactJk jk(atom_basis, 0.0, nullptr);
   Orbitals orb = diagonalise(h, x, kernels);
   std::vector<double> weights = spherical_weights(orb.eps, electrons);
@@ -69,6 +71,9 @@ BasisSet atom_subset(const BasisSet& basis, int atom) {
   out.source = basis.source;
   for (const auto& sh : basis.shells) {
     if (sh.atom == atom) out.shells.push_back(sh);
+  }
+  for (const auto& potential : basis.core_potentials) {
+    if (potential.atom == atom) out.core_potentials.push_back(potential);
   }
   return out;
 }

@@ -30,6 +30,9 @@ constexpr int kMaxPrimitives = 100;
 constexpr double kMinScale = 1e-2, kMaxScale = 1e2;
 constexpr double kMinExponent = 1e-6, kMaxExponent = 1e11;
 constexpr double kMaxCoefficient = 1e6;
+// The def2 potentials (Rb to Rn) have lmax 3 to 5 and replace 28, 46, 60 or 78 electrons.
+constexpr int kMaxPotentialL = 5;
+constexpr int kMaxCoreElectrons = 92;
 
 // One contracted shell as read from a file, before it is placed on an atom.
 struct RawShell {
@@ -39,10 +42,18 @@ struct RawShell {
   std::vector<double> coefficients;
 };
 
+// An element's effective core potential as read from a file.
+struct RawPotential {
+  int core_electrons = 0;
+  int lmax = 0;
+  int line = 0;  // of the `SYMBOL-ECP` line, for messages
+  std::vector<CorePotentialTerm> terms;
+};
+
 struct ElementEntry {
   std::vector<RawShell> shells;
   bool has_basis = false;  // a `Symbol 0` block with shells (possibly none) and `****`
-  int ecp_core = 0;        // core electrons replaced by an effective core potential, 0 if none
+  std::optional<RawPotential> potential;  // a `SYMBOL-ECP` block: core electrons the potential replaces
   std::string error;       // "<file>:<line>: <what>" when the element's block is malformed
 };
 
@@ -173,22 +184,29 @@ std::string trimmed(const std::string& line) {
 
 bool is_separator(const std::string& line) { return trimmed(line).rfind("****", 0) == 0; }
 
-// `SYMBOL-ECP lmax ncore`: skips the potential (lmax + 1 parts: a title line, a count, count lines
-// `rpower exponent coefficient`) and returns ncore.
-int skip_ecp(LineReader& reader, const std::vector<std::string>& header, const std::string& symbol) {
-  int lmax = 0, ncore = 0;
-  if (header.size() != 3 || !parse_int(header[1], lmax) || !parse_int(header[2], ncore) || lmax < 0 || ncore <= 0) {
-    reader.fail(fmt::format("expected '{}-ECP lmax ncore'", symbol));
+// `SYMBOL-ECP lmax ncore`: the potential, lmax + 1 parts, each a title line ("f-ul potential", "s-ul potential",
+// ...), a count and that many lines `rpower exponent coefficient`. The first part is the local one (its terms carry
+// l = lmax), the others the semilocal corrections of s, p, ... in order (l = 0, 1, ..., lmax - 1).
+RawPotential read_ecp(LineReader& reader, const std::vector<std::string>& header, const std::string& symbol) {
+  RawPotential potential;
+  if (header.size() != 3 || !parse_int(header[1], potential.lmax) || !parse_int(header[2], potential.core_electrons) ||
+      potential.lmax < 0 || potential.lmax > kMaxPotentialL || potential.core_electrons <= 0 ||
+      potential.core_electrons % 2 != 0 || potential.core_electrons > kMaxCoreElectrons) {
+    reader.fail(fmt::format("expected '{}-ECP lmax ncore' (lmax 0 to {}, ncore an even number of electrons up to {})",
+                            symbol, kMaxPotentialL, kMaxCoreElectrons));
   }
+  potential.line = reader.number();
   std::string line;
-  for (int part = 0; part <= lmax; ++part) {
+  for (int part = 0; part <= potential.lmax; ++part) {
+    const int l = part == 0 ? potential.lmax : part - 1;
     if (!reader.next(line)) reader.fail(fmt::format("unexpected end of file in the ECP of {}", symbol));
     // title, e.g. "f-ul potential"
     if (!reader.next(line)) reader.fail(fmt::format("unexpected end of file in the ECP of {}", symbol));
     const auto count_fields = split(line);
     int count = 0;
-    if (count_fields.size() != 1 || !parse_int(count_fields[0], count) || count < 1) {
-      reader.fail(fmt::format("expected the number of terms of an ECP part of {}, got '{}'", symbol, trimmed(line)));
+    if (count_fields.size() != 1 || !parse_int(count_fields[0], count) || count < 1 || count > kMaxPrimitives) {
+      reader.fail(fmt::format("expected the number of terms (1 to {}) of an ECP part of {}, got '{}'", kMaxPrimitives,
+                              symbol, trimmed(line)));
     }
     for (int term = 0; term < count; ++term) {
       if (!reader.next(line)) reader.fail(fmt::format("unexpected end of file in the ECP of {}", symbol));
@@ -199,9 +217,19 @@ int skip_ecp(LineReader& reader, const std::vector<std::string>& header, const s
         reader.fail(
             fmt::format("expected 'rpower exponent coefficient' in the ECP of {}, got '{}'", symbol, trimmed(line)));
       }
+      // r^(power - 2): the def2 potentials have 1 and 2; the integral library's radial quadrature takes 0 to 4.
+      if (power < 0 || power > 4) {
+        reader.fail(fmt::format("ECP of {}: r power {} (expected 0 to 4; the term is r^(n-2) c exp(-a r^2))", symbol,
+                                f[0]));
+      }
+      if (!(a >= kMinExponent && a <= kMaxExponent) || std::abs(b) > kMaxCoefficient) {
+        reader.fail(fmt::format("ECP of {}: exponent {} or coefficient {} outside {:.0e} to {:.0e} and +-{:.0e}", symbol,
+                                f[1], f[2], kMinExponent, kMaxExponent, kMaxCoefficient));
+      }
+      potential.terms.push_back(CorePotentialTerm{l, power, a, b});
     }
   }
-  return ncore;
+  return potential;
 }
 
 // The shells of one element block, up to and including `****`.
@@ -342,8 +370,14 @@ ParsedFile parse_gbs(std::istream& in, const std::string& file) {
       if (!reader.next(line)) reader.fail(fmt::format("unexpected end of file after the element line of {}", symbol));
       const auto g = split(line);
       if (upper(g[0]) == upper(f[0]) + "-ECP") {
-        const int ncore = skip_ecp(reader, g, symbol);
-        for (const int z : zs) parsed.elements[z].ecp_core = ncore;
+        const RawPotential potential = read_ecp(reader, g, symbol);
+        for (const int z : zs) {
+          auto& entry = parsed.elements[z];
+          if (entry.potential && entry.error.empty()) {
+            entry.error = fmt::format("{}:{}: second ECP for element {}", file, element_line, element_symbol(z));
+          }
+          entry.potential = potential;
+        }
         continue;
       }
       shells = read_shells(reader, line, symbol);
@@ -531,11 +565,20 @@ BasisSet load_basis(const std::string& name, const Molecule& molecule, const std
       throw InputError("", key, fmt::format("{{key}}: basis set '{}' has no functions for element {}",
                                             fallback.empty() ? name : name + "' (or '" + fallback, element_symbol(z)));
     }
-    if (it->second.ecp_core > 0) {
-      throw InputError("", key, fmt::format("{{key}}: basis set '{}' replaces {} core electrons of element {} by an effective core potential, "
-          "which dfmp2 does not support", name, it->second.ecp_core, element_symbol(z)));
-    }
     const std::array<double, 3> center{atom.x * kBohrPerAngstrom, atom.y * kBohrPerAngstrom, atom.z * kBohrPerAngstrom};
+    // A ghost has no core to replace: its functions only (as Psi4 counts no core electrons on Gh(Xe)).
+    if (const auto& potential = it->second.potential; potential && !atom.ghost) {
+      if (potential->core_electrons != atom.core_electrons) {
+        throw InputError(fmt::format("{}:{}", element_file.string(), potential->line), key,
+                         fmt::format("{{key}}: '{}' replaces {} core electrons of atom {} ({}) by a potential, and the "
+                                     "orbital basis {}; a fitting set cannot carry a core potential of its own",
+                                     name, potential->core_electrons, a + 1, element_symbol(z),
+                                     atom.core_electrons == 0 ? std::string("none")
+                                                              : fmt::format("{}", atom.core_electrons)));
+      }
+      basis.core_potentials.push_back(CorePotential{static_cast<int>(a), potential->core_electrons, potential->lmax,
+                                                    center, potential->terms});
+    }
     for (const RawShell& raw : it->second.shells) {
       if (raw.l > max_l) {
         throw InputError(fmt::format("{}:{}", element_file.string(), raw.line), key,
@@ -554,6 +597,25 @@ BasisSet load_basis(const std::string& name, const Molecule& molecule, const std
     }
   }
   return basis;
+}
+
+void assign_core_electrons(Molecule& molecule, const std::string& name, const std::string& library_dir,
+                           const std::string& key) {
+  const fs::path path = find_basis_file(name, library_dir, key);
+  const auto parsed = load_file(path);
+  for (Atom& atom : molecule.atoms) {
+    const int z = atom.atomic_number != 0 ? atom.atomic_number : atomic_number(atom.symbol);
+    const auto it = parsed->elements.find(z);
+    if (it != parsed->elements.end() && !it->second.error.empty()) throw InputError(it->second.error);
+    atom.core_electrons = 0;
+    if (it == parsed->elements.end() || !it->second.potential) continue;
+    if (it->second.potential->core_electrons >= z) {
+      throw InputError(fmt::format("{}:{}", path.string(), it->second.potential->line), key,
+                       fmt::format("{{key}}: the potential of {} replaces {} electrons, and the element has {}",
+                                   element_symbol(z), it->second.potential->core_electrons, z));
+    }
+    atom.core_electrons = it->second.potential->core_electrons;
+  }
 }
 
 }  // namespace dfmp2::chem

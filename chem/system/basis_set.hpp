@@ -11,8 +11,10 @@
 // starting with `!` are comments. Coefficients are for normalised primitives, as the format defines; integral
 // code normalises the contraction.
 //
-// Blocks `Symbol 0` followed by `SYMBOL-ECP lmax ncore` (effective core potentials, in the def2 files for Rb and
-// heavier) are read and skipped; an atom whose element needs one is an error, since dfmp2 has no ECP integrals.
+// Blocks `Symbol 0` followed by `SYMBOL-ECP lmax ncore` are effective core potentials (the def2 files' for Rb to Rn:
+// lmax + 1 parts, the local one first, then s, p, ... each as terms `n a d`, meaning d r^(n-2) exp(-a r^2)). The
+// potential replaces ncore electrons: the atom's nuclear charge and electrons are Z - ncore (Atom::core_electrons,
+// set from the orbital basis by assign_core_electrons before anything counts electrons).
 #include <array>
 #include <string>
 #include <vector>
@@ -34,10 +36,28 @@ struct Shell {
   int nprimitive() const { return static_cast<int>(exponents.size()); }
 };
 
+// One term d r^(n-2) exp(-a r^2) of an effective core potential: of the local part when l is the potential's lmax,
+// else of the semilocal part (U_l - U_lmax) projected on angular momentum l.
+struct CorePotentialTerm {
+  int l = 0;
+  int power = 2;  // n
+  double exponent = 0, coefficient = 0;
+};
+
+// An effective core potential on one atom.
+struct CorePotential {
+  int atom = 0;             // index of the atom in the molecule
+  int core_electrons = 0;   // the electrons it replaces
+  int lmax = 0;             // angular momentum of its local part
+  std::array<double, 3> center{};  // bohr
+  std::vector<CorePotentialTerm> terms;
+};
+
 struct BasisSet {
   std::string name;                        // as asked for, e.g. "cc-pVDZ"
   std::string source;                      // the file it was read from
   std::vector<Shell> shells;               // in atom order, then file order (an SP line gives S, then P)
+  std::vector<CorePotential> core_potentials;  // on the real atoms whose element has one in the file (none on ghosts)
   int nbf() const;                         // number of basis functions
   int max_l() const;                       // largest l of any shell; 0 for an empty set
   int nprimitive() const;                  // primitives summed over shells (an SP line counts for both), as Psi4 counts
@@ -49,7 +69,9 @@ struct BasisSet {
 // "(d)" -> "_d_", ...). A name that contains '/' or ends in ".gbs" is a path and is read as given (relative
 // to the current folder).
 // Throws InputError naming `key` (e.g. "basis") and the name when the file does not exist, and naming the element
-// and the basis when an element of the molecule is missing from it (or needs an effective core potential).
+// and the basis when an element of the molecule is missing from it. The potentials of the file's elements go on the
+// real atoms (core_potentials); each must replace the electrons the atom's core_electrons says (a fitting set whose
+// file has potentials the orbital basis has not is an InputError).
 // A malformed file throws InputError "<file>:<line>: <what>". Parsed files are cached per process (keyed by
 // path, and reused only while the file's bytes are unchanged), so loading the same basis for many molecules reads the file once.
 // A shell of angular momentum above `max_l` (what the integral code can do for the basis's role, see
@@ -62,6 +84,12 @@ inline constexpr const char* kUniversalJkFit = "def2-qzvpp-jkfit";
 // "<name> + <fallback>" when it is used.
 BasisSet load_basis(const std::string& name, const Molecule& molecule, const std::string& library_dir,
                     const std::string& key, int max_l = 6, const std::string& fallback = "");
+
+// Sets each atom's core_electrons from the potentials basis `name` has for its element (0 without one): what the
+// orbital basis decides before electrons are counted. InputError naming `key` as load_basis's, and for a potential
+// that would take every electron of its element.
+void assign_core_electrons(Molecule& molecule, const std::string& name, const std::string& library_dir,
+                           const std::string& key);
 
 // Whether a basis name is a file path rather than a library name: it holds a '/' or ends in .gbs (any case).
 bool is_basis_file_path(const std::string& name);

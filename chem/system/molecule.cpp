@@ -180,7 +180,10 @@ int frozen_core_orbitals(int z) {
 
 int frozen_core_orbitals(const Molecule& molecule) {
   int n = 0;
-  for (const auto& atom : molecule.atoms) n += frozen_core_orbitals(atom.nuclear_charge());  // ghosts: no core
+  for (const auto& atom : molecule.atoms) {
+    if (atom.ghost) continue;  // no core
+    n += std::max(0, frozen_core_orbitals(atom.atomic_number) - atom.core_electrons / 2);
+  }
   return n;
 }
 

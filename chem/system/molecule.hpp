@@ -17,7 +17,10 @@ struct Atom {
   // A ghost atom (Psi4's Gh(X) or @X, QCSchema real: false): X's basis functions, no nucleus and no electrons, as
   // counterpoise corrections place them.
   bool ghost = false;
-  int nuclear_charge() const { return ghost ? 0 : atomic_number; }
+  // Core electrons an effective core potential of the orbital basis replaces (0 without one): the nucleus and the
+  // potential act together as a charge Z - core_electrons (assign_core_electrons sets it).
+  int core_electrons = 0;
+  int nuclear_charge() const { return ghost ? 0 : atomic_number - core_electrons; }
 };
 
 // A fragment of a molecule (Psi4's `--`-separated blocks of xyz text, a YAML list of fragments, QCSchema's
@@ -83,7 +86,8 @@ int closed_shell_occupied(const Molecule& molecule);
 // count with an even multiplicity, or more unpaired electrons than electrons).
 std::pair<int, int> spin_occupied(const Molecule& molecule, int multiplicity);
 
-// Psi4's `freeze_core true`: each atom freezes the orbitals of the previous noble-gas shell.
+// Psi4's `freeze_core true`: each atom freezes the orbitals of the previous noble-gas shell, less those its
+// effective core potential already replaced (Xe with def2's 28-electron potential: [Kr]'s 18 less 14).
 int frozen_core_orbitals(int atomic_number);
 int frozen_core_orbitals(const Molecule& molecule);
 
