@@ -13,7 +13,7 @@ packages=(cmake g++ make pkg-config libeigen3-dev libhdf5-dev libyaml-cpp-dev li
           libopenmpi-dev openmpi-bin libscalapack-openmpi-dev libelpa-dev
           libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev libint2-dev libecpint-dev)
 if [[ "${1:-}" == "--tests" ]]; then
-  packages+=(psi4 python3-h5py python3-numpy python3-qcelemental python3-qcengine python3-ase universal-ctags openbabel)
+  packages+=(psi4 python3-h5py python3-numpy python3-qcelemental python3-qcengine python3-ase universal-ctags openbabel nwchem)
 elif [[ "${1:-}" == "--bench" ]]; then
   packages+=(psi4 python3-h5py python3-numpy nwchem openmpi-bin)
 fi

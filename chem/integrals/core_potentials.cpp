@@ -30,9 +30,21 @@ std::vector<libecpint::GaussianShell> ecp_shells(const LibintBasis& b) {
   return out;
 }
 
-std::vector<libecpint::ECP> ecp_potentials(const BasisSet& basis) {
-  std::vector<libecpint::ECP> out;
+// The potentials on the atoms that are real in `molecule`: a ghost carries the functions of its element, not its
+// core (a fragment in the complex's basis shares the complex's BasisSet, potentials included). Psi4 1.3.2 keeps a
+// ghost's potential (its issue 1968); dfmp2 does not.
+std::vector<const CorePotential*> acting_potentials(const BasisSet& basis, const Molecule& molecule) {
+  std::vector<const CorePotential*> out;
   for (const CorePotential& c : basis.core_potentials) {
+    if (!molecule.atoms.at(static_cast<std::size_t>(c.atom)).ghost) out.push_back(&c);
+  }
+  return out;
+}
+
+std::vector<libecpint::ECP> ecp_potentials(const std::vector<const CorePotential*>& potentials) {
+  std::vector<libecpint::ECP> out;
+  for (const CorePotential* p : potentials) {
+    const CorePotential& c = *p;
     libecpint::ECP u(c.center.data());
     for (const CorePotentialTerm& t : c.terms) u.addPrimitive(t.power, t.l, t.exponent, t.coefficient);
     out.push_back(u);
@@ -75,14 +87,15 @@ void check_angular_momentum(const LibintBasis& b, const BasisSet& basis) {
 
 }  // namespace
 
-linalg::Matrix core_potential_matrix(const BasisSet& basis) {
+linalg::Matrix core_potential_matrix(const BasisSet& basis, const Molecule& molecule) {
   const auto nbf = static_cast<linalg::Index>(basis.nbf());
   linalg::Matrix u = linalg::Matrix::Zero(nbf, nbf);
-  if (basis.core_potentials.empty()) return u;
+  const std::vector<const CorePotential*> acting = acting_potentials(basis, molecule);
+  if (acting.empty()) return u;
   const LibintBasis b = to_libint(basis);
   check_angular_momentum(b, basis);
   const std::vector<libecpint::GaussianShell> shells = ecp_shells(b);
-  const std::vector<libecpint::ECP> potentials = ecp_potentials(basis);
+  const std::vector<libecpint::ECP> potentials = ecp_potentials(acting);
   const int nsh = b.nshells();
 #pragma omp parallel num_threads(thread_count())
   {
@@ -116,13 +129,15 @@ linalg::Matrix core_potential_matrix(const BasisSet& basis) {
   return u;
 }
 
-linalg::Matrix core_potential_gradient(const BasisSet& basis, linalg::Index natoms, const linalg::Matrix& density) {
+linalg::Matrix core_potential_gradient(const BasisSet& basis, const Molecule& molecule, const linalg::Matrix& density) {
+  const auto natoms = static_cast<linalg::Index>(molecule.atoms.size());
   linalg::Matrix gradient = linalg::Matrix::Zero(natoms, 3);
-  if (basis.core_potentials.empty()) return gradient;
+  const std::vector<const CorePotential*> acting = acting_potentials(basis, molecule);
+  if (acting.empty()) return gradient;
   const LibintBasis b = to_libint(basis);
   check_angular_momentum(b, basis);
   const std::vector<libecpint::GaussianShell> shells = ecp_shells(b);
-  const std::vector<libecpint::ECP> potentials = ecp_potentials(basis);
+  const std::vector<libecpint::ECP> potentials = ecp_potentials(acting);
   const int nsh = b.nshells();
   // Per bra shell, summed in shell order afterwards: the same sum whatever the threads.
   std::vector<linalg::Matrix> by_shell(static_cast<std::size_t>(nsh), linalg::Matrix::Zero(natoms, 3));
@@ -148,7 +163,7 @@ linalg::Matrix core_potential_gradient(const BasisSet& basis, linalg::Index nato
                                                shells[static_cast<std::size_t>(s2)], blocks);
           // Blocks Ax, Ay, Az, Bx, By, Bz, Cx, Cy, Cz: the derivative through shell A's centre, B's and the
           // potential's.
-          const std::array<linalg::Index, 3> centre_atoms{shell_atoms[0], shell_atoms[1], basis.core_potentials[c].atom};
+          const std::array<linalg::Index, 3> centre_atoms{shell_atoms[0], shell_atoms[1], acting[c]->atom};
           for (int centre = 0; centre < 3; ++centre) {
             for (int d = 0; d < 3; ++d) {
               const std::vector<double> values = to_basis_functions(sa, sb, blocks[static_cast<std::size_t>(3 * centre + d)].data);

@@ -280,7 +280,7 @@ linalg::Matrix one_electron_gradient(const BasisSet& basis, const Molecule& mole
     }
   }
   linalg::Matrix g = sum_in_shell_order(by_shell, rows);
-  g.topRows(natoms) += core_potential_gradient(basis, natoms, density);  // the potentials are one-electron terms too
+  g.topRows(natoms) += core_potential_gradient(basis, molecule, density);  // the potentials are one-electron terms too
   return g;
 }
 

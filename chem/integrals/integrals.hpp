@@ -41,12 +41,13 @@ linalg::Matrix nuclear_attraction_matrix(const BasisSet& basis, const Molecule& 
 linalg::Matrix point_charge_matrix(const BasisSet& basis,
                                    const std::vector<std::pair<double, std::array<double, 3>>>& charges);
 
-// The effective core potentials of the basis (BasisSet::core_potentials), summed over their atoms: libecpint's
+// The effective core potentials of the basis (BasisSet::core_potentials) on the atoms that are real in `molecule`
+// (a ghost has no core: a fragment in the complex's basis feels none of the others' potentials), summed: libecpint's
 // integrals (chem/integrals/core_potentials.cpp) in this header's layout. Zero without potentials.
-linalg::Matrix core_potential_matrix(const BasisSet& basis);
+linalg::Matrix core_potential_matrix(const BasisSet& basis, const Molecule& molecule);
 // sum_mn D_mn dU_mn/dR for a symmetric density D: through the basis functions' centres and the potentials' (Eh/bohr,
-// `natoms` rows).
-linalg::Matrix core_potential_gradient(const BasisSet& basis, linalg::Index natoms, const linalg::Matrix& density);
+// a row per atom of `molecule`).
+linalg::Matrix core_potential_gradient(const BasisSet& basis, const Molecule& molecule, const linalg::Matrix& density);
 
 // Gradients (Eh/bohr, one row per atom of `molecule`, columns x, y, z), for the SCF and DF-MP2 gradients.
 // The one-electron part: sum_mn D_mn d(T + V)_mn/dR - sum_mn W_mn dS_mn/dR for a symmetric density D and

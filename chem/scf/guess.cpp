@@ -43,7 +43,7 @@ Matrix atomic_density_factor(const Atom& atom, const BasisSet& atom_basis, linal
   single.atoms = {atom};
   const Matrix s = overlap_matrix(atom_basis);
   const Matrix h =
-      kinetic_matrix(atom_basis) + nuclear_attraction_matrix(atom_basis, single) + core_potential_matrix(atom_basis);
+      kinetic_matrix(atom_basis) + nuclear_attraction_matrix(atom_basis, single) + core_potential_matrix(atom_basis, single);
   const Matrix x = orthogonaliser(s);
   // A real atom's (less the core a potential replaces).
   const int electrons = std::min<int>(atom.nuclear_charge(), 2 * static_cast<int>(h.rows()));
@@ -72,8 +72,10 @@ BasisSet atom_subset(const BasisSet& basis, int atom) {
   for (const auto& sh : basis.shells) {
     if (sh.atom == atom) out.shells.push_back(sh);
   }
-  for (const auto& potential : basis.core_potentials) {
-    if (potential.atom == atom) out.core_potentials.push_back(potential);
+  for (auto potential : basis.core_potentials) {
+    if (potential.atom != atom) continue;
+    potential.atom = 0;  // the atom's own one-atom molecule
+    out.core_potentials.push_back(potential);
   }
   return out;
 }

@@ -98,7 +98,7 @@ ScfStart start_scf(const Molecule& molecule, const BasisSet& basis, int most_occ
   st.nuclear_repulsion = nuclear_repulsion_energy(molecule);
   Stopwatch one_clock;
   st.s = overlap_matrix(basis);
-  st.h = kinetic_matrix(basis) + nuclear_attraction_matrix(basis, molecule) + core_potential_matrix(basis);
+  st.h = kinetic_matrix(basis) + nuclear_attraction_matrix(basis, molecule) + core_potential_matrix(basis, molecule);
   add_electric_field(molecule, basis, options.electric_field, st.h, st.nuclear_repulsion);
   add_external_charges(molecule, basis, options.external_charges, st.h, st.nuclear_repulsion);
   kernels.record_host(step_name(ScfStep::integrals), "one_electron", one_clock.seconds(), {0, 24.0 * double(st.s.size())});
