@@ -195,6 +195,12 @@ void read_properties(const YAML::Node& root, const YamlReader& ctx, Input& in) {
     if (const YAML::Node n = node[key]) {
       const std::string full = std::string("properties.") + key;
       (key == std::string("molden") ? p.molden : p.scf_molden) = ctx.resolve(ctx.scalar(n, full, "a file path")).string();
+      for (const chem::Atom& atom : in.molecule->atoms) {
+        if (atom.core_electrons > 0 && !atom.ghost) {
+          ctx.fail_key(n, full, fmt::format("{{key}}: {} carries an effective core potential, and dfmp2's Molden files "
+                                            "do not yet give the [Pseudo] charges a reader would need", atom.symbol));
+        }
+      }
     }
   }
   if (p.molden && p.scf_molden && *p.molden == *p.scf_molden) {

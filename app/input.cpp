@@ -462,7 +462,7 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
   try {
     chem::assign_core_electrons(mol, in.basis, in.basis_dir, "basis");
   } catch (const InputError& e) {
-    if (e.where().empty()) ctx.fail_key(root["basis"], e.key(), e.text());
+    if (e.where().empty() && !e.key().empty()) ctx.fail_key(root["basis"], e.key(), e.text());
     throw;
   }
   in.molecule = mol;

@@ -16,14 +16,22 @@ using linalg::Vector;
 
 namespace {
 
-// AME2016 masses of the most abundant isotopes, H (1) to Kr (36), in amu.
-constexpr std::array<double, 36> kIsotopicMass = {
+// AME2016 masses of the most abundant isotopes, H (1) to Rn (86), in amu (for Tc, Pm, Po, At and Rn, which have no
+// stable isotope, the longest-lived one's, as qcelemental and Psi4 take them).
+constexpr std::array<double, 86> kIsotopicMass = {
     1.00782503223,  4.00260325413, 7.0160034366,  9.012183065,   11.00930536,   12.0,          14.00307400443,
     15.99491461957, 18.99840316273, 19.9924401762, 22.989769282,  23.985041697,  26.98153853,   27.97692653465,
     30.97376199842, 31.9720711744, 34.968852682,  39.9623831237, 38.9637064864, 39.962590863,  44.95590828,
     47.94794198,    50.94395704,   51.94050623,   54.93804391,   55.93493633,   58.93319429,   57.93534241,
     62.92959772,    63.92914201,   68.9255735,    73.921177761,  74.92159457,   79.9165218,    78.9183376,
-    83.9114977282};
+    83.9114977282,  84.9117897379, 87.9056125,    88.9058403,    89.9046977,    92.906373,     97.90540482,
+    97.9072124,     101.9043441,   102.905498,    105.9034804,   106.9050916,   113.90336509,  114.903878776,
+    119.90220163,   120.903812,    129.906222748, 126.9044719,   131.9041550856, 132.905451961, 137.905247,
+    138.9063563,    139.9054431,   140.9076576,   141.907729,    144.9127559,   151.9197397,   152.921238,
+    157.9241123,    158.9253547,   163.9291819,   164.9303288,   165.9302995,   168.9342179,   173.9388664,
+    174.9407752,    179.946557,    180.9479958,   183.95093092,  186.9557501,   191.961477,    192.9629216,
+    194.9647917,    196.96656879,  201.9706434,   204.9744278,   207.9766525,   208.9803991,   208.9824308,
+    209.9871479,    222.0175782};
 
 // sqrt(Eh / (amu bohr^2)) as a wavenumber: CODATA 2014 hartree, atomic mass unit, bohr and speed of light.
 double wavenumber_per_sqrt_au() {
@@ -40,7 +48,7 @@ double coordinate(const Atom& atom, int x) {
 
 double isotopic_mass(int z) {
   if (z < 1 || z > static_cast<int>(kIsotopicMass.size())) {
-    throw UnsupportedError(fmt::format("vibrations: no isotopic mass for element {} (dfmp2 has H to Kr)", z));
+    throw UnsupportedError(fmt::format("vibrations: no isotopic mass for element {} (dfmp2 has H to Rn)", z));
   }
   return kIsotopicMass[static_cast<std::size_t>(z - 1)];
 }

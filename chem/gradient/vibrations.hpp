@@ -13,7 +13,7 @@
 
 namespace dfmp2::chem {
 
-// The mass (amu) of the most abundant isotope of element `z` (H to Kr); UnsupportedError beyond.
+// The mass (amu) of the most abundant isotope of element `z` (H to Rn); UnsupportedError beyond.
 double isotopic_mass(int z);
 
 // The displacement of finite-difference Hessians (bohr): Psi4's findif DISP_SIZE default.

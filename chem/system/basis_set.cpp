@@ -450,35 +450,6 @@ bool is_basis_file_path(const std::string& name) {
   return name.find('/') != std::string::npos || (l.size() >= 4 && l.compare(l.size() - 4, 4, ".gbs") == 0);
 }
 
-int BasisSet::nbf() const {
-  int n = 0;
-  for (const auto& s : shells) n += s.size();
-  return n;
-}
-
-int BasisSet::max_l() const {
-  int l = 0;
-  for (const auto& s : shells) l = std::max(l, s.l);
-  return l;
-}
-
-int BasisSet::nprimitive() const {
-  int n = 0;
-  for (const auto& s : shells) n += s.nprimitive();
-  return n;
-}
-
-std::vector<int> BasisSet::shell_offsets() const {
-  std::vector<int> offsets;
-  offsets.reserve(shells.size());
-  int n = 0;
-  for (const auto& s : shells) {
-    offsets.push_back(n);
-    n += s.size();
-  }
-  return offsets;
-}
-
 std::string basis_file_name(const std::string& name) {
   std::string file = lower(name);
   for (auto& c : file) {

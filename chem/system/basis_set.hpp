@@ -15,6 +15,7 @@
 // lmax + 1 parts, the local one first, then s, p, ... each as terms `n a d`, meaning d r^(n-2) exp(-a r^2)). The
 // potential replaces ncore electrons: the atom's nuclear charge and electrons are Z - ncore (Atom::core_electrons,
 // set from the orbital basis by assign_core_electrons before anything counts electrons).
+#include <algorithm>
 #include <array>
 #include <string>
 #include <vector>
@@ -58,10 +59,31 @@ struct BasisSet {
   std::string source;                      // the file it was read from
   std::vector<Shell> shells;               // in atom order, then file order (an SP line gives S, then P)
   std::vector<CorePotential> core_potentials;  // on the real atoms whose element has one in the file (none on ghosts)
-  int nbf() const;                         // number of basis functions
-  int max_l() const;                       // largest l of any shell; 0 for an empty set
-  int nprimitive() const;                  // primitives summed over shells (an SP line counts for both), as Psi4 counts
-  std::vector<int> shell_offsets() const;  // first function of each shell
+  int nbf() const {  // number of basis functions
+    int n = 0;
+    for (const auto& s : shells) n += s.size();
+    return n;
+  }
+  int max_l() const {  // largest l of any shell; 0 for an empty set
+    int l = 0;
+    for (const auto& s : shells) l = std::max(l, s.l);
+    return l;
+  }
+  int nprimitive() const {  // primitives summed over shells (an SP line counts for both), as Psi4 counts
+    int n = 0;
+    for (const auto& s : shells) n += s.nprimitive();
+    return n;
+  }
+  std::vector<int> shell_offsets() const {  // first function of each shell
+    std::vector<int> offsets;
+    offsets.reserve(shells.size());
+    int n = 0;
+    for (const auto& s : shells) {
+      offsets.push_back(n);
+      n += s.size();
+    }
+    return offsets;
+  }
 };
 
 // The library of basis sets shipped in inputs/basis/ (or another folder): a name such as "cc-pVDZ", "6-31G*",

@@ -509,4 +509,39 @@ TEST(BasisSetErrors, MalformedLibraryFileNamesItsPath) {
                 ":5: S shell of H, primitive 1 of 1: expected 'exponent coefficient', got '1.0'");
 }
 
+// def2's potentials (issue 47): Xe's replaces 28 electrons, its four parts (the local f part first, then s, p, d)
+// as the file gives them; a ghost of the same element carries the functions and no potential.
+TEST(BasisSet, Def2PotentialsReplaceCoreElectrons) {
+  Molecule m = parse_xyz_lines("Xe 0 0 0\nI 0 0 3\nGh(Xe) 0 3 0\nH 0 0 4.6\n", "atoms");
+  dfmp2::chem::assign_core_electrons(m, "def2-svp", kLibrary, "basis");
+  EXPECT_EQ(m.atoms[0].core_electrons, 28);
+  EXPECT_EQ(m.atoms[0].nuclear_charge(), 26);
+  EXPECT_EQ(m.atoms[1].nuclear_charge(), 25);
+  EXPECT_EQ(m.atoms[2].nuclear_charge(), 0);
+  EXPECT_EQ(m.atoms[3].core_electrons, 0);
+  EXPECT_EQ(dfmp2::chem::electron_count(m), 26 + 25 + 1);
+  // Psi4's freeze_core: [Kr] (18 orbitals) less the potential's 14 on each heavy atom.
+  EXPECT_EQ(dfmp2::chem::frozen_core_orbitals(m), 4 + 4);
+  const BasisSet b = load_basis("def2-svp", m, kLibrary, "basis");
+  ASSERT_EQ(b.core_potentials.size(), 2u);  // none on the ghost
+  const auto& xe = b.core_potentials[0];
+  EXPECT_EQ(xe.atom, 0);
+  EXPECT_EQ(xe.core_electrons, 28);
+  EXPECT_EQ(xe.lmax, 3);
+  // 4 local terms (f-ul), then s 7, p 8, d 10.
+  ASSERT_EQ(xe.terms.size(), 29u);
+  EXPECT_EQ(xe.terms[0].l, 3);
+  EXPECT_EQ(xe.terms[0].power, 2);
+  EXPECT_DOUBLE_EQ(xe.terms[0].exponent, 20.881557);
+  EXPECT_DOUBLE_EQ(xe.terms[0].coefficient, -23.089295);
+  EXPECT_EQ(xe.terms[4].l, 0);
+  EXPECT_DOUBLE_EQ(xe.terms[4].coefficient, 49.997962);
+  EXPECT_EQ(xe.terms[28].l, 2);
+  EXPECT_EQ(b.core_potentials[1].atom, 1);
+  // A basis without potentials leaves every atom whole.
+  Molecule water_again = water();
+  dfmp2::chem::assign_core_electrons(water_again, "cc-pvdz", kLibrary, "basis");
+  for (const auto& atom : water_again.atoms) EXPECT_EQ(atom.core_electrons, 0);
+}
+
 }  // namespace
