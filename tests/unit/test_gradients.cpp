@@ -539,7 +539,9 @@ TEST(Vibrations, FiniteDifferencesAndHarmonicAnalysisOfAModelPotential) {
 
   const Molecule water = distorted_water();
   EXPECT_EQ(chem::harmonic_analysis(water, Matrix::Identity(9, 9)).projected, 6);
-  EXPECT_THROW(chem::isotopic_mass(37), dfmp2::UnsupportedError);
+  EXPECT_NEAR(chem::isotopic_mass(53), 126.9044719, 1e-9);  // iodine-127 (qcelemental's AME2016 value)
+  EXPECT_NEAR(chem::isotopic_mass(86), 222.0175782, 1e-9);  // radon-222, the longest-lived
+  EXPECT_THROW(chem::isotopic_mass(87), dfmp2::UnsupportedError);
 }
 
 }  // namespace
