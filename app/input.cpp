@@ -2,6 +2,7 @@
 #include "app/yaml_file.hpp"
 #include "app/counterpoise_gradient.hpp"
 #include "app/mp2_options.hpp"
+#include "app/cbs_options.hpp"
 #include "app/driver_options.hpp"
 
 #include <fmt/format.h>
@@ -44,7 +45,7 @@ constexpr double kMaxMemoryBytes = 1125899906842624.0;  // 1 PiB
 const std::vector<std::string> kKeys = {"integrals", "synthetic", "molecule",  "basis",   "aux_basis",
                                         "reference", "scf",       "save_integrals", "frozen_core", "interaction", "driver", "backends", "precision",
                                         "metric",    "screening", "memory",      "threads",  "output",
-                                        "device",    "scratch",   "mp2_storage", "mpi", "cost", "method", "mp2_os_scale", "mp2_ss_scale", "mp2_sos_scale", "perturb_dipole", "properties", "external_charges"};
+                                        "device",    "scratch",   "mp2_storage", "mpi", "cost", "method", "mp2_os_scale", "mp2_ss_scale", "mp2_sos_scale", "perturb_dipole", "properties", "external_charges", "cbs"};
 }  // namespace
 
 const std::vector<std::string>& input_keys() { return kKeys; }
@@ -229,6 +230,8 @@ double positive_number(const YAML::Node& n, const YamlReader& ctx, const std::st
   ctx.fail_key(n, key, fmt::format("{{key}}: expected a positive number, got '{}'", value));
 }
 
+}  // namespace
+
 // The fitting set Psi4 1.3.2 uses when none is named: <basis>-ri / <basis>-jkfit, except for orbital bases that have
 // none of their own (inputs/basis/README.md), as Psi4 reports them (BasisSet.build(mol, "DF_BASIS_MP2", "", "RIFIT",
 // basis).blend(), and the same for JKFIT): the Pople sets take the correlation-consistent set of their zeta level,
@@ -256,6 +259,8 @@ std::string default_fitting(const std::string& basis, const std::string& kind) {
   if (b == "def2-tzvpd") return ri ? "def2-tzvpd-ri" : "def2-tzvp-jkfit";
   return b + "-" + kind;
 }
+
+namespace {
 
 // The charges and multiplicities a molecule or fragment may have: beyond them a value is a slip, not a molecule.
 constexpr std::pair<int, int> kCharges{-1000, 1000}, kMultiplicities{1, 1001};
@@ -446,6 +451,7 @@ void read_molecule_input(const YAML::Node& root, const YamlReader& ctx, Input& i
   }
   if (!root["basis"]) ctx.fail("missing key 'basis' (the orbital basis, e.g. cc-pvdz) for 'molecule' input");
   in.basis = ctx.scalar(root["basis"], "basis", "a basis set name");
+  read_cbs_options(root, ctx, in);  // a series (cc-pv[dt]z): in.basis becomes its largest basis
   in.aux_basis = root["aux_basis"] ? ctx.scalar(root["aux_basis"], "aux_basis", "a basis set name")
                                     : default_fitting(in.basis, "ri");
   in.jk_basis = default_fitting(in.basis, "jkfit");
@@ -934,7 +940,7 @@ Input input_from_mapping(const YAML::Node& root, const YamlReader& ctx, int node
                "problem) or 'molecule' (with basis)");
     }
     if (!root["molecule"]) {
-      for (const char* key : {"basis", "aux_basis", "reference", "scf", "save_integrals", "interaction"}) {
+      for (const char* key : {"basis", "aux_basis", "reference", "scf", "save_integrals", "interaction", "cbs"}) {
         if (root[key]) ctx.fail_key(root[key], key, "{key} applies to 'molecule' input only");
       }
     }

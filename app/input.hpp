@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chem/cbs/cbs.hpp"
 #include "chem/scf/scf.hpp"
 #include "chem/mp2/mp2.hpp"
 #include "devices/device_options.hpp"
@@ -43,6 +44,8 @@ linalg::DenseOptions default_dense_options();
 std::string default_compile_cache();   // device.compile_cache: $XDG_CACHE_HOME/dfmp2/neuron, else ~/.cache/...
 std::string default_basis_dir();       // the basis set library: $DFMP2_BASIS_DIR's folders, then library_basis_dir()
 std::string library_basis_dir();       // the library that came with the program (source tree, or <prefix>/share)
+// The fitting set (`kind` "ri" or "jkfit") Psi4 1.3.2 takes for orbital basis `basis` when none is named.
+std::string default_fitting(const std::string& basis, const std::string& kind);
 // Where the running program is (the dfmp2 executable, or the Python module's shared object): an installed program
 // finds its basis library from there. Called by main() and by the module when it loads.
 void set_program_location(const std::string& path);
@@ -73,6 +76,16 @@ struct CostSettings {
   std::string cpu_instance;
 };
 
+// A basis-set extrapolation (README "Basis-set extrapolation"): `basis` as a series (cc-pv[dt]z) and key `cbs`.
+// The run is the largest basis's calculation (`Input::basis`), with one of its own for each smaller basis.
+struct CbsOptions {
+  chem::BasisSeries scf, corl;  // the SCF's series (by default the correlation's largest) and the correlation's
+  chem::CbsScheme scf_scheme = chem::CbsScheme::xtpl_highest_1;
+  chem::CbsScheme corl_scheme = chem::CbsScheme::corl_xtpl_helgaker_2;
+  std::optional<double> scf_alpha, corl_alpha;  // the schemes' defaults when not given
+  chem::BasisSeries all;  // every basis either takes, ascending; the largest is Input::basis
+};
+
 struct Input {
   std::string path;       // the YAML file as given
   std::string integrals;  // resolved path of the HDF5 file (empty with `synthetic`)
@@ -84,6 +97,7 @@ struct Input {
   std::string molecule_file;    // the resolved .xyz path with molecule.file, else empty
   std::string basis, aux_basis, jk_basis;
   bool jk_basis_given = false;  // scf.jk_basis named (else <basis>-jkfit, blended with the universal set)
+  std::optional<CbsOptions> cbs;  // a basis series: the basis sets and schemes of the extrapolation
   chem::ScfReference reference = chem::ScfReference::rhf;  // key `reference`, or its default for the multiplicity
   std::string basis_dir = default_basis_dir();  // the basis set library
   chem::ScfOptions scf;

@@ -301,6 +301,7 @@ int run_input(const std::string& input_path, const std::optional<std::string>& o
   text += dfmp2::app::format_gradient(calc);
   text += dfmp2::app::format_hessian(calc);
   text += dfmp2::app::format_properties(calc);
+  text += dfmp2::app::format_cbs(calc);
   dfmp2::app::finish_run(run, calc);
   if (run.output) text += fmt::format("\n  results written to {}\n", *run.output);
   write_standard_output(text);

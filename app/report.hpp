@@ -40,6 +40,8 @@ std::string format_gradient(const Calculation& calc);
 std::string format_hessian(const Calculation& calc);
 // driver: properties: `==> Properties <==` (app/report_properties.cpp).
 std::string format_properties(const Calculation& calc);
+// A basis series: each basis's energies, the schemes and the limits (app/report_cbs.cpp).
+std::string format_cbs(const Calculation& calc);
 // With several ranks: per phase the seconds on each rank (min, mean, max), the imbalance (max / mean), the flops of
 // all ranks, the bytes each rank sent and received (the largest), the messages and the longest wait.
 std::string format_rank_table(const std::string& title, const std::vector<std::string>& phases,

@@ -513,6 +513,7 @@ nlohmann::json results_json(const Calculation& calc) {
   if (calc.gradient && !calc.properties) add_gradient(calc, j);  // properties: the gradient stage's densities only
   if (calc.properties) add_properties(calc, j);
   if (calc.hessian) add_hessian(calc, j);
+  if (calc.cbs) add_cbs(calc, j);
   if (!calc.input.as_read.contains("backends")) {  // the default CPU backend, and why it was chosen
     const devices::Calibration& c = devices::machine_calibration();
     nlohmann::json rates = nlohmann::json::array();

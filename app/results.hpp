@@ -14,6 +14,8 @@ namespace dfmp2::app {
 nlohmann::json results_json(const Calculation& calc);
 // driver: properties: its entries of the results file (app/results_properties.cpp).
 void add_properties(const Calculation& calc, nlohmann::json& j);
+// A basis series: the limits (app/results_cbs.cpp).
+void add_cbs(const Calculation& calc, nlohmann::json& j);
 // driver: properties: the Molden files properties.molden and properties.scf_molden asked for, each written whole.
 void write_molden_files(const Calculation& calc);
 // The gradient's (or the relaxed density's) steps and their seconds, in order.

@@ -212,6 +212,29 @@ struct Factorisations {
 struct Calculation;
 Factorisations describe_factorisations(const Calculation& calc);
 
+// An interaction energy, complex minus fragments (chem/mp2/interaction.hpp).
+using chem::InteractionEnergy;
+
+// A basis-set extrapolation (input.cbs; app/cbs_stage.cpp): the calculation of each smaller basis, run after the
+// largest basis's (the run's own), and the limits by the input's schemes, of the first backend's energies.
+struct CbsRun {
+  struct Basis {
+    std::string name;
+    int zeta = 0;
+    std::unique_ptr<Calculation> calc;  // null for the run's own basis
+    double scf = 0, correlation = 0;    // the SCF total energy and the method's correlation energy
+  };
+  std::vector<Basis> bases;  // every basis of either series, smallest first, the run's own last
+  double scf = 0, correlation = 0;  // the limits: the SCF stage's and the correlation stage's
+  double total() const { return scf + correlation; }
+  // driver: gradient: the SCF stage's limit of the SCF gradients plus the correlation stage's of (total - SCF).
+  std::optional<linalg::Matrix> gradient, scf_gradient;
+  // With `interaction`: each scheme's interaction energy at the limit (its SCF part by the SCF stage's scheme, its
+  // correlation parts by the correlation stage's).
+  std::vector<InteractionEnergy> interaction;
+  double seconds = 0;  // the smaller bases' calculations
+};
+
 struct Calculation {
   int ranks = 1;    // MPI ranks the run was spread over
   std::string mpi;  // linalg::Comm::description()
@@ -229,10 +252,9 @@ struct Calculation {
   }
   std::optional<HessianRun> hessian;        // driver: hessian
   std::optional<PropertiesRun> properties;  // driver: properties
+  std::optional<CbsRun> cbs;                // a basis series: the extrapolation
 };
 
-// An interaction energy, complex minus fragments (chem/mp2/interaction.hpp).
-using chem::InteractionEnergy;
 // One calculation of an interaction energy (the complex, a fragment in the complex's basis or in its own), with
 // its SCF and the DF-MP2 result of one run (backend and precision).
 struct InteractionPart {

@@ -60,7 +60,7 @@ DEBT = {
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([a-z_]+)/')
 ROOM_INCLUDE = re.compile(r'^\s*#\s*include\s*"chem/([a-z0-9_]+)/([a-z0-9_]+)\.hpp"')
-ROOMS = ("system", "integrals", "scf", "mp2", "gradient", "properties", "io")
+ROOMS = ("system", "integrals", "scf", "mp2", "gradient", "properties", "cbs", "io")
 SOURCE = re.compile(r"\.(cpp|hpp|h|cc)$")
 
 

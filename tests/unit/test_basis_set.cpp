@@ -436,9 +436,15 @@ TEST(BasisSetErrors, MissingElement) {
 }
 
 TEST(BasisSetErrors, EffectiveCorePotential) {
-  EXPECT_EQ(input_error([] { load_basis("def2-svp", one_atom("Rb"), kLibrary, "basis"); }),
-            "key 'basis': basis set 'def2-svp' replaces 28 core electrons of element Rb by an effective core "
-            "potential, which dfmp2 does not support");
+  // An atom whose core electrons were not set from the orbital basis (as a fitting set with a potential of its own
+  // would find it): refused, naming the file's line, the atom and both counts.
+  const std::string message = input_error([] { load_basis("def2-svp", one_atom("Rb"), kLibrary, "basis"); });
+  EXPECT_NE(message.find("def2-svp.gbs:"), std::string::npos) << message;
+  EXPECT_NE(message.find("key 'basis': 'def2-svp' replaces 28 core electrons of atom 1 (Rb) by a potential, and the "
+                         "orbital basis none"), std::string::npos) << message;
+  Molecule rb = one_atom("Rb");
+  dfmp2::chem::assign_core_electrons(rb, "def2-svp", kLibrary, "basis");
+  EXPECT_EQ(load_basis("def2-svp", rb, kLibrary, "basis").core_potentials.size(), 1u);
   EXPECT_EQ(input_error([] { load_basis("def2-svp", one_atom("Kr"), kLibrary, "basis"); }), "");  // all-electron
 }
 

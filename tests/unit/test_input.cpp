@@ -315,6 +315,17 @@ TEST(ReadInput, EveryKey) {
   ASSERT_EQ(embedded.scf.external_charges.size(), 2u);
   EXPECT_EQ(embedded.scf.external_charges[1].first, 0.417);
   EXPECT_NEAR(embedded.scf.external_charges[0].second[2], -2.0 * dfmp2::chem::kBohrPerAngstrom, 1e-12);
+  // A basis series and key cbs: the run's own basis is the correlation series' largest, every basis once.
+  const auto series = read("cbs.yaml", "molecule: {xyz: \"O 0 0 0\\nH 0 0.76 0.59\\nH 0 -0.76 0.59\"}\n"
+                                       "basis: cc-pv[tq]z\ncbs:\n  scf_basis: cc-pv[dtq]z\n  corl_scheme: "
+                                       "corl_xtpl_helgaker_2\n  corl_alpha: 3.1\n  scf_scheme: scf_xtpl_helgaker_3\n");
+  ASSERT_TRUE(series.cbs.has_value());
+  EXPECT_EQ(series.basis, "cc-pvqz");
+  EXPECT_EQ(series.aux_basis, "cc-pvqz-ri");
+  EXPECT_EQ(series.cbs->all.names, (std::vector<std::string>{"cc-pvdz", "cc-pvtz", "cc-pvqz"}));
+  EXPECT_EQ(series.cbs->corl.zetas, (std::vector<int>{3, 4}));
+  EXPECT_EQ(series.cbs->scf_scheme, dfmp2::chem::CbsScheme::scf_xtpl_helgaker_3);
+  EXPECT_EQ(*series.cbs->corl_alpha, 3.1);
 
   const auto s = read("s.yaml", "synthetic: {nbasis: 40, nocc: 6, naux: 90, seed: 11}\n");
   EXPECT_EQ(s.synthetic->nbasis, 40);
@@ -325,7 +336,7 @@ TEST(ReadInput, EveryKey) {
 
   // The test covers the README's every key.
   for (const auto& key : app::input_keys()) EXPECT_TRUE(covered.count(key)) << "key '" << key << "' not read here";
-  EXPECT_EQ(app::input_keys().size(), 30u);
+  EXPECT_EQ(app::input_keys().size(), 31u);
 }
 
 TEST(ReadInput, PrecisionListAndMetricMapping) {
