@@ -80,6 +80,7 @@ MemoryPlan plan_calculation(const Input& input, linalg::Comm& comm) { return pla
 
 Calculation run_calculation(const Input& input, linalg::Comm& comm, const Progress& progress,
                             const PhaseProgress& phase_progress) {
+  if (input.cbs) return run_cbs_calculation(input, comm, progress, phase_progress);
   const std::unique_ptr<Planned> p = plan_stages(input, comm, progress, phase_progress);
   Calculation& calc = p->calc;
   comm.checked([&] { check_scratch(calc.memory); });  // each rank's own folder

@@ -309,6 +309,11 @@ BackendRun run_dfmp2_on(linalg::Backend& backend, linalg::Backend* fallback, che
 // The memory plan run_calculation would run `input` with (every stage planned, nothing run): a ResourceError with the
 // one line of within_memory when it cannot fit.
 MemoryPlan plan_calculation(const Input& input, linalg::Comm& comm);
+// A basis series (input.cbs): every basis's calculation, smallest first, the largest the one returned, with its
+// CbsRun (app/cbs_run.cpp); run_calculation comes here for a series.
+Calculation run_cbs_calculation(const Input& input, linalg::Comm& comm,
+                                const std::function<void(const std::string&)>& progress,
+                                const std::function<void(const std::string&, long long, long long)>& phase_progress);
 Calculation run_calculation(const Input& input, linalg::Comm& comm,
                             const std::function<void(const std::string&)>& progress = {},
                             const std::function<void(const std::string&, long long, long long)>& phase_progress = {});

@@ -302,7 +302,9 @@ void run_molecule(const Input& input, ScfJk& planned, linalg::Comm& comm, Calcul
                                                       : std::string(),
                   input.scf.guess == chem::ScfGuess::sad ? "SAD"
                   : input.scf.guess == chem::ScfGuess::core ? "core"
-                                                            : "nearby geometry's orbitals",
+                  : input.scf.start_basis != nullptr
+                      ? fmt::format("{}'s orbitals projected", input.scf.start_basis->name)
+                      : std::string("nearby geometry's orbitals"),
                   m.basis.nbf(),
                   calc.reference.open_shell()
                       ? fmt::format("{} alpha and {} beta occupied (multiplicity {})", nocc, calc.reference.nocc_beta,

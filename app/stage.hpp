@@ -68,7 +68,6 @@ std::unique_ptr<Stage> make_gradient_stage();
 std::unique_ptr<Stage> make_counterpoise_gradient_stage();
 std::unique_ptr<Stage> make_hessian_stage();
 std::unique_ptr<Stage> make_properties_stage();
-std::unique_ptr<Stage> make_cbs_stage();
 
 // A fragment's reference: RHF for a singlet (what UHF and ROHF give it too), else the complex's (app/reference.cpp).
 chem::ScfReference fragment_reference(const Input& input, const chem::Molecule& fragment);

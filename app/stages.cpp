@@ -28,8 +28,6 @@ const StageRow kStages[] = {
     {[](const Input& in, const Reference&) { return in.driver == Driver::hessian; }, make_hessian_stage},
     // driver: properties, after the gradient stage's densities.
     {[](const Input& in, const Reference&) { return in.driver == Driver::properties; }, make_properties_stage},
-    // A basis series: each smaller basis's calculation after the run's own (the largest), and the limit.
-    {[](const Input& in, const Reference&) { return in.cbs.has_value(); }, make_cbs_stage},
 };
 
 }  // namespace

@@ -162,6 +162,25 @@ linalg::Matrix overlap_matrix(const BasisSet& basis) {
   return one_body_matrix(b, make_engine("overlap integrals", Operator::overlap, b.max_nprim, b.max_l));
 }
 
+linalg::Matrix overlap_matrix(const BasisSet& rows, const BasisSet& cols) {
+  const LibintBasis a = to_libint(rows), b = to_libint(cols);
+  libint2::Engine engine = make_engine("overlap integrals", Operator::overlap, std::max(a.max_nprim, b.max_nprim),
+                                       std::max(a.max_l, b.max_l));
+  linalg::Matrix s(static_cast<linalg::Index>(a.nbf), static_cast<linalg::Index>(b.nbf));
+  const auto& buf = engine.results();
+  for (int s1 = 0; s1 < a.nshells(); ++s1) {
+    for (int s2 = 0; s2 < b.nshells(); ++s2) {
+      engine.compute1(a.shells[static_cast<std::size_t>(s1)], b.shells[static_cast<std::size_t>(s2)]);
+      const int n1 = a.sizes[static_cast<std::size_t>(s1)], n2 = b.sizes[static_cast<std::size_t>(s2)];
+      const auto o1 = static_cast<linalg::Index>(a.offsets[static_cast<std::size_t>(s1)]);
+      const auto o2 = static_cast<linalg::Index>(b.offsets[static_cast<std::size_t>(s2)]);
+      for (int i = 0; i < n1; ++i)
+        for (int j = 0; j < n2; ++j) s(o1 + i, o2 + j) = buf[0] == nullptr ? 0.0 : buf[0][i * n2 + j];
+    }
+  }
+  return s;
+}
+
 linalg::Matrix kinetic_matrix(const BasisSet& basis) {
   const LibintBasis b = to_libint(basis);
   return one_body_matrix(b, make_engine("kinetic-energy integrals", Operator::kinetic, b.max_nprim, b.max_l));

@@ -34,6 +34,9 @@ int max_fitting_angular_momentum();
 double nuclear_repulsion_energy(const Molecule& molecule);
 
 linalg::Matrix overlap_matrix(const BasisSet& basis);
+// <m|n> between the functions of two basis sets (rows of `rows`, columns of `cols`): to project orbitals from one into
+// the other.
+linalg::Matrix overlap_matrix(const BasisSet& rows, const BasisSet& cols);
 linalg::Matrix kinetic_matrix(const BasisSet& basis);
 // Attraction to the nuclei of `molecule` (point charges at the atoms, bohr).
 linalg::Matrix nuclear_attraction_matrix(const BasisSet& basis, const Molecule& molecule);

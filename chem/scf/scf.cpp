@@ -63,6 +63,18 @@ Matrix orbitals_moved_here(const Matrix* orbitals, const Matrix& s, int nocc) {
   return c * orthogonaliser(c.transpose() * s * c);
 }
 
+// Orbitals of another basis of the same molecule (ScfOptions::start_basis) in this one: S^-1 <this|start> C, S^-1 as
+// x x^T through the orthogonaliser (which drops the near-dependent directions), then orthonormalised. A smaller
+// basis's occupied orbitals have fewer columns than most_occupied only when that basis had fewer electrons' worth of
+// functions: then the first ones the projection gives.
+Matrix orbitals_projected_here(const Matrix& orbitals, const BasisSet& start, const BasisSet& here, const ScfStart& st,
+                               int nocc) {
+  if (orbitals.rows() != start.nbf() || orbitals.cols() < nocc)
+    throw std::logic_error("scf: the projected guess needs the occupied orbitals of its basis");
+  const Matrix projected = st.x * (st.x.transpose() * (overlap_matrix(here, start) * orbitals.leftCols(nocc)));
+  return orbitals_moved_here(&projected, st.s, nocc);
+}
+
 // The field's terms (ScfOptions::electric_field): -F . <m|r|n> in h, F . sum_A Z_A R_A in the nuclei's energy.
 void add_electric_field(const Molecule& molecule, const BasisSet& basis, const std::array<double, 3>& field,
                         Matrix& h, double& nuclear) {
@@ -109,6 +121,13 @@ ScfStart start_scf(const Molecule& molecule, const BasisSet& basis, int most_occ
     case ScfGuess::core: st.guess = diagonalise(st.h, st.x, kernels, &options).c.leftCols(most_occupied); break;
     case ScfGuess::sad: st.guess = sad_guess(molecule, basis, kernels); break;
     case ScfGuess::orbitals:
+      if (options.start_basis != nullptr) {
+        st.guess = orbitals_projected_here(*options.start_orbitals, *options.start_basis, basis, st, most_occupied);
+        if (options.start_orbitals_beta != nullptr)
+          st.guess_beta =
+              orbitals_projected_here(*options.start_orbitals_beta, *options.start_basis, basis, st, most_occupied);
+        break;
+      }
       st.guess = orbitals_moved_here(options.start_orbitals, st.s, most_occupied);
       if (options.start_orbitals_beta != nullptr)
         st.guess_beta = orbitals_moved_here(options.start_orbitals_beta, st.s, most_occupied);

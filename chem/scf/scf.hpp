@@ -100,6 +100,10 @@ struct ScfOptions {
   const linalg::Matrix* start_orbitals = nullptr;
   // UHF: the beta orbitals of that geometry (null: the alpha ones for both spins).
   const linalg::Matrix* start_orbitals_beta = nullptr;
+  // When not null: the basis start_orbitals (and start_orbitals_beta) are in, another one of the same molecule (the
+  // smaller basis of a basis-set extrapolation); they are projected into this basis, S^-1 <this|start> C, as Psi4's
+  // basis_guess does. The pointer must outlive the SCF.
+  const BasisSet* start_basis = nullptr;
   int diis_vectors = 10;
   // A uniform electric field F (a.u.; Psi4's perturb_dipole): F . (-r) in the one-electron Hamiltonian, dipole
   // integrals about the origin, and F . sum_A Z_A R_A in the nuclei's energy (nuclear_repulsion, as Psi4 counts it),

@@ -1,10 +1,12 @@
-// Basis-set extrapolation (README "Basis-set extrapolation"): the stage that runs each smaller basis of the series as
-// a calculation of its own, after the largest basis's (the run's own calculation), and takes the energies, gradients
-// and interaction energies to the limit by the input's schemes (chem/cbs), as Psi4's cbs() does: the SCF stage's
+// Basis-set extrapolation (README "Basis-set extrapolation"): each basis of the series a calculation of its own,
+// smallest first, each SCF starting from the orbitals of the basis before it projected into its own (the largest
+// basis's is the run's own calculation, which the report and the results describe), then the energies, gradients and
+// interaction energies taken to the limit by the input's schemes (chem/cbs), as Psi4's cbs() does: the SCF stage's
 // scheme over the SCF series' SCF energies, the correlation stage's over the correlation series' correlation energies.
 #include <fmt/format.h>
 
 #include "app/cbs_options.hpp"
+#include "app/run.hpp"
 #include "app/stage.hpp"
 #include "linalg/errors.hpp"
 #include "linalg/kernel_log.hpp"
@@ -13,21 +15,27 @@ namespace dfmp2::app {
 
 namespace {
 
-// Before any work: each smaller basis's calculation can run (its basis sets, frozen core and memory plan on these
-// backends from the memory in use at the start). Smaller than the run's own, it fits where that does.
-void check_smaller_bases(const Input& input, const std::vector<linalg::Backend*>& backends, int ranks,
-                         double resident_at_start) {
+// Before any work: every basis's calculation can run (its basis sets, frozen core and memory plan on these backends).
+void check_every_basis(const Input& input, linalg::Comm& comm) {
   for (const std::string& name : input.cbs->all.names) {
-    if (name == input.basis) continue;
     try {
-      const Input in = cbs_basis_input(input, name);
-      make_memory_plan(in, make_reference(in), backends, ranks, resident_at_start);
+      plan_calculation(name == input.basis ? input : cbs_basis_input(input, name), comm);
     } catch (const InputError& e) {
       throw InputError(e.where(), e.key(), fmt::format("the extrapolation's {}: {}", name, e.text()));
     } catch (const ResourceError& e) {
       throw ResourceError(fmt::format("the extrapolation's {}: {}", name, e.what()));
     }
   }
+}
+
+// The SCF of `in` starts from the occupied orbitals of `previous` (a smaller basis of the same molecule), projected.
+void start_from(const Calculation* previous, Input& in) {
+  if (previous == nullptr) return;
+  const MoleculeRun& m = *previous->reference.molecule();
+  in.scf.guess = chem::ScfGuess::orbitals;
+  in.scf.start_basis = &m.basis;
+  in.scf.start_orbitals = &chem::start_orbitals(m.scf);
+  in.scf.start_orbitals_beta = m.scf.reference == chem::ScfReference::uhf ? &m.scf.mo_coefficients_beta : nullptr;
 }
 
 const Calculation& calculation_of(const Calculation& own, const CbsRun& cbs, const std::string& name) {
@@ -87,35 +95,42 @@ void extrapolate_run(Calculation& calc) {
   }
 }
 
-class CbsStage final : public Stage {
- public:
-  void plan(StageContext& c) override {
-    c.comm.checked([&] {
-      check_smaller_bases(c.input, c.backends.named_list(), c.comm.size(), c.resident_at_start);
-    });
-  }
-  void run(StageContext& c) override {
-    linalg::Stopwatch clock;
-    CbsRun& cbs = c.calc.cbs.emplace();
-    const chem::BasisSeries& all = c.input.cbs->all;
-    for (std::size_t k = 0; k < all.names.size(); ++k) {
-      CbsRun::Basis b{all.names[k], all.zetas[k], nullptr, 0, 0};
-      if (all.names[k] != c.input.basis) {
-        Input in = cbs_basis_input(c.input, all.names[k]);
-        in.resident_at_start = resident_bytes();
-        c.say(fmt::format("  {} for the extrapolation:", all.names[k]));
-        auto indented = [&](const std::string& line) { c.say("  " + line); };
-        b.calc = std::make_unique<Calculation>(run_calculation(in, c.comm, indented, c.phase_progress));
-      }
-      cbs.bases.push_back(std::move(b));
-    }
-    cbs.seconds = clock.seconds();
-    extrapolate_run(c.calc);
-  }
-};
-
 }  // namespace
 
-std::unique_ptr<Stage> make_cbs_stage() { return std::make_unique<CbsStage>(); }
+Calculation run_cbs_calculation(const Input& input, linalg::Comm& comm, const Progress& progress,
+                                const PhaseProgress& phase_progress) {
+  check_every_basis(input, comm);
+  linalg::Stopwatch clock;
+  std::vector<CbsRun::Basis> bases;
+  const Calculation* previous = nullptr;
+  const chem::BasisSeries& all = input.cbs->all;
+  for (std::size_t k = 0; k + 1 < all.names.size(); ++k) {
+    Input in = cbs_basis_input(input, all.names[k]);
+    start_from(previous, in);
+    in.resident_at_start = resident_bytes();
+    if (progress) progress(fmt::format("  {} for the extrapolation:", all.names[k]));
+    auto indented = [&](const std::string& line) {
+      if (progress) progress("  " + line);
+    };
+    bases.push_back({all.names[k], all.zetas[k],
+                     std::make_unique<Calculation>(run_calculation(in, comm, indented, phase_progress)), 0, 0});
+    previous = bases.back().calc.get();
+  }
+  const double smaller_seconds = clock.seconds();
+  // The run's own basis, its SCF from the largest smaller basis's orbitals.
+  Input own = input;
+  own.cbs.reset();  // run_calculation would come back here
+  start_from(previous, own);
+  own.resident_at_start = std::max(input.resident_at_start, resident_bytes());
+  if (progress) progress(fmt::format("  {} (the run's own basis):", input.basis));
+  Calculation calc = run_calculation(own, comm, progress, phase_progress);
+  calc.input.cbs = input.cbs;
+  bases.push_back({all.names.back(), all.zetas.back(), nullptr, 0, 0});
+  CbsRun& cbs = calc.cbs.emplace();
+  cbs.bases = std::move(bases);
+  cbs.seconds = smaller_seconds;
+  extrapolate_run(calc);
+  return calc;
+}
 
 }  // namespace dfmp2::app
