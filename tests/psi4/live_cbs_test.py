@@ -20,6 +20,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from live_common import report, run_text  # noqa: E402
+
 TOLERANCE = 1e-7           # Eh
 GRADIENT_TOLERANCE = 1e-6  # Eh/bohr
 KEYS = ("CBS TOTAL ENERGY", "CBS REFERENCE ENERGY", "CBS CORRELATION ENERGY")
@@ -77,21 +80,9 @@ def psi4_cbs_energy(kwargs):
     return {k: psi4.variable(k) for k in KEYS}
 
 
-def run_text(binary, workdir, text):
-    with open(os.path.join(workdir, "in.yaml"), "w") as f:
-        f.write(text + "output: e.json\nthreads: 1\nscf: {e_convergence: 1e-10, d_convergence: 1e-10}\n")
-    subprocess.run([binary, "in.yaml"], check=True, stdout=subprocess.DEVNULL, cwd=workdir)
-    with open(os.path.join(workdir, "e.json")) as f:
-        return json.load(f)
-
-
 def molecule_text(xyz):
-    return "molecule:\n  xyz: |\n" + "".join("    %s\n" % l for l in xyz.splitlines())
-
-
-def report(ok, text):
-    print("%s %s" % ("ok  " if ok else "FAIL", text))
-    return 0 if ok else 1
+    return ("molecule:\n  xyz: |\n" + "".join("    %s\n" % l for l in xyz.splitlines()) +
+            "scf: {e_convergence: 1e-10, d_convergence: 1e-10}\n")
 
 
 def energies(binary, workdir):

@@ -30,6 +30,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from live_common import report, run_text  # noqa: E402
+
 ENERGY_TOLERANCE = 1e-7    # Eh
 GRADIENT_TOLERANCE = 1e-6  # Eh/bohr
 BOHR = 0.52917721067       # angstrom
@@ -93,23 +96,10 @@ def psi4_ghost_xe_without_potential():
     return psi4.energy("mp2")
 
 
-def run_text(binary, workdir, text):
-    with open(os.path.join(workdir, "in.yaml"), "w") as f:
-        f.write(text + "output: e.json\nthreads: 1\n")
-    subprocess.run([binary, "in.yaml"], check=True, stdout=subprocess.DEVNULL, cwd=workdir)
-    with open(os.path.join(workdir, "e.json")) as f:
-        return json.load(f)
-
-
 def molecule_text(xyz, multiplicity=1):
     return ("molecule:\n  multiplicity: %d\n  xyz: |\n" % multiplicity +
             "".join("    %s\n" % l for l in xyz.splitlines()) +
             "scf: {type: df, e_convergence: 1e-12, d_convergence: 1e-10}\n")
-
-
-def report(ok, text):
-    print("%s %s" % ("ok  " if ok else "FAIL", text))
-    return 0 if ok else 1
 
 
 def sample(binary, workdir):

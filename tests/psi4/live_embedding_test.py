@@ -17,6 +17,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from live_common import report, run_text  # noqa: E402
+
 TOLERANCE = 1e-8  # Eh
 
 WATER = ("O  -0.778803000000  0.000000000000  1.132683000000\n"
@@ -85,14 +88,6 @@ def psi4_gradient(basis):
     g = psi4.gradient("mp2").np.ravel().tolist()
     psi4.core.set_global_option_python("EXTERN", None)
     return g
-
-
-def run_text(binary, workdir, text):
-    with open(os.path.join(workdir, "in.yaml"), "w") as f:
-        f.write(text + "output: e.json\nthreads: 1\n")
-    subprocess.run([binary, "in.yaml"], check=True, stdout=subprocess.DEVNULL, cwd=workdir)
-    with open(os.path.join(workdir, "e.json")) as f:
-        return json.load(f)
 
 
 def gradients(binary, workdir):

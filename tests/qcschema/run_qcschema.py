@@ -201,6 +201,30 @@ def cli(args, c):
                 c.check(True, "the %s-mp2 AtomicResult validates with qcelemental" % name)
             except Exception as e:  # noqa: BLE001 -- any validation error is the failure being tested
                 c.check(False, "the %s-mp2 AtomicResult validates with qcelemental: %s" % (name, str(e)[:500]))
+        # A basis series in model.basis (issue 47): return_result the CBS total energy, which validates, and the
+        # limit of its two bases' own AtomicResults by corl_xtpl_helgaker_2 (keywords.dfmp2_cbs alpha 3.1).
+        cbs_inp = atomic_input(WATER, "cc-pv[dt]z", dict(CONVERGED, scf_type="df", dfmp2_threads=1,
+                                                          dfmp2_cbs={"corl_alpha": 3.1}))
+        single = {}
+        for name, one in (("cbs", cbs_inp), ("dz", atomic_input(WATER, "cc-pvdz", dict(CONVERGED, scf_type="df"))),
+                          ("tz", atomic_input(WATER, "cc-pvtz", dict(CONVERGED, scf_type="df")))):
+            with open(os.path.join(d, name + ".json"), "w") as f:
+                f.write(one.json())
+            p = run([args.dfmp2, os.path.join(d, name + ".json")], d)
+            c.check(p.returncode == 0, "a %s AtomicInput runs (%s)" % (name, p.stderr.strip()))
+            with open(os.path.join(d, name + ".result.json")) as f:
+                single[name] = json.load(f)
+        try:
+            qcel.models.AtomicResult(**single["cbs"])
+            c.check(True, "the cc-pv[dt]z AtomicResult validates with qcelemental")
+        except Exception as e:  # noqa: BLE001 -- any validation error is the failure being tested
+            c.check(False, "the cc-pv[dt]z AtomicResult validates with qcelemental: %s" % str(e)[:500])
+        corl = [single[k]["properties"]["mp2_correlation_energy"] for k in ("dz", "tz")]
+        limit = (single["tz"]["properties"]["scf_total_energy"] +
+                 (corl[1] * 3 ** 3.1 - corl[0] * 2 ** 3.1) / (3 ** 3.1 - 2 ** 3.1))
+        c.check(abs(single["cbs"]["return_result"] - limit) <= 1e-9 and
+                single["cbs"]["extras"]["qcvars"]["CBS TOTAL ENERGY"] == single["cbs"]["return_result"],
+                "cc-pv[dt]z: return_result and CBS TOTAL ENERGY are the limit of the two bases' energies (%.12f)" % limit)
         props = scaled["sos"]["properties"]
         sos = props["scf_total_energy"] + 1.3 * props["mp2_opposite_spin_correlation_energy"]
         c.check(abs(scaled["sos"]["return_result"] - sos) <= 1e-12 and
