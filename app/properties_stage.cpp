@@ -55,7 +55,12 @@ class PropertiesStage final : public Stage {
       constexpr double kMatrices = 32;
       const double nbf = static_cast<double>(r.nbf);
       const double points = static_cast<double>(o.esp_points.size()) * 5 * sizeof(double);
-      const double held = kMatrices * nbf * nbf * sizeof(double) + points + (o.esp_charges ? fit_bytes(c.input) : 0.0);
+      // Molden files: each written whole at the end of the run, about 28 characters per coefficient (and a line per
+      // orbital), both spins' sets.
+      constexpr double kMoldenBytesPerCoefficient = 28;
+      const double molden = ((o.molden ? 1 : 0) + (o.scf_molden ? 1 : 0)) * 2 * kMoldenBytesPerCoefficient * nbf * nbf;
+      const double held = kMatrices * nbf * nbf * sizeof(double) + points + (o.esp_charges ? fit_bytes(c.input) : 0.0) +
+                          molden;
       const double base = plan.baseline + scf_matrix_bytes(r.nbf, c.input.scf.diis_vectors, r.open_shell());
       within_memory(plan, base, [&] {
         if (base + held > plan.budget) {
@@ -67,7 +72,8 @@ class PropertiesStage final : public Stage {
       plan.phases.push_back({Phase::mp2_properties, "memory", "",  held, 0.0,
                              "the SCF, unrelaxed and relaxed densities by spin, their natural orbitals, the overlap"
                              + std::string(o.esp_points.empty() ? "" : ", the potential's points") +
-                             (o.esp_charges ? ", the fit's shells of points" : "")});
+                             (o.esp_charges ? ", the fit's shells of points" : "") +
+                             (molden > 0 ? ", the Molden files' text" : "")});
     });
   }
   void run(StageContext& c) override {

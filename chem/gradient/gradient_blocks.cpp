@@ -473,8 +473,9 @@ GradientBytes gradient_bytes(const DfMp2GradientSizes& z, double n, double m, do
   const double spins = z.nocc_beta > 0 ? 2.0 : 1.0;
   const double ov = spins * naux * na * nv * rows, oo = spins * naux * na * no * rows;
   const double ov_cols = spins * naux * na * nv * cols, oo_cols = spins * naux * na * no * cols;
-  // Matrices of nbf^2 (orbitals, X, densities, W and their AO forms) and of naux^2 (the metric's factor, V).
-  const double fixed = 14.0 * spins * nbf * nbf + 2.0 * naux * naux;
+  // Matrices of nbf^2 (orbitals, X, densities, W and their AO forms; and the SCF, unrelaxed and relaxed AO densities
+  // of both spins the result keeps, DfMp2Gradient::scf_densities and the others) and of naux^2 (the metric's factor, V).
+  const double fixed = (14.0 * spins + 6.0) * nbf * nbf + 2.0 * naux * naux;
   // The AO block (P|mn) and its products: half-transformed rows, (P|ia) and (P|ji); or Gamma^P's slab and
   // C_v Gamma^P twice (side by side, then stacked).
   const double ao = m * nbf * nbf + std::max(m * nbf * no + m * na * (nv + no), m * na * nv + 2.0 * m * nbf * na);
