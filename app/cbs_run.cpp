@@ -95,6 +95,17 @@ void extrapolate_run(Calculation& calc) {
   }
 }
 
+// A smaller basis's calculation once it has run: what the limit and the next basis's guess read stays (energies,
+// gradients, orbitals, interaction parts); its SCF's J/K, the metric and the three-index engine go, so that the next
+// basis runs within `memory` as its own plan counts it.
+void release_working_data(Calculation& calc) {
+  if (MoleculeRun* m = calc.reference.molecule()) {
+    m->scf_jk.reset();
+    m->ao_3index.reset();
+    m->metric = linalg::Matrix();
+  }
+}
+
 }  // namespace
 
 Calculation run_cbs_calculation(const Input& input, linalg::Comm& comm, const Progress& progress,
@@ -114,6 +125,7 @@ Calculation run_cbs_calculation(const Input& input, linalg::Comm& comm, const Pr
     };
     bases.push_back({all.names[k], all.zetas[k],
                      std::make_unique<Calculation>(run_calculation(in, comm, indented, phase_progress)), 0, 0});
+    release_working_data(*bases.back().calc);
     previous = bases.back().calc.get();
   }
   const double smaller_seconds = clock.seconds();
